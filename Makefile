@@ -1,0 +1,28 @@
+# Two entry points for people: `make run` and `make test`. Everything they need is installed here.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.kvplan-installed
+MODEL ?= Qwen/Qwen2-0.5B-Instruct
+
+.PHONY: setup run test lint bench docs clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml scripts/install.sh
+	bash scripts/install.sh $(VENV)
+	touch $(STAMP)
+
+run: setup
+	$(VENV)/bin/kvplan plan --model $(MODEL) --gpu h100-sxm-80gb
+
+lint: setup
+	$(VENV)/bin/ruff check kvplan tests benchmarks scripts
+
+test: lint
+	$(VENV)/bin/python -m pytest
+
+bench: setup
+	$(PY) benchmarks/run.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache

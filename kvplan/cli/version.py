@@ -1,0 +1,16 @@
+from __future__ import annotations
+
+import typer
+
+from kvplan import VLLM_SEMANTICS, __version__
+from kvplan.cli.app import app
+from kvplan.report.jsonout import emit_json
+
+
+@app.command()
+def version(json_output: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+    """Print kvplan's version and the vLLM version whose semantics it reproduces."""
+    if json_output:
+        emit_json({"schema_version": 1, "kvplan": __version__, "vllm_semantics": VLLM_SEMANTICS})
+    else:
+        print(f"kvplan {__version__} (vLLM {VLLM_SEMANTICS} semantics)")

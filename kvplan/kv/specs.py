@@ -1,0 +1,168 @@
+"""vLLM 0.17.1's KV-cache spec family (`v1/kv_cache_interface.py`) as frozen dataclasses.
+
+Page sizes are bytes per layer per block; `max_memory_usage_bytes` is what one request of
+`max_model_len` tokens may need, the quantity vLLM's memory check and concurrency log use."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from math import prod
+
+DTYPE_SIZE = {
+    "float32": 4, "float16": 2, "bfloat16": 2,
+    "uint8": 1, "float8_e4m3fn": 1, "float8_e5m2": 1, "int8": 1,
+}
+
+
+def cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def dtype_size(dtype: str) -> int:
+    return DTYPE_SIZE[dtype]
+
+
+@dataclass(frozen=True)
+class SizingLimits:
+    """The scheduler knobs that enter `max_memory_usage_bytes`."""
+
+    max_model_len: int
+    max_num_batched_tokens: int
+
+
+@dataclass(frozen=True)
+class AttentionSpec:
+    block_size: int
+    num_kv_heads: int
+    head_size: int
+    dtype: str
+    page_size_padded: int | None = None
+
+    @property
+    def real_page_size_bytes(self) -> int:
+        return 2 * self.block_size * self.num_kv_heads * self.head_size * dtype_size(self.dtype)
+
+    @property
+    def page_size_bytes(self) -> int:
+        real = self.real_page_size_bytes
+        if self.page_size_padded is not None:
+            assert self.page_size_padded >= real
+            return self.page_size_padded
+        return real
+
+    @property
+    def type_name(self) -> str:
+        return type(self).__name__
+
+    def max_memory_usage_bytes(self, limits: SizingLimits) -> int:
+        raise NotImplementedError(self.type_name)
+
+
+@dataclass(frozen=True)
+class FullAttentionSpec(AttentionSpec):
+    head_size_v: int | None = None
+    # recorded only so that `merge` can tell unified sliding-window layers apart
+    sliding_window: int | None = None
+    attention_chunk_size: int | None = None
+
+    @property
+    def real_page_size_bytes(self) -> int:
+        head_v = self.head_size if self.head_size_v is None else self.head_size_v
+        return (
+            self.block_size * self.num_kv_heads * (self.head_size + head_v) * dtype_size(self.dtype)
+        )
+
+    def max_memory_usage_bytes(self, limits: SizingLimits) -> int:
+        return cdiv(limits.max_model_len, self.block_size) * self.page_size_bytes
+
+
+@dataclass(frozen=True)
+class MLAAttentionSpec(FullAttentionSpec):
+    cache_dtype_str: str | None = None
+
+    @property
+    def real_page_size_bytes(self) -> int:
+        if self.cache_dtype_str == "fp8_ds_mla":
+            return self.block_size * 656
+        return self.block_size * self.num_kv_heads * self.head_size * dtype_size(self.dtype)
+
+
+@dataclass(frozen=True)
+class SlidingWindowSpec(AttentionSpec):
+    sliding_window: int = 0
+
+    def max_memory_usage_bytes(self, limits: SizingLimits) -> int:
+        tokens = min(self.sliding_window - 1 + limits.max_num_batched_tokens, limits.max_model_len)
+        # +1: the window need not start at a block boundary
+        return (cdiv(tokens, self.block_size) + 1) * self.page_size_bytes
+
+
+@dataclass(frozen=True)
+class ChunkedLocalAttentionSpec(AttentionSpec):
+    attention_chunk_size: int = 0
+
+    def max_memory_usage_bytes(self, limits: SizingLimits) -> int:
+        tokens = min(self.attention_chunk_size + limits.max_num_batched_tokens, limits.max_model_len)
+        return cdiv(tokens, self.block_size) * self.page_size_bytes
+
+
+@dataclass(frozen=True)
+class MambaSpec:
+    block_size: int
+    shapes: tuple[tuple[int, ...], ...]
+    dtypes: tuple[str, ...]
+    page_size_padded: int | None = None
+    mamba_type: str = "mamba2"
+    mamba_cache_mode: str = "none"    # "none" | "align" | "all"
+    num_speculative_blocks: int = 0
+
+    @property
+    def real_page_size_bytes(self) -> int:
+        return sum(
+            prod(shape) * dtype_size(dtype) for shape, dtype in zip(self.shapes, self.dtypes, strict=True)
+        )
+
+    @property
+    def page_size_bytes(self) -> int:
+        real = self.real_page_size_bytes
+        if self.page_size_padded is not None:
+            assert self.page_size_padded >= real
+            return self.page_size_padded
+        return real
+
+    @property
+    def type_name(self) -> str:
+        return type(self).__name__
+
+    def max_memory_usage_bytes(self, limits: SizingLimits) -> int:
+        if self.mamba_cache_mode == "all":
+            return cdiv(limits.max_model_len, self.block_size) * self.page_size_bytes
+        if self.mamba_cache_mode == "align":
+            return (2 + self.num_speculative_blocks) * self.page_size_bytes
+        return (1 + self.num_speculative_blocks) * self.page_size_bytes
+
+
+KVCacheSpec = AttentionSpec | MambaSpec
+
+
+@dataclass(frozen=True)
+class UniformTypeKVCacheSpecs:
+    """One group of layers of one attention type whose per-layer page sizes differ."""
+
+    block_size: int
+    kv_cache_specs: dict[str, KVCacheSpec] = field(hash=False)
+
+    @property
+    def page_size_bytes(self) -> int:
+        return sum(spec.page_size_bytes for spec in self.kv_cache_specs.values())
+
+    @property
+    def type_name(self) -> str:
+        return type(self).__name__
+
+    def max_memory_usage_bytes(self, limits: SizingLimits) -> int:
+        blocks = max(
+            cdiv(spec.max_memory_usage_bytes(limits), spec.page_size_bytes)
+            for spec in self.kv_cache_specs.values()
+        )
+        return blocks * self.page_size_bytes
