@@ -13,7 +13,7 @@ _UNITS = {
     "ki": 1024, "kib": 1024, "mi": 1024**2, "mib": 1024**2, "gi": 1024**3, "gib": 1024**3,
     "ti": 1024**4, "tib": 1024**4,
 }
-_SIZE = re.compile(r"^\s*([0-9][0-9_,]*(?:\.[0-9]+)?)\s*([a-zA-Z]*)\s*$")
+_SIZE = re.compile(r"^\s*(-?[0-9][0-9_,]*(?:\.[0-9]+)?)\s*([a-zA-Z]*)\s*$")
 
 
 def parse_bytes(text: str | int, what: str = "size") -> int:

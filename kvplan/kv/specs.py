@@ -1,7 +1,17 @@
 """vLLM 0.17.1's KV-cache spec family (`v1/kv_cache_interface.py`) as frozen dataclasses.
 
 Page sizes are bytes per layer per block; `max_memory_usage_bytes` is what one request of
-`max_model_len` tokens may need, the quantity vLLM's memory check and concurrency log use."""
+`max_model_len` tokens may need, the quantity vLLM's memory check and concurrency log use.
+
+Public API:
+    cdiv(a, b), dtype_size(dtype), DTYPE_SIZE          -- dtype names are torch's ("bfloat16", "uint8")
+    SizingLimits(max_model_len, max_num_batched_tokens) -- the scheduler knobs specs read
+    FullAttentionSpec, MLAAttentionSpec, SlidingWindowSpec, ChunkedLocalAttentionSpec, MambaSpec
+                                                        -- one layer's spec (`KVCacheSpec`)
+    UniformTypeKVCacheSpecs                             -- one group of same-type layers of unequal pages
+    KVCacheTensor(size, shared_by), KVCacheGroupSpec(layer_names, kv_cache_spec),
+    KVCacheConfig(num_blocks, kv_cache_tensors, kv_cache_groups)
+                                                        -- what sizing produces, as in vLLM"""
 
 from __future__ import annotations
 
@@ -71,6 +81,11 @@ class FullAttentionSpec(AttentionSpec):
         return (
             self.block_size * self.num_kv_heads * (self.head_size + head_v) * dtype_size(self.dtype)
         )
+
+    def __post_init__(self) -> None:
+        # as vLLM: an unset V head size is the K head size, so both spellings compare equal
+        if self.head_size_v is None:
+            object.__setattr__(self, "head_size_v", self.head_size)
 
     def max_memory_usage_bytes(self, limits: SizingLimits) -> int:
         return cdiv(limits.max_model_len, self.block_size) * self.page_size_bytes
@@ -166,3 +181,36 @@ class UniformTypeKVCacheSpecs:
             for spec in self.kv_cache_specs.values()
         )
         return blocks * self.page_size_bytes
+
+
+GroupSpec = KVCacheSpec | UniformTypeKVCacheSpecs
+
+
+@dataclass(frozen=True)
+class KVCacheTensor:
+    """One raw allocation of `size` bytes, used by every layer in `shared_by` (one per group)."""
+
+    size: int
+    shared_by: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class KVCacheGroupSpec:
+    """Layers that share one block table, hence one spec."""
+
+    layer_names: tuple[str, ...]
+    kv_cache_spec: GroupSpec
+
+
+@dataclass(frozen=True)
+class KVCacheConfig:
+    """One worker's pool: `num_blocks` blocks (the null block included), its tensors and groups."""
+
+    num_blocks: int
+    kv_cache_tensors: tuple[KVCacheTensor, ...]
+    kv_cache_groups: tuple[KVCacheGroupSpec, ...]
+
+    @property
+    def needs_kv_cache_zeroing(self) -> bool:
+        # 0.17.1 zeroes new attention blocks of models that have Mamba layers
+        return any(isinstance(group.kv_cache_spec, MambaSpec) for group in self.kv_cache_groups)
