@@ -8,6 +8,7 @@ size), per-worker specs, then `get_kv_cache_configs` on `kv_cache_memory_bytes` 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from kvplan import VLLM_SEMANTICS, __version__
@@ -163,7 +164,10 @@ def settle(request: PlanRequest) -> Setup:
     """Every decision vLLM makes before it measures memory, with its refusals (exit 2)."""
     _check_request(request)
     resolved = resolve_config(request.model)
-    shape = shape_from_config(resolved.config, resolved.model_id, trust_remote_code=request.trust_remote_code)
+    config_dir = str(Path(resolved.path).parent) if resolved.source != "hub" else None
+    shape = shape_from_config(
+        resolved.config, resolved.model_id, trust_remote_code=request.trust_remote_code, config_dir=config_dir
+    )
     device = _device(request)
     logs: list[str] = []
     dtype = rules.resolve_model_dtype(
@@ -366,3 +370,35 @@ def plan_record(result: PlanResult) -> dict[str, Any]:
 
 def with_memory(request: PlanRequest, kv_cache_memory_bytes: int) -> PlanRequest:
     return replace(request, kv_cache_memory_bytes=kv_cache_memory_bytes)
+
+
+@dataclass(frozen=True)
+class CatalogEntry:
+    """One bundled model at vLLM's defaults (TP 1, block 16, KV dtype auto)."""
+
+    model_id: str
+    architecture: str
+    num_hidden_layers: int
+    layer_kinds: dict[str, int]
+    max_model_len: int
+    dtype: str
+    kv_bytes_per_token: int | float
+
+
+def catalog_entries() -> list[CatalogEntry]:
+    from collections import Counter
+
+    from kvplan.models.catalog import catalog_ids
+
+    entries = []
+    for model_id in catalog_ids():
+        setup = settle(PlanRequest(model=model_id))
+        kinds = Counter(layer.kind for layer in setup.shape.layers)
+        per_token = max(kv_bytes_per_token(specs) for specs in setup.worker_specs)
+        entries.append(CatalogEntry(
+            model_id=model_id, architecture=setup.shape.architecture,
+            num_hidden_layers=setup.shape.num_hidden_layers, layer_kinds=dict(kinds),
+            max_model_len=setup.max_model_len, dtype=setup.model_dtype,
+            kv_bytes_per_token=int(per_token) if float(per_token).is_integer() else per_token,
+        ))
+    return entries

@@ -75,6 +75,8 @@ class ModelShape:
     tie_word_embeddings: bool = False
     quantization: dict | None = None   # quantization_config as in the file
     use_mla: bool = False
+    qk_nope_head_dim: int = 0          # MLA: vLLM's backend choice (and so block size) on Blackwell reads it
+    mla_sparse: bool = False           # MLA with `index_topk` (DeepSeek V3.2): FlashMLA sparse, block 64
     is_hybrid: bool = False
     warnings: tuple[str, ...] = field(default_factory=tuple)
 
