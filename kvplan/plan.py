@@ -20,6 +20,7 @@ from kvplan.kv.sizing import SizingResult, kv_bytes_per_token, size_kv_cache
 from kvplan.kv.specs import (
     AttentionSpec,
     GroupSpec,
+    KVCacheConfig,
     KVCacheSpec,
     MambaSpec,
     MLAAttentionSpec,
@@ -109,7 +110,7 @@ class PlanResult:
         return self.sizing.num_blocks
 
     @property
-    def kv_config(self):  # noqa: ANN201 - KVCacheConfig | None
+    def kv_config(self) -> KVCacheConfig | None:
         return self.sizing.config
 
     @property
