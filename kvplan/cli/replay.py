@@ -1,0 +1,135 @@
+"""`kvplan replay TRACE.json`: the trace through vLLM 0.17.1's scheduler and block manager, one
+JSON record per step (contract: `trace-replay.md`)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import IO
+
+import typer
+
+from kvplan.cli.app import app
+from kvplan.engine.records import RecordEncoder, summary_record
+from kvplan.engine.replay import ReplaySummary, StepObserver, replay
+from kvplan.engine.scheduler import Scheduler, StepResult
+from kvplan.engine.trace import Trace, load_trace
+from kvplan.errors import EXIT_STALLED, KvplanError
+
+WRITE_BUFFER_BYTES = 1 << 20
+
+
+@app.command("replay")
+def replay_command(
+    trace_path: Path = typer.Argument(..., metavar="TRACE", help="Trace file (JSON, trace-replay format)."),
+    num_gpu_blocks: int | None = typer.Option(None, "--num-gpu-blocks", help="Pool size (with block 0)."),
+    block_size: int | None = typer.Option(None, "--block-size", help="Tokens per block."),
+    prefix_caching: str | None = typer.Option(None, "--prefix-caching", metavar="on|off", help="on or off."),
+    max_num_batched_tokens: int | None = typer.Option(None, "--max-num-batched-tokens", help="Step budget."),
+    max_num_seqs: int | None = typer.Option(None, "--max-num-seqs", help="Most running requests."),
+    max_model_len: int | None = typer.Option(None, "--max-model-len", help="Longest prompt + output."),
+    no_chunked_prefill: bool = typer.Option(False, "--no-chunked-prefill", help="Disable chunked prefill."),
+    summary_only: bool = typer.Option(False, "--summary-only", help="Print only the summary line."),
+    dump_free_queue: bool = typer.Option(False, "--dump-free-queue", help="Add the free queue to records."),
+    json_output: bool = typer.Option(False, "--json", help="JSON Lines on stdout even on a terminal."),
+    output: Path | None = typer.Option(None, "--output", "-o", help="Write the JSON Lines to FILE instead."),
+) -> None:
+    """Replay a request trace step by step; JSON Lines when piped or with -o, a summary on a terminal.
+
+    Exit codes: 0 done, 2 bad trace or options, 3 the run stalled."""
+    overrides = {
+        "num_gpu_blocks": num_gpu_blocks,
+        "block_size": block_size,
+        "enable_prefix_caching": _on_off(prefix_caching),
+        "max_num_batched_tokens": max_num_batched_tokens,
+        "max_num_seqs": max_num_seqs,
+        "max_model_len": max_model_len,
+        "enable_chunked_prefill": False if no_chunked_prefill else None,
+    }
+    if output is not None:
+        _check_output(output, trace_path)
+    trace = load_trace(trace_path, overrides)
+
+    records = json_output or summary_only or dump_free_queue or output is not None or not sys.stdout.isatty()
+    if not records:
+        summary = replay(trace)
+        _print_terminal_summary(summary, trace_path)
+    elif output is None:
+        try:
+            summary = _replay_to(sys.stdout, trace, summary_only, dump_free_queue)
+        except BrokenPipeError:
+            # The reader (`head`, a pager) stopped reading: not an error of ours.
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return
+    else:
+        try:
+            with output.open("w", buffering=WRITE_BUFFER_BYTES) as stream:
+                summary = _replay_to(stream, trace, summary_only, dump_free_queue)
+        except OSError as error:
+            raise KvplanError(f"cannot write {output}: {error.strerror}") from None
+        print(f"kvplan: wrote {'the summary' if summary_only else f'{summary.num_steps + 1} records'} "
+              f"to {output}", file=sys.stderr)
+    if summary.stalled:
+        print(f"kvplan: the replay stalled at step {summary.num_steps - 1}: a request cannot be scheduled "
+              "even alone (too few blocks or tokens per step for it)", file=sys.stderr)
+        raise typer.Exit(EXIT_STALLED)
+
+
+def _replay_to(stream: IO[str], trace: Trace, summary_only: bool, dump_free_queue: bool) -> ReplaySummary:
+    write = stream.write
+    observe: StepObserver | None = None
+    if not summary_only:
+        encode = RecordEncoder(dump_free_queue).encode
+
+        def observe(result: StepResult, scheduler: Scheduler, arrived: list[str]) -> None:
+            write(encode(result, scheduler, arrived))
+            write("\n")
+    summary = replay(trace, observe)
+    write(json.dumps(summary_record(summary)))
+    write("\n")
+    stream.flush()
+    return summary
+
+
+def _on_off(value: str | None) -> bool | None:
+    if value is None:
+        return None
+    if value.lower() in ("on", "true", "1", "yes"):
+        return True
+    if value.lower() in ("off", "false", "0", "no"):
+        return False
+    raise KvplanError(f"--prefix-caching takes on or off, got {value!r}")
+
+
+def _check_output(output: Path, trace_path: Path) -> None:
+    if output.is_dir():
+        raise KvplanError(f"-o {output}: is a directory; give a file path")
+    if output.resolve() == trace_path.resolve() or (
+        output.exists() and trace_path.exists() and output.samefile(trace_path)
+    ):
+        raise KvplanError(f"-o {output}: that is the input trace; choose another output file")
+
+
+def _print_terminal_summary(summary: ReplaySummary, trace_path: Path) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    config = summary.config
+    usable = config.num_gpu_blocks - 1
+    table = Table(title=f"kvplan replay {trace_path.name}", show_header=False, title_justify="left")
+    table.add_column(style="bold")
+    table.add_column(justify="right")
+    table.add_row("steps", f"{summary.num_steps:,}" + (" (stalled)" if summary.stalled else ""))
+    table.add_row("finished", f"{summary.num_finished:,} / {summary.num_requests:,}")
+    table.add_row("preemptions", f"{summary.total_preemptions:,}")
+    hit_rate = (f"{summary.prefix_cache_hit_rate:.1%} ({summary.prefix_cache_hits:,} / "
+                f"{summary.prefix_cache_queries:,} tokens)")
+    table.add_row("prefix-cache hit rate", hit_rate if config.enable_prefix_caching else "caching off")
+    peak = summary.max_used_blocks
+    table.add_row("peak blocks in use", f"{peak:,} / {usable:,} ({peak / usable:.1%})")
+    table.add_row("pool", f"{config.num_gpu_blocks:,} blocks x {config.block_size} tokens")
+    console = Console()
+    console.print(table)
+    console.print("[dim]JSON Lines: pipe the output, or use -o FILE or --json[/dim]", highlight=False)

@@ -1,0 +1,170 @@
+"""`kvplan simulate WORKLOAD`: a request mix (or a request list) through vLLM 0.17.1's scheduler and
+block manager, reported as KV-cache occupancy, prefix-cache hits, preemptions, queues and latency."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, TextIO
+
+import typer
+
+from kvplan.cli.app import app
+from kvplan.errors import EXIT_STALLED, KvplanError
+from kvplan.report.jsonout import dumps
+from kvplan.sim.engine_source import EngineOverrides
+from kvplan.sim.result import result_document
+from kvplan.sim.simulate import SimOptions, prepare, simulate
+from kvplan.sim.workload import load_workload
+
+REPORT_WIDTH = 110
+
+
+@app.command("simulate")
+def simulate_command(
+    workload_path: Path = typer.Argument(
+        ..., metavar="WORKLOAD",
+        help="Workload file (docs/workload.md), a trace-replay file, or a JSON Lines request list."),
+    num_gpu_blocks: int | None = typer.Option(None, "--num-gpu-blocks", help="Pool size, null block included."),
+    block_size: int | None = typer.Option(None, "--block-size", help="Tokens per block."),
+    prefix_caching: str | None = typer.Option(None, "--prefix-caching", metavar="on|off", help="Prefix caching."),
+    max_num_batched_tokens: int | None = typer.Option(None, "--max-num-batched-tokens", help="Token budget per step."),
+    max_num_seqs: int | None = typer.Option(None, "--max-num-seqs", help="Most running requests."),
+    max_model_len: int | None = typer.Option(None, "--max-model-len", help="Longest sequence, prompt + output."),
+    no_chunked_prefill: bool = typer.Option(False, "--no-chunked-prefill", help="Disable chunked prefill."),
+    gpu: str | None = typer.Option(
+        None, "--gpu", help="GPU for the roofline step-time estimate (and for planning from engine.model)."),
+    gpu_memory_utilization: float | None = typer.Option(
+        None, "--gpu-memory-utilization",
+        help="vLLM's gpu_memory_utilization, when the pool is planned from engine.model."),
+    step_time_ms: float | None = typer.Option(None, "--step-time-ms", help="Every step takes this long (estimate)."),
+    seed: int | None = typer.Option(None, "--seed", help="Random seed (default: the workload's seed, else 0)."),
+    find_max_rate: bool = typer.Option(
+        False, "--find-max-rate", help="Also search the highest arrival rate the engine sustains (many runs)."),
+    json_output: bool = typer.Option(False, "--json", help="Print the result as one JSON document and nothing else."),
+    output: Path | None = typer.Option(None, "--output", "-o", help="Write what would be printed to FILE instead."),
+    timeline: Path | None = typer.Option(None, "--timeline", help="Write one CSV row per step to FILE."),
+    report: Path | None = typer.Option(None, "--report", help="Write a self-contained HTML report to FILE."),
+) -> None:
+    """Simulate a workload; time-derived figures are estimates from the step-time model.
+
+    Exit codes: 0 done, 2 bad workload or options, 3 the run stalled (a request cannot fit even alone)."""
+    if step_time_ms is not None and step_time_ms <= 0:
+        raise KvplanError(f"--step-time-ms must be > 0, got {step_time_ms:g}")
+    if gpu_memory_utilization is not None and not 0 < gpu_memory_utilization <= 1:
+        raise KvplanError(f"--gpu-memory-utilization must be in (0, 1], got {gpu_memory_utilization:g}")
+    if seed is not None and seed < 0:
+        raise KvplanError(f"--seed must be >= 0, got {seed}")
+    overrides = EngineOverrides(
+        num_gpu_blocks=num_gpu_blocks,
+        block_size=block_size,
+        enable_prefix_caching=_on_off(prefix_caching),
+        max_num_batched_tokens=max_num_batched_tokens,
+        max_num_seqs=max_num_seqs,
+        max_model_len=max_model_len,
+        enable_chunked_prefill=False if no_chunked_prefill else None,
+        gpu=gpu,
+        gpu_memory_utilization=gpu_memory_utilization,
+    )
+    workload = load_workload(workload_path)
+    for flag, path in (("-o", output), ("--timeline", timeline), ("--report", report)):
+        if path is not None:
+            _check_output(flag, path, workload.inputs)
+    setup = prepare(workload, SimOptions(overrides=overrides, seed=seed, step_time_ms=step_time_ms))
+    for note in setup.notes:
+        print(f"kvplan: warning: {note}", file=sys.stderr)
+
+    with _writable(timeline) as timeline_stream, _progress() as progress:
+        result = simulate(setup, find_max_rate=find_max_rate, progress=progress, timeline=timeline_stream,
+                          stage=_stage)
+    document = result_document(result)
+
+    if report is not None:
+        from kvplan.report.sim_html import render_html
+
+        with _writable(report) as stream:
+            stream.write(render_html(document))  # type: ignore[union-attr]
+        print(f"kvplan: wrote the report to {report}", file=sys.stderr)
+    if timeline is not None:
+        print(f"kvplan: wrote {document['num_steps']:,} steps to {timeline}", file=sys.stderr)
+    if output is not None:
+        with _writable(output) as stream:
+            _emit(document, json_output, stream)  # type: ignore[arg-type]
+        print(f"kvplan: wrote the result to {output}", file=sys.stderr)
+    else:
+        _emit(document, json_output, sys.stdout)
+    if result.stalled:
+        print(f"kvplan: the simulation stalled after {document['num_steps']:,} steps: a request cannot be "
+              "scheduled even alone (too few blocks or tokens per step for it)", file=sys.stderr)
+        raise typer.Exit(EXIT_STALLED)
+
+
+def _emit(document: dict[str, Any], as_json: bool, stream: TextIO) -> None:
+    if as_json:
+        stream.write(dumps(document) + "\n")
+        return
+    from rich.console import Console
+
+    from kvplan.report.sim_console import render
+
+    to_terminal = stream is sys.stdout and stream.isatty()
+    console = Console(file=stream, width=None if to_terminal else REPORT_WIDTH,
+                      color_system="auto" if to_terminal else None)
+    render(document, console)
+
+
+def _stage(message: str) -> None:
+    print(f"kvplan: {message}", file=sys.stderr)
+
+
+@contextlib.contextmanager
+def _progress() -> Iterator[Any]:
+    """A progress bar on stderr when it is a terminal; nothing otherwise."""
+    if not sys.stderr.isatty():
+        yield None
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(TextColumn("simulating"), BarColumn(), MofNCompleteColumn(), TextColumn("requests"),
+                  TimeElapsedColumn(), console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task("simulate", total=None)
+
+        def update(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        yield update
+
+
+@contextlib.contextmanager
+def _writable(path: Path | None) -> Iterator[TextIO | None]:
+    if path is None:
+        yield None
+        return
+    try:
+        with path.open("w", encoding="utf-8") as stream:
+            yield stream
+    except OSError as error:
+        raise KvplanError(f"cannot write {path}: {error.strerror}") from None
+
+
+def _on_off(value: str | None) -> bool | None:
+    if value is None:
+        return None
+    if value.lower() in ("on", "true", "1", "yes"):
+        return True
+    if value.lower() in ("off", "false", "0", "no"):
+        return False
+    raise KvplanError(f"--prefix-caching takes on or off, got {value!r}")
+
+
+def _check_output(flag: str, path: Path, inputs: tuple[Path, ...]) -> None:
+    """Refuse to write over a directory or over any file the workload was read from."""
+    if path.is_dir():
+        raise KvplanError(f"{flag} {path}: is a directory; give a file path")
+    for given in inputs:
+        if path.resolve() == given.resolve():
+            raise KvplanError(f"{flag} {path}: that is an input of the workload ({given.name}); "
+                              "choose another output file")

@@ -1,0 +1,183 @@
+"""vLLM 0.17.1's block pool (`v1/core/block_pool.py`): blocks, the free queue and the prefix-cache map.
+
+The free queue holds every block with ref_cnt 0, cached (evictable) or not; its head is the next
+block handed out. It is an `OrderedDict` keyed by block id: CPython implements it as a doubly
+linked list with an index, so popping the head, appending to the tail and unlinking a block from
+the middle (a prefix hit on an evictable block) are all O(1), in C.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Iterable, Iterator
+
+from kvplan.errors import KvplanError
+
+BlockHash = bytes
+
+
+class KVCacheBlock:
+    __slots__ = ("block_hash", "block_id", "ref_cnt")
+
+    def __init__(self, block_id: int) -> None:
+        self.block_id = block_id
+        self.ref_cnt = 0
+        # Set only while the block is full and registered in the prefix cache.
+        self.block_hash: BlockHash | None = None
+
+    @property
+    def is_null(self) -> bool:
+        return self.block_id == 0
+
+    def __repr__(self) -> str:
+        hashed = self.block_hash is not None
+        return f"KVCacheBlock(id={self.block_id}, ref_cnt={self.ref_cnt}, hashed={hashed})"
+
+
+class BlockPool:
+    """Blocks 0..num_gpu_blocks-1; block 0 is the null block and is never handed out."""
+
+    def __init__(self, num_gpu_blocks: int, enable_caching: bool) -> None:
+        if num_gpu_blocks < 2:
+            raise KvplanError(f"a block pool needs 2 blocks or more (block 0 is null), got {num_gpu_blocks}")
+        self.num_gpu_blocks = num_gpu_blocks
+        self.enable_caching = enable_caching
+        self.blocks = [KVCacheBlock(i) for i in range(num_gpu_blocks)]
+        self.null_block = self.blocks[0]
+        self._free: OrderedDict[int, KVCacheBlock] = OrderedDict((b.block_id, b) for b in self.blocks[1:])
+        # hash -> the block, or {block_id: block} when several full blocks share a hash: vLLM does
+        # not de-duplicate, because a running request's block table never changes.
+        self._cached: dict[BlockHash, KVCacheBlock | dict[int, KVCacheBlock]] = {}
+        self.num_cached_blocks = 0
+        self.num_evictable_cached_blocks = 0
+
+    # -- queries -----------------------------------------------------------------------------
+
+    @property
+    def num_free_blocks(self) -> int:
+        return len(self._free)
+
+    @property
+    def num_used_blocks(self) -> int:
+        return self.num_gpu_blocks - 1 - len(self._free)
+
+    def get_num_free_blocks(self) -> int:
+        return len(self._free)
+
+    def get_usage(self) -> float:
+        """vLLM's KV cache usage: evictable cached blocks count as free."""
+        return 1.0 - len(self._free) / (self.num_gpu_blocks - 1)
+
+    def free_block_ids(self) -> list[int]:
+        """Every free block id, head (next handed out) first."""
+        return list(self._free)
+
+    def iter_free_blocks(self) -> Iterator[KVCacheBlock]:
+        return iter(self._free.values())
+
+    def cached_prefix(self, block_hashes: Iterable[BlockHash]) -> list[KVCacheBlock]:
+        """The cached blocks of the leading hashes, up to the first miss (full-attention hits)."""
+        cached_get = self._cached.get
+        hits = []
+        for block_hash in block_hashes:
+            blocks = cached_get(block_hash)
+            if blocks is None:
+                break
+            hits.append(blocks if type(blocks) is KVCacheBlock else next(iter(blocks.values())))
+        return hits
+
+    def get_cached_block(self, block_hash: BlockHash) -> KVCacheBlock | None:
+        """The block cached under this hash; the first inserted when several full blocks share it."""
+        blocks = self._cached.get(block_hash)
+        if blocks is None or type(blocks) is KVCacheBlock:
+            return blocks
+        return next(iter(blocks.values()))
+
+    # -- mutations -----------------------------------------------------------------------------
+
+    def get_new_blocks(self, num_blocks: int) -> list[KVCacheBlock]:
+        """Pop `num_blocks` from the head of the free queue, evicting their cached hashes."""
+        free = self._free
+        if num_blocks > len(free):
+            raise ValueError(f"Cannot get {num_blocks} free blocks from the pool")
+        popleft = free.popitem
+        new_blocks = []
+        for _ in range(num_blocks):
+            block = popleft(False)[1]
+            if block.block_hash is not None:
+                self._evict(block)
+            block.ref_cnt = 1
+            new_blocks.append(block)
+        return new_blocks
+
+    def _evict(self, block: KVCacheBlock) -> None:
+        """Drop a free block's hash before reuse: it stops being a prefix-cache hit."""
+        block_hash = block.block_hash
+        assert block_hash is not None
+        entry = self._cached.pop(block_hash)
+        if type(entry) is KVCacheBlock:
+            assert entry is block
+        else:
+            del entry[block.block_id]
+            if entry:
+                self._cached[block_hash] = entry
+        block.block_hash = None
+        self.num_cached_blocks -= 1
+        self.num_evictable_cached_blocks -= 1
+
+    def touch(self, blocks: Iterable[KVCacheBlock]) -> None:
+        """Pin prefix-hit blocks; an evictable one leaves the free queue without being copied."""
+        free = self._free
+        for block in blocks:
+            if block.block_id == 0:
+                continue
+            if block.ref_cnt == 0:
+                del free[block.block_id]
+                if block.block_hash is not None:
+                    self.num_evictable_cached_blocks -= 1
+            block.ref_cnt += 1
+
+    def free_blocks(self, ordered_blocks: Iterable[KVCacheBlock]) -> None:
+        """Release one reference each; blocks reaching 0 join the tail in the given order, hash kept."""
+        free = self._free
+        for block in ordered_blocks:
+            if block.block_id == 0:
+                continue
+            block.ref_cnt -= 1
+            if block.ref_cnt == 0:
+                free[block.block_id] = block
+                if block.block_hash is not None:
+                    self.num_evictable_cached_blocks += 1
+
+    def cache_full_blocks(self, blocks: list[KVCacheBlock], block_hashes: list[BlockHash],
+                          num_cached_blocks: int, num_full_blocks: int) -> None:
+        """Register blocks[num_cached_blocks:num_full_blocks] under their request's chained hashes."""
+        cached = self._cached
+        for i in range(num_cached_blocks, num_full_blocks):
+            block = blocks[i]
+            if block.block_id == 0:
+                continue
+            assert block.block_hash is None, f"block {block.block_id} is already cached"
+            block_hash = block_hashes[i]
+            block.block_hash = block_hash
+            entry = cached.get(block_hash)
+            if entry is None:
+                cached[block_hash] = block
+            elif type(entry) is KVCacheBlock:
+                cached[block_hash] = {entry.block_id: entry, block.block_id: block}
+            else:
+                entry[block.block_id] = block
+            self.num_cached_blocks += 1
+            if block.ref_cnt == 0:
+                self.num_evictable_cached_blocks += 1
+
+    def reset_prefix_cache(self) -> bool:
+        """Forget every cached hash; only possible when no block is in use, as in vLLM."""
+        if self.num_used_blocks > 0:
+            return False
+        self._cached = {}
+        for block in self.blocks:
+            block.block_hash = None
+        self.num_cached_blocks = 0
+        self.num_evictable_cached_blocks = 0
+        return True

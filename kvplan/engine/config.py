@@ -1,0 +1,70 @@
+"""The engine's knobs, with vLLM 0.17.1's defaults and the config rules vLLM enforces at start-up."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kvplan.errors import KvplanError
+
+# `PrefixCachingHashAlgo` in 0.17.1. The hash function never changes hit/miss behaviour, so every
+# name selects kvplan's own exact hash; the name is still validated as vLLM would.
+HASH_ALGOS = ("sha256", "sha256_cbor", "xxhash", "xxhash_cbor")
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """One KV cache group of `num_gpu_blocks` blocks (block 0 is the null block) and the scheduler.
+
+    `sliding_window` (tokens) selects the sliding-window manager for the group instead of full
+    attention; the trace replay always uses full attention."""
+
+    num_gpu_blocks: int
+    block_size: int = 16
+    enable_prefix_caching: bool = True
+    max_num_batched_tokens: int = 2048
+    max_num_seqs: int = 128
+    max_model_len: int = 4096
+    enable_chunked_prefill: bool = True
+    hash_algo: str = "sha256"
+    hash_seed: str = "0"
+    sliding_window: int | None = None
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> None:
+        """Raise KvplanError (exit 2) on a configuration vLLM 0.17.1 would refuse."""
+        for name in ("num_gpu_blocks", "block_size", "max_num_batched_tokens", "max_num_seqs",
+                     "max_model_len"):
+            value = getattr(self, name)
+            if type(value) is not int or value < 1:
+                raise KvplanError(f"{name} must be a positive integer, got {value!r}")
+        if self.num_gpu_blocks < 2:
+            raise KvplanError(
+                f"num_gpu_blocks must be at least 2 (block 0 is the null block), got {self.num_gpu_blocks}"
+            )
+        for name in ("enable_prefix_caching", "enable_chunked_prefill"):
+            if type(getattr(self, name)) is not bool:
+                raise KvplanError(f"{name} must be true or false, got {getattr(self, name)!r}")
+        if self.hash_algo not in HASH_ALGOS:
+            raise KvplanError(f"hash_algo must be one of {', '.join(HASH_ALGOS)}, got {self.hash_algo!r}")
+        if not isinstance(self.hash_seed, str):
+            raise KvplanError(f"hash_seed must be a string, got {self.hash_seed!r}")
+        window = self.sliding_window
+        if window is not None and (type(window) is not int or window < 1):
+            raise KvplanError(f"sliding_window must be a positive integer, got {self.sliding_window!r}")
+        if self.max_num_batched_tokens < self.max_num_seqs:
+            raise KvplanError(
+                f"max_num_batched_tokens ({self.max_num_batched_tokens}) must be greater than or equal to "
+                f"max_num_seqs ({self.max_num_seqs}): raise max_num_batched_tokens or lower max_num_seqs"
+            )
+        if not self.enable_chunked_prefill and self.max_num_batched_tokens < self.max_model_len:
+            raise KvplanError(
+                f"max_num_batched_tokens ({self.max_num_batched_tokens}) is smaller than max_model_len "
+                f"({self.max_model_len}) with chunked prefill off, so the longest prompt could never be "
+                "scheduled: raise max_num_batched_tokens, lower max_model_len or enable chunked prefill"
+            )
+
+    @property
+    def num_usable_blocks(self) -> int:
+        return self.num_gpu_blocks - 1

@@ -1,0 +1,310 @@
+"""`kvplan simulate --report report.html`: one self-contained HTML file (inline CSS and SVG, no
+scripts, nothing fetched) with charts of KV usage, queues and latency over time and the summary
+tables. Rendering only: it reads the same result document as ``--json``."""
+
+from __future__ import annotations
+
+import html
+import math
+from typing import Any
+
+from kvplan.report.sim_console import _num, _pct, _seconds, _timing
+
+WIDTH, HEIGHT = 920, 250
+LEFT, RIGHT, TOP, BOTTOM = 64, 16, 16, 40
+COLORS = {
+    "used": "#1f77b4", "cached": "#aec7e8", "peak": "#0b3d63", "running": "#2ca02c", "waiting": "#d62728",
+    "ttft": "#9467bd", "e2e": "#ff7f0e", "tokens": "#17becf",
+}
+
+CSS = """
+body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2rem auto; max-width: 980px;
+       color: #222; line-height: 1.4; padding: 0 1rem; }
+h1 { font-size: 1.5rem; margin-bottom: 0.2rem; } h2 { font-size: 1.15rem; margin-top: 2rem; }
+.sub { color: #666; margin-top: 0; }
+.stalled { background: #fde2e2; border: 1px solid #d62728; padding: 0.6rem 1rem; border-radius: 6px; }
+.cards { display: grid; grid-template-columns: repeat(auto-fill, minmax(210px, 1fr)); gap: 0.8rem; }
+.card { border: 1px solid #ddd; border-radius: 8px; padding: 0.7rem 0.9rem; }
+.card .v { font-size: 1.35rem; font-weight: 600; } .card .k { color: #666; font-size: 0.85rem; }
+table { border-collapse: collapse; margin: 0.5rem 0; font-size: 0.9rem; }
+th, td { border-bottom: 1px solid #eee; padding: 0.3rem 0.7rem; text-align: right; }
+th:first-child, td:first-child { text-align: left; } th { background: #f6f6f6; }
+svg { display: block; margin: 0.3rem 0 0.2rem; } .legend span { margin-right: 1.2rem; font-size: 0.85rem; }
+.legend i { display: inline-block; width: 12px; height: 12px; margin-right: 4px; vertical-align: -1px; }
+table.kv td, table.kv th { text-align: left; }
+.warn { color: #8a5a00; } .note { color: #666; font-size: 0.85rem; }
+"""
+
+
+def _esc(value: Any) -> str:
+    return html.escape(str(value))
+
+
+def nice_ticks(top: float, count: int = 5) -> list[float]:
+    """Round tick values from 0 to at least ``top``."""
+    if top <= 0:
+        return [0.0, 1.0]
+    raw = top / count
+    magnitude = 10 ** math.floor(math.log10(raw))
+    step = next(m * magnitude for m in (1, 2, 2.5, 5, 10) if m * magnitude >= raw)
+    return [i * step for i in range(math.ceil(top / step + 1e-9) + 1)]
+
+
+def _label(value: float) -> str:
+    if value == 0:
+        return "0"
+    if abs(value) >= 1000:
+        return f"{value:,.0f}"
+    return f"{value:.3g}"
+
+
+def chart(series: list[dict[str, Any]], x_max: float, x_title: str, y_title: str,
+          y_max: float | None = None, reference: tuple[float, str] | None = None) -> str:
+    """An SVG chart; each series is {name, color, points: [(x, y)], kind: line|area, base?: [y]}."""
+    top = y_max if y_max is not None else max((y for s in series for _, y in s["points"]), default=1.0)
+    y_ticks = nice_ticks(top)
+    y_top = y_ticks[-1]
+    x_ticks = nice_ticks(x_max, 6)
+    x_top = x_ticks[-1] if x_max > 0 else 1.0
+    plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
+
+    def px(x: float) -> float:
+        return LEFT + plot_w * x / x_top
+
+    def py(y: float) -> float:
+        return TOP + plot_h * (1 - y / y_top)
+
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" '
+             f'viewBox="0 0 {WIDTH} {HEIGHT}" role="img" aria-label="{_esc(y_title)} over {_esc(x_title)}">']
+    for tick in y_ticks:
+        parts.append(f'<line x1="{LEFT}" x2="{WIDTH - RIGHT}" y1="{py(tick):.1f}" y2="{py(tick):.1f}" '
+                     'stroke="#eee"/>')
+        parts.append(f'<text x="{LEFT - 6}" y="{py(tick) + 4:.1f}" font-size="11" text-anchor="end" '
+                     f'fill="#555">{_label(tick)}</text>')
+    for tick in x_ticks:
+        parts.append(f'<text x="{px(tick):.1f}" y="{HEIGHT - BOTTOM + 16}" font-size="11" text-anchor="middle" '
+                     f'fill="#555">{_label(tick)}</text>')
+    parts.append(f'<text x="{LEFT + plot_w / 2:.0f}" y="{HEIGHT - 6}" font-size="12" text-anchor="middle" '
+                 f'fill="#333">{_esc(x_title)}</text>')
+    parts.append(f'<text x="14" y="{TOP + plot_h / 2:.0f}" font-size="12" text-anchor="middle" fill="#333" '
+                 f'transform="rotate(-90 14 {TOP + plot_h / 2:.0f})">{_esc(y_title)}</text>')
+    for item in series:
+        points = item["points"]
+        if not points:
+            continue
+        line = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in points)
+        if item.get("kind") == "area":
+            base = item.get("base") or [0.0] * len(points)
+            pairs = reversed(list(zip(points, base, strict=True)))
+            back = " ".join(f"{px(x):.1f},{py(b):.1f}" for (x, _), b in pairs)
+            parts.append(f'<polygon points="{line} {back}" fill="{item["color"]}" fill-opacity="0.85" stroke="none">'
+                         f'<title>{_esc(item["name"])}</title></polygon>')
+        else:
+            dash = ' stroke-dasharray="4 3"' if item.get("dashed") else ""
+            parts.append(f'<polyline points="{line}" fill="none" stroke="{item["color"]}" stroke-width="1.6"{dash}>'
+                         f'<title>{_esc(item["name"])}</title></polyline>')
+    if reference is not None:
+        value, text = reference
+        parts.append(f'<line x1="{LEFT}" x2="{WIDTH - RIGHT}" y1="{py(value):.1f}" y2="{py(value):.1f}" '
+                     'stroke="#d62728" stroke-dasharray="6 4"/>')
+        parts.append(f'<text x="{WIDTH - RIGHT - 4}" y="{py(value) - 4:.1f}" font-size="11" text-anchor="end" '
+                     f'fill="#d62728">{_esc(text)}</text>')
+    parts.append(f'<line x1="{LEFT}" x2="{LEFT}" y1="{TOP}" y2="{TOP + plot_h}" stroke="#999"/>')
+    parts.append(f'<line x1="{LEFT}" x2="{WIDTH - RIGHT}" y1="{TOP + plot_h}" y2="{TOP + plot_h}" stroke="#999"/>')
+    parts.append("</svg>")
+    legend = "".join(f'<span><i style="background:{s["color"]}"></i>{_esc(s["name"])}</span>' for s in series)
+    return "".join(parts) + f'<div class="legend">{legend}</div>'
+
+
+def _rows(document: dict[str, Any]) -> list[dict[str, float]]:
+    series = document["series"]
+    return [dict(zip(series["columns"], row, strict=True)) for row in series["rows"]]
+
+
+def _midpoints(document: dict[str, Any], rows: list[dict[str, float]], key: str) -> list[tuple[float, float]]:
+    half = document["series"]["bucket"] / 2
+    return [(r["start"] + half, r[key]) for r in rows if r["coverage"] > 0]
+
+
+def _x_title(document: dict[str, Any]) -> str:
+    return "step" if document["series"]["x"] == "step" else "time (s, estimated)"
+
+
+def usage_chart(document: dict[str, Any]) -> str:
+    rows = [r for r in _rows(document) if r["coverage"] > 0]
+    usable = document["kv_usage"]["usable_blocks"]
+    half = document["series"]["bucket"] / 2
+    used = [(r["start"] + half, r["used_blocks_mean"]) for r in rows]
+    cached = [(r["start"] + half, r["used_blocks_mean"] + r["evictable_cached_blocks_mean"]) for r in rows]
+    x_max = document["series"]["bucket"] * len(document["series"]["rows"])
+    return chart([
+        {"name": "cached, free (evictable) blocks", "color": COLORS["cached"], "kind": "area", "points": cached,
+         "base": [y for _, y in used]},
+        {"name": "used blocks (mean)", "color": COLORS["used"], "kind": "area", "points": used},
+        {"name": "used blocks (peak in bucket)", "color": COLORS["peak"],
+         "points": _midpoints(document, rows, "used_blocks_max")},
+    ], x_max, _x_title(document), "KV blocks", y_max=usable, reference=(usable, f"pool: {usable:,} usable blocks"))
+
+
+def queue_chart(document: dict[str, Any]) -> str:
+    rows = _rows(document)
+    x_max = document["series"]["bucket"] * len(rows)
+    return chart([
+        {"name": "running requests", "color": COLORS["running"], "points": _midpoints(document, rows, "running_mean")},
+        {"name": "waiting requests", "color": COLORS["waiting"], "points": _midpoints(document, rows, "waiting_mean")},
+    ], x_max, _x_title(document), "requests")
+
+
+def latency_chart(document: dict[str, Any]) -> str:
+    latency = document["latency_series"]
+    rows = latency["rows"]
+    half = document["series"]["bucket"] / 2
+    x_max = document["series"]["bucket"] * len(document["series"]["rows"])
+    unit = "s, estimated" if latency["unit"] == "s_estimate" else "steps"
+    return chart([
+        {"name": "time to first token, median", "color": COLORS["ttft"],
+         "points": [(r[0] + half, r[1]) for r in rows if r[1] is not None]},
+        {"name": "end-to-end latency, median", "color": COLORS["e2e"],
+         "points": [(r[0] + half, r[2]) for r in rows if r[2] is not None]},
+    ], x_max, "arrival " + _x_title(document), f"latency ({unit})")
+
+
+def _table(header: list[str], rows: list[list[Any]], css_class: str = "") -> str:
+    head = "".join(f"<th>{_esc(h)}</th>" for h in header)
+    body = "".join("<tr>" + "".join(f"<td>{_esc(c)}</td>" for c in row) + "</tr>" for row in rows)
+    attribute = f' class="{css_class}"' if css_class else ""
+    return f"<table{attribute}><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _cards(document: dict[str, Any]) -> str:
+    kv = document["kv_usage"]
+    prefix = document["prefix_cache"]
+    preemptions = document["preemptions"]
+    latency = document["latency"]
+    timed = latency["ttft_s_estimate"] is not None
+    ttft = (_seconds(latency["ttft_s_estimate"]["p95"]) + " (est.)" if timed
+            else f"{_num(latency['ttft_steps']['p95'])} steps")
+    throughput = document["throughput"]
+    cards = [
+        ("peak KV usage", _pct(kv["peak_usage"]), f"{kv['peak_used_blocks']:,} of {kv['usable_blocks']:,} blocks"),
+        ("mean KV usage", f"{_pct(kv['mean_usage'])}", f"full {_pct(kv['time_at_full_fraction'])} of the time"),
+        ("preemptions", f"{preemptions['total']:,}", f"{preemptions['recomputed_tokens']:,} tokens recomputed"),
+        ("prefix-cache hit rate", _pct(prefix["prefix_cache_hit_rate"]),
+         f"{_pct(prefix['first_admission_hit_rate'])} at first admission"),
+        ("TTFT p95", ttft, "time to first token"),
+        ("finished", f"{document['num_finished']:,} / {document['num_requests']:,}",
+         f"{document['num_steps']:,} steps"
+         + (f", {_seconds(throughput['duration_s_estimate'])} (est.)" if throughput["duration_s_estimate"] else "")),
+    ]
+    return '<div class="cards">' + "".join(
+        f'<div class="card"><div class="k">{_esc(k)}</div><div class="v">{_esc(v)}</div>'
+        f'<div class="k">{_esc(d)}</div></div>' for k, v, d in cards) + "</div>"
+
+
+def _latency_table(document: dict[str, Any]) -> str:
+    latency = document["latency"]
+    timed = latency["ttft_s_estimate"] is not None
+    rows = []
+    for name, key in (("queueing", "queueing"), ("time to first token", "ttft"),
+                      ("time per output token", "tpot"), ("end to end", "e2e")):
+        steps = latency[f"{key}_steps"]
+        row: list[Any] = [name]
+        if timed:
+            row += [_seconds(latency[f"{key}_s_estimate"][q]) for q in ("mean", "p50", "p95", "p99")]
+        row += [_num(steps[q]) for q in ("p50", "p95", "p99")]
+        rows.append(row)
+    header = ["", *(["mean (est.)", "p50 (est.)", "p95 (est.)", "p99 (est.)"] if timed else []),
+              "p50 steps", "p95 steps", "p99 steps"]
+    return _table(header, rows)
+
+
+def _class_table(document: dict[str, Any]) -> str:
+    timed = document["latency"]["ttft_s_estimate"] is not None
+    rows = []
+    for item in document["classes"]:
+        latency = item["latency"]
+        if timed:
+            ttft, e2e = _seconds(latency["ttft_s_estimate"]["p95"]), _seconds(latency["e2e_s_estimate"]["p95"])
+        else:
+            ttft, e2e = _num(latency["ttft_steps"]["p95"]), _num(latency["e2e_steps"]["p95"])
+        rows.append([item["name"], _num(item["num_requests"]), _num(item["num_finished"]),
+                     _num(item["mean_prompt_tokens"], 4), _num(item["mean_output_tokens"], 4),
+                     _num(item["preemptions"]),
+                     _pct(item["prefix_cache_hit_rate"]), _pct(item["first_admission_hit_rate"]), ttft, e2e])
+    suffix = " (est.)" if timed else " (steps)"
+    return _table(["class", "requests", "finished", "mean prompt", "mean output", "preemptions", "hit rate",
+                   "first-admission hits", "TTFT p95" + suffix, "E2E p95" + suffix], rows)
+
+
+def _config_table(document: dict[str, Any]) -> str:
+    engine = document["engine"]
+    workload = document["workload"]
+    rows = [
+        ["pool", f"{engine['num_gpu_blocks']:,} blocks ({engine['usable_blocks']:,} usable) × {engine['block_size']} "
+                 f"tokens, from {engine['source']}"],
+        ["model / GPU", f"{engine.get('model') or '-'} / {engine.get('gpu') or '-'}"],
+        ["scheduler", f"max_num_seqs {engine['max_num_seqs']}, "
+                      f"max_num_batched_tokens {engine['max_num_batched_tokens']:,}, "
+                      f"max_model_len {engine['max_model_len']:,}"],
+        ["features", f"prefix caching {'on' if engine['enable_prefix_caching'] else 'off'}, chunked prefill "
+                     f"{'on' if engine['enable_chunked_prefill'] else 'off'}"],
+        ["step time", _timing(document["timing"])],
+        ["workload", f"{workload['name']} ({workload['kind']}), seed {workload['seed']}"],
+    ]
+    return _table(["", "value"], rows, "kv")
+
+
+def _capacity(document: dict[str, Any]) -> str:
+    capacity = document["capacity"]
+    zero = capacity["zero_preemption"]
+    rows = []
+    if zero["num_gpu_blocks"] is None:
+        rows.append(["blocks for zero preemptions", zero["method"]])
+    else:
+        memory = f" = {zero['kv_bytes'] / 2**30:.2f} GiB" if zero["kv_bytes"] is not None else ""
+        rows.append(["blocks for zero preemptions",
+                     f"num_gpu_blocks {zero['num_gpu_blocks']:,} ({zero['kv_tokens']:,} tokens{memory}); "
+                     + ("the configured pool is enough" if zero["configured_is_enough"] else "more than configured")])
+        rows.append(["how", zero["method"]])
+    rate = capacity["max_rate"]
+    if rate is not None:
+        value = rate["max_sustained_rate_rps_estimate"]
+        rows.append(["highest sustained rate (est.)",
+                     "none of the rates tried" if value is None
+                     else f"{value:.3g} requests/s" + ("" if rate["bounded_above"] else " or more")])
+        rows.append(["criterion", rate["criterion"]])
+    return _table(["capacity", "answer"], rows, "kv")
+
+
+def render_html(document: dict[str, Any]) -> str:
+    workload = document["workload"]
+    stalled = ('<p class="stalled"><b>The simulation stalled:</b> a request cannot be scheduled even alone '
+               '(too few blocks or tokens per step for it). The numbers cover the steps before the stall.</p>'
+               if document["stalled"] else "")
+    warnings = "".join(f'<li class="warn">{_esc(w)}</li>' for w in document["warnings"])
+    timed = document["timing"] is not None
+    body = [
+        f"<h1>kvplan simulate: {_esc(workload['name'])}</h1>",
+        f'<p class="sub">vLLM {_esc(document["vllm_semantics"])} scheduler and block-manager semantics · seed '
+        f"{_esc(workload['seed'])} · "
+        f"{'times are estimates from the step-time model' if timed else 'no time model: steps only'}</p>",
+        stalled,
+        _cards(document),
+        "<h2>KV-cache usage over time</h2>", usage_chart(document),
+        '<p class="note">Used blocks are held by running requests during a step; cached, free blocks keep a '
+        "prefix-cache hash but can be evicted. vLLM's usage gauge counts only the used ones.</p>",
+        "<h2>Queues over time</h2>", queue_chart(document),
+        "<h2>Latency by arrival time</h2>", latency_chart(document),
+        "<h2>Latency per request</h2>", _latency_table(document),
+        "<h2>Per class</h2>", _class_table(document),
+        "<h2>Capacity</h2>", _capacity(document),
+        "<h2>Configuration</h2>", _config_table(document),
+    ]
+    if warnings:
+        body += ["<h2>Warnings</h2>", f"<ul>{warnings}</ul>"]
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f"<title>kvplan simulate: {_esc(workload['name'])}</title>"
+        f'<meta name="viewport" content="width=device-width, initial-scale=1"><style>{CSS}</style></head>'
+        f"<body>{''.join(body)}</body></html>\n"
+    )

@@ -1,0 +1,133 @@
+import csv
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.sim.factories import mix
+
+CHECK_NO_TORCH = (
+    "import sys\n"
+    "from kvplan.cli import run_app\n"
+    "try:\n"
+    "    run_app(sys.argv[1:])\n"
+    "except SystemExit as exit:\n"
+    "    code = exit.code\n"
+    "heavy = sorted(m for m in ('torch', 'transformers') if m in sys.modules)\n"
+    "print('HEAVY=' + ','.join(heavy), file=sys.stderr)\n"
+    "sys.exit(code)\n"
+)
+
+
+def kvplan(*args, hash_seed="0"):
+    # a different PYTHONHASHSEED per run shows that nothing depends on Python's string hashing
+    return subprocess.run([sys.executable, "-c", CHECK_NO_TORCH, "simulate", *map(str, args)],
+                          capture_output=True, text=True, env={**os.environ, "PYTHONHASHSEED": hash_seed})
+
+
+def write(tmp_path: Path, document, name="workload.json") -> Path:
+    path = tmp_path / name
+    path.write_text(json.dumps(document))
+    return path
+
+
+def test_json_is_data_only_deterministic_and_torch_free(tmp_path):
+    workload = write(tmp_path, mix())
+    first = kvplan(workload, "--json", hash_seed="1")
+    second = kvplan(workload, "--json", hash_seed="2")
+    assert first.returncode == 0, first.stderr
+    assert first.stdout == second.stdout
+    document = json.loads(first.stdout)
+    assert document["schema_version"] == 1 and document["kind"] == "kvplan.simulation"
+    assert document["vllm_semantics"] == "0.17.1"
+    assert document["timing"]["estimate"] is True
+    assert document["num_finished"] == document["num_requests"] == 40
+    assert "HEAVY=\n" in first.stderr
+
+
+def test_a_saved_profile_runs_without_torch(tmp_path):
+    profile = {"schema_version": 1, "kind": "kvplan.profile", "provenance": {}, "plan": {
+        "model": "Qwen/Qwen2-0.5B-Instruct", "num_blocks": 300, "block_size": 16, "max_model_len": 2048,
+        "max_num_batched_tokens": 1024, "max_num_seqs": 16, "enable_prefix_caching": True,
+        "kv_bytes_per_token": 12288, "weights_bytes": 988065536, "gpu": None}}
+    write(tmp_path, profile, "profile.json")
+    workload = write(tmp_path, mix(engine={"profile": "profile.json"}, timing={}))
+    result = kvplan(workload, "--json", "--gpu", "l4-24gb")
+    assert result.returncode == 0, result.stderr
+    document = json.loads(result.stdout)
+    assert document["engine"]["source"] == "profile" and document["engine"]["num_gpu_blocks"] == 300
+    assert document["timing"]["model"] == "roofline" and document["timing"]["gpu"] == "l4-24gb"
+    assert "HEAVY=\n" in result.stderr
+
+
+def test_bad_workloads_exit_2_with_one_line_naming_the_field(tmp_path):
+    bad = mix(classes=[{"name": "a", "prompt_tokens": {"dist": "gaussian"}, "output_tokens": 3}])
+    result = kvplan(write(tmp_path, bad), "--json")
+    assert result.returncode == 2 and result.stdout == ""
+    (line,) = [x for x in result.stderr.splitlines() if not x.startswith("HEAVY=")]
+    assert line.startswith("kvplan: error: workload.json: classes[0].prompt_tokens.dist: unknown distribution")
+    missing = kvplan(write(tmp_path, mix(engine={"profile": "gone.json"})))
+    assert missing.returncode == 2 and "engine.profile: file not found" in missing.stderr
+
+
+def test_a_stalled_run_exits_3_and_still_reports(tmp_path):
+    document = {"schema_version": 1, "engine": {"num_gpu_blocks": 4}, "timing": {"step_time_ms": 10},
+                "requests": [{"arrival_time": 0.0, "unique_len": 40, "max_tokens": 30}]}
+    result = kvplan(write(tmp_path, document), "--json")
+    assert result.returncode == 3
+    assert json.loads(result.stdout)["stalled"] is True
+    assert "stalled" in result.stderr
+
+
+def test_output_files_and_overrides(tmp_path):
+    workload = write(tmp_path, mix())
+    out, timeline, report = tmp_path / "out.json", tmp_path / "steps.csv", tmp_path / "report.html"
+    result = kvplan(workload, "--json", "-o", out, "--timeline", timeline, "--report", report,
+                    "--num-gpu-blocks", "40", "--max-num-seqs", "4", "--prefix-caching", "off", "--step-time-ms", "20",
+                    "--seed", "5")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == ""
+    document = json.loads(out.read_text())
+    engine = document["engine"]
+    assert (engine["num_gpu_blocks"], engine["max_num_seqs"], engine["enable_prefix_caching"]) == (40, 4, False)
+    assert document["timing"] == {"estimate": True, "model": "constant", "source": "--step-time-ms",
+                                  "step_time_ms": 20.0}
+    assert document["workload"]["seed"] == 5
+    rows = list(csv.DictReader(timeline.open()))
+    assert len(rows) == document["num_steps"]
+    assert sum(int(r["num_scheduled_tokens"]) for r in rows) > 0
+    assert float(rows[1]["start_s_estimate"]) == 0.02 + float(rows[0]["start_s_estimate"])
+    assert "<svg" in report.read_text()
+
+
+def test_the_workload_file_is_never_overwritten(tmp_path):
+    workload = write(tmp_path, mix())
+    before = workload.read_text()
+    result = kvplan(workload, "-o", workload)
+    assert result.returncode == 2 and "that is an input of the workload (workload.json)" in result.stderr
+    assert workload.read_text() == before
+    log = tmp_path / "log.jsonl"
+    log.write_text('{"arrival_time": 0, "unique_len": 8, "max_tokens": 2}\n')
+    listed = write(tmp_path, {"schema_version": 1, "engine": {"num_gpu_blocks": 16}, "timing": {"step_time_ms": 5},
+                              "requests": "log.jsonl"}, "listed.json")
+    result = kvplan(listed, "--timeline", log)
+    assert result.returncode == 2 and "(log.jsonl)" in result.stderr
+    assert log.read_text().count("\n") == 1
+
+
+def test_the_text_report_labels_estimates(tmp_path):
+    result = kvplan(write(tmp_path, mix()))
+    assert result.returncode == 0, result.stderr
+    text = result.stdout
+    for expected in ("KV-cache usage over time", "prefix cache", "preemptions", "Per class", "zero preemptions",
+                     "(est.)", "estimate"):
+        assert expected in text
+
+
+def test_find_max_rate_reports_an_estimate(tmp_path):
+    result = kvplan(write(tmp_path, mix(arrival={"process": "poisson", "rate": 5, "count": 60})), "--json",
+                    "--find-max-rate")
+    assert result.returncode == 0, result.stderr
+    rate = json.loads(result.stdout)["capacity"]["max_rate"]
+    assert rate["max_sustained_rate_rps_estimate"] > 0 and rate["trials"]

@@ -1,0 +1,135 @@
+"""`kvplan replay` end to end: output modes, -o, exit codes, and no torch on the replay path."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kvplan.cli import run_app
+
+
+def kvplan(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    with pytest.raises(SystemExit) as exit_info:
+        run_app(list(args))
+    captured = capsys.readouterr()
+    return exit_info.value.code or 0, captured.out, captured.err
+
+
+def test_piped_output_is_the_golden_json_lines(capsys, traces_dir: Path) -> None:
+    code, out, err = kvplan(capsys, "replay", str(traces_dir / "public-501.json"), "--dump-free-queue")
+    assert code == 0 and err == ""
+    golden = (traces_dir / "public-501.vllm-0.17.1.jsonl").read_text().splitlines()
+    lines = out.splitlines()
+    assert len(lines) == len(golden)
+    for mine, theirs in zip(lines[:-1], golden[:-1], strict=True):
+        mine_record, golden_record = json.loads(mine), json.loads(theirs)
+        mine_record.pop("usage"), golden_record.pop("usage")
+        assert mine_record == golden_record
+    summary = json.loads(lines[-1])["summary"]
+    assert summary["schema_version"] == 1 and summary["num_steps"] == 117
+    assert summary["config"]["num_gpu_blocks"] == 48
+
+
+def test_output_file_holds_exactly_what_would_be_printed(capsys, traces_dir: Path, tmp_path: Path) -> None:
+    trace = str(traces_dir / "example.json")
+    for extra in ([], ["--summary-only"]):
+        _, printed, _ = kvplan(capsys, "replay", trace, *extra)
+        target = tmp_path / "out.jsonl"
+        code, out, err = kvplan(capsys, "replay", trace, *extra, "-o", str(target))
+        assert code == 0 and out == "" and "wrote" in err
+        assert target.read_text() == printed
+    assert len(printed.splitlines()) == 1 and printed.startswith('{"summary"')
+
+
+def test_output_never_overwrites_the_trace(capsys, traces_dir: Path, tmp_path: Path) -> None:
+    trace = tmp_path / "trace.json"
+    original = (traces_dir / "example.json").read_text()
+    trace.write_text(original)
+    for target in (str(trace), str(tmp_path / "." / "trace.json")):
+        code, out, err = kvplan(capsys, "replay", str(trace), "-o", target)
+        assert code == 2 and out == "" and "input trace" in err and err.count("\n") == 1
+    assert trace.read_text() == original
+
+
+def test_options_override_the_trace_config(capsys, traces_dir: Path) -> None:
+    code, out, _ = kvplan(capsys, "replay", str(traces_dir / "example.json"), "--summary-only",
+                          "--num-gpu-blocks", "40", "--prefix-caching", "off", "--max-num-seqs", "2")
+    summary = json.loads(out)["summary"]
+    assert code == 0 and summary["total_preemptions"] == 0 and summary["prefix_cache_queries"] == 0
+    assert summary["config"]["num_gpu_blocks"] == 40 and summary["config"]["max_num_seqs"] == 2
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--max-num-seqs", "4096"], "max_num_seqs"),
+    (["--no-chunked-prefill"], "chunked prefill off"),
+    (["--prefix-caching", "maybe"], "--prefix-caching takes on or off"),
+    (["--block-size", "12"], "block_size must be one of"),
+])
+def test_bad_options_exit_2_with_one_line(capsys, traces_dir: Path, args: list[str], message: str) -> None:
+    code, out, err = kvplan(capsys, "replay", str(traces_dir / "example.json"), *args)
+    assert code == 2 and out == "" and message in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize(("content", "message"), [
+    ("not json at all", "not valid JSON"),
+    ('{"config": {"num_gpu_blocks": 8}, "requests": [{"request_id": "a", "unique_len": 4, "max_tokens": 1,'
+     ' "arival_step": 0}]}', "did you mean 'arrival_step'?"),
+    ('{"config": {}, "requests": []}', "needs num_gpu_blocks"),
+])
+def test_bad_traces_exit_2_with_one_line(capsys, tmp_path: Path, content: str, message: str) -> None:
+    trace = tmp_path / "bad.json"
+    trace.write_text(content)
+    code, out, err = kvplan(capsys, "replay", str(trace))
+    assert code == 2 and out == "" and message in err and err.count("\n") == 1
+
+
+def test_a_stall_exits_3_after_the_summary(capsys, tmp_path: Path) -> None:
+    trace = tmp_path / "stall.json"
+    trace.write_text(json.dumps({"config": {"num_gpu_blocks": 3}, "requests": [
+        {"request_id": "long", "unique_len": 100, "max_tokens": 2}]}))
+    code, out, err = kvplan(capsys, "replay", str(trace), "--summary-only")
+    assert code == 3 and "stalled" in err
+    summary = json.loads(out)["summary"]
+    assert summary["stalled"] is True and summary["requests"]["long"]["finish_step"] is None
+
+
+def test_a_terminal_gets_a_summary_not_records(traces_dir: Path) -> None:
+    controller, terminal = pty.openpty()
+    process = subprocess.Popen([sys.executable, "-m", "kvplan", "replay", str(traces_dir / "example.json")],
+                               stdout=terminal, stderr=terminal, env={**os.environ, "COLUMNS": "100"})
+    os.close(terminal)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(controller, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    assert process.wait(timeout=30) == 0
+    shown = b"".join(chunks).decode()
+    for fact in ("steps", "32", "preemptions", "hit rate", "35.3%", "peak blocks", "13 / 13"):
+        assert fact in shown
+    assert '"step"' not in shown
+
+
+def test_the_replay_path_never_imports_torch_or_transformers(traces_dir: Path) -> None:
+    code = (
+        "import contextlib, io, json, sys\n"
+        "from kvplan.cli import run_app\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    try:\n"
+        f"        run_app(['replay', {str(traces_dir / 'example.json')!r}])\n"
+        "    except SystemExit as done:\n"
+        "        assert not done.code, done.code\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'transformers'))))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert json.loads(result.stdout) == []

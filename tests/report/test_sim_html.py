@@ -1,0 +1,62 @@
+from html.parser import HTMLParser
+
+import pytest
+
+from kvplan.report.sim_html import nice_ticks, render_html
+from kvplan.sim.result import result_document
+from kvplan.sim.simulate import SimOptions, prepare, simulate
+from kvplan.sim.workload import load_workload
+from tests.sim.factories import mix, write_workload
+
+
+class Page(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.tags: list[str] = []
+        self.external: list[str] = []
+        self.text: list[str] = []
+        self.polylines = 0
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append(tag)
+        for name, value in attrs:
+            if name in ("src", "href") and value and "://" in value:
+                self.external.append(value)
+        if tag in ("polyline", "polygon"):
+            self.polylines += 1
+
+    def handle_data(self, data):
+        self.text.append(data)
+
+
+@pytest.fixture
+def document(tmp_path):
+    return result_document(simulate(prepare(load_workload(write_workload(tmp_path, mix())), SimOptions())))
+
+
+def test_the_report_is_one_self_contained_page_with_three_charts(document):
+    page = Page()
+    page.feed(render_html(document))
+    assert page.tags[0] == "html" and page.tags.count("svg") == 3
+    assert "script" not in page.tags and "link" not in page.tags and not page.external
+    assert page.polylines >= 6  # used, cached, peak, running, waiting, latency lines
+    text = " ".join(page.text)
+    for expected in ("KV-cache usage over time", "Queues over time", "Latency by arrival time", "Per class",
+                     "blocks for zero preemptions", "estimate"):
+        assert expected in text
+
+
+def test_a_stalled_run_says_so_first(document):
+    stalled = {**document, "stalled": True}
+    assert "The simulation stalled" in render_html(stalled)
+    assert "The simulation stalled" not in render_html(document)
+
+
+def test_text_is_escaped(document):
+    hostile = {**document, "warnings": ["<script>alert(1)</script>"]}
+    assert "<script>" not in render_html(hostile)
+
+
+def test_ticks_are_round_and_cover_the_range():
+    assert nice_ticks(1799) == [0, 500, 1000, 1500, 2000]
+    assert nice_ticks(0.37) == pytest.approx([0, 0.1, 0.2, 0.3, 0.4])
