@@ -33,7 +33,8 @@ def _knobs_table(record: dict[str, Any]) -> Table:
         ("KV memory per GPU", _bytes(record["kv_cache_memory_bytes"])),
     ]
     if record["weights_bytes"] is not None:
-        rows.append(("weights", f"{_bytes(record['weights_bytes'])}; per GPU {_bytes(record['weights_per_gpu_bytes'])}"))
+        per_gpu = _bytes(record["weights_per_gpu_bytes"])
+        rows.append(("weights", f"{_bytes(record['weights_bytes'])}; per GPU {per_gpu}"))
     for key, value in rows:
         table.add_row(key, value)
     return table
