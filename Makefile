@@ -13,7 +13,7 @@ $(STAMP): pyproject.toml scripts/install.sh
 	touch $(STAMP)
 
 run: setup
-	$(VENV)/bin/kvplan plan --model $(MODEL) --gpu h100-sxm-80gb
+	$(VENV)/bin/kvplan profile --model $(MODEL)
 
 lint: setup
 	$(VENV)/bin/ruff check kvplan tests benchmarks scripts

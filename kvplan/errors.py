@@ -14,6 +14,12 @@ class KvplanError(Exception):
     exit_code = EXIT_BAD_INPUT
 
 
+class DoesNotFitError(KvplanError):
+    """A configuration that does not fit, found while preparing another command's input. Exit 1."""
+
+    exit_code = EXIT_FINDING
+
+
 class MissingExtraError(KvplanError):
     """A command needs the `profile` extra (torch, transformers) and it is not installed."""
 

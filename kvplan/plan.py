@@ -100,6 +100,7 @@ class PlanResult:
     sizing: SizingResult
     weights: WeightEstimate | None
     warnings: tuple[str, ...] = field(default_factory=tuple)
+    memory_source: str = "--kv-cache-memory"
 
     @property
     def fits(self) -> bool:
@@ -221,8 +222,8 @@ def plan(request: PlanRequest, setup: Setup | None = None) -> PlanResult:
     """Size the KV cache for `request.kv_cache_memory_bytes` per GPU, exactly as vLLM would."""
     if request.kv_cache_memory_bytes is None:
         raise KvplanError(
-            "give --kv-cache-memory BYTES (KV-cache memory per GPU, e.g. 24GiB), or use "
-            "`kvplan profile` to measure it for a GPU"
+            "give --kv-cache-memory BYTES (KV-cache memory per GPU, e.g. 24GiB), or --gpu KEY / --gpu-memory "
+            "to predict it with the profile run"
         )
     setup = setup or settle(request)
     limits = SizingLimits(
@@ -343,6 +344,7 @@ def plan_record(result: PlanResult) -> dict[str, Any]:
         "tensor_parallel_size": request.tensor_parallel_size,
         "pipeline_parallel_size": request.pipeline_parallel_size,
         "kv_cache_memory_bytes": result.kv_cache_memory_bytes,
+        "kv_cache_memory_source": result.memory_source,
         "fits": sizing.fits,
         "error": sizing.finding,
         "suggested_fix": result.suggested_fix,
@@ -403,3 +405,22 @@ def catalog_entries() -> list[CatalogEntry]:
             kv_bytes_per_token=int(per_token) if float(per_token).is_integer() else per_token,
         ))
     return entries
+
+
+PREDICTED_MEMORY = "predicted: ceil(total x utilization) - weights - activation peak (fake profile run)"
+
+
+def plan_for_device(request: PlanRequest) -> PlanResult:
+    """Like `plan`, but without `kv_cache_memory_bytes` the KV memory of the GPU named by `--gpu` /
+    `--gpu-memory` is predicted by the profile run on the fake backend (needs torch)."""
+    if request.kv_cache_memory_bytes is not None or (request.gpu is None and request.gpu_memory_bytes is None):
+        return plan(request)
+    from kvplan.errors import require_profile_extra
+
+    require_profile_extra("predicting the KV memory of --gpu (no --kv-cache-memory given)")
+    from kvplan.profile.run import ProfileOptions, run_profile
+
+    profile = run_profile(ProfileOptions(request=request, backend="fake", allocate=False))
+    if profile.plan is None:
+        raise KvplanError(f"the profile run refused this configuration: {profile.finding}")
+    return replace(profile.plan, memory_source=PREDICTED_MEMORY, warnings=profile.warnings)

@@ -8,7 +8,6 @@ the model's config); a profile or a plain ``num_gpu_blocks`` never does.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
@@ -16,7 +15,7 @@ from typing import Any
 
 from kvplan.engine.config import EngineConfig
 from kvplan.engine.trace import CONFIG_KEYS, parse_config
-from kvplan.errors import KvplanError
+from kvplan.errors import DoesNotFitError, KvplanError
 from kvplan.sim.fields import WorkloadError, as_bool, as_int, as_object, child, get
 from kvplan.sim.workload import EngineSpec, parse_calibration
 
@@ -132,30 +131,22 @@ def resolve_engine(spec: EngineSpec, overrides: EngineOverrides, where: str) -> 
 
 def plan_pool(*, model: str, gpu: str | None, gpu_memory: int | None, gpu_memory_utilization: float,
               kv_cache_memory: int | None, knobs: dict[str, Any]) -> PlannedPool:
-    """Plan the pool for ``model`` with kvplan's planner (`kvplan plan`: no torch for catalog models).
-
-    The planner sizes a given amount of KV-cache memory; deriving that amount from the GPU and
-    ``gpu_memory_utilization`` needs the profile's measurement of the non-KV memory, which is
-    wired here when it exists. Until then ``engine.kv_cache_memory`` (or a saved profile) is needed."""
-    if importlib.util.find_spec("kvplan.plan") is None:
-        raise KvplanError(
-            "engine.model: planning the pool on the spot needs `kvplan plan`/profile integration, which "
-            "this build lacks: save a profile with `kvplan profile --save profile.json` and use "
-            "engine.profile, or give engine.num_gpu_blocks")
-    if kv_cache_memory is None:
-        raise KvplanError(
-            "engine.model: planning from gpu_memory_utilization needs `kvplan plan`/profile integration "
-            "(the non-KV memory is measured by `kvplan profile`): give engine.kv_cache_memory (e.g. \"20GiB\"), "
-            "or save a profile with `kvplan profile --save profile.json` and use engine.profile")
-    from kvplan.plan import PlanRequest, plan
+    """Plan the pool for ``model`` with kvplan's planner: `kvplan plan` on ``kv_cache_memory`` (no
+    torch for catalog models), else the KV memory of ``gpu`` / ``gpu_memory`` at
+    ``gpu_memory_utilization`` as the fake profile run predicts it (needs the `profile` extra)."""
+    from kvplan.plan import PlanRequest, plan_for_device
 
     request = PlanRequest(model=model, gpu=gpu, gpu_memory_bytes=gpu_memory,
                           gpu_memory_utilization=gpu_memory_utilization, kv_cache_memory_bytes=kv_cache_memory,
                           **knobs)
-    record = plan(request).to_record()
+    if kv_cache_memory is None and gpu is None and gpu_memory is None:
+        raise KvplanError("engine.model: give engine.gpu (or gpu_memory) or engine.kv_cache_memory to size the pool")
+    record = plan_for_device(request).to_record()
     if not record.get("fits", True) or record.get("num_blocks") is None:
         fix = record.get("suggested_fix")
-        raise KvplanError(f"engine.model: {model} does not fit: {record.get('error')}" + (f"; {fix}" if fix else ""))
+        raise DoesNotFitError(
+            f"engine.model: {model} does not fit: {record.get('error')}" + (f"; {fix}" if fix else "")
+        )
     try:
         return pool_from_plan_record(record, "plan")
     except WorkloadError as error:

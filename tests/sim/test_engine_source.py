@@ -1,4 +1,3 @@
-import importlib.util
 import json
 
 import pytest
@@ -115,16 +114,19 @@ def test_a_model_is_planned_on_the_spot_exactly_as_vllm_sizes_it(write_json, sha
     assert engine.facts.kv_bytes_per_token == 12288 and engine.facts.model == case["model"]
 
 
-def test_planning_without_kv_cache_memory_needs_the_profile(write_json):
-    with pytest.raises(KvplanError, match=r"engine\.kv_cache_memory"):
-        resolve(write_json, {"model": "Qwen/Qwen2-0.5B-Instruct", "gpu": "l4-24gb"})
+def test_a_model_on_a_gpu_is_planned_with_the_predicted_kv_memory(write_json):
+    from kvplan.plan import PlanRequest, plan_for_device
+
+    engine = resolve(write_json, {"model": "Qwen/Qwen2-0.5B-Instruct", "gpu": "l4-24gb"})
+    expected = plan_for_device(PlanRequest(model="Qwen/Qwen2-0.5B-Instruct", gpu="l4-24gb")).to_record()
+    assert engine.source == "plan"
+    assert engine.config.num_gpu_blocks == expected["num_blocks"] > 0
+    assert expected["kv_cache_memory_source"].startswith("predicted")
 
 
-def test_planning_without_the_planner_says_what_is_missing(write_json, monkeypatch):
-    real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "kvplan.plan" else real(name, *a))
-    with pytest.raises(KvplanError, match=r"needs `kvplan plan`/profile integration"):
-        resolve(write_json, {"model": "Qwen/Qwen2-0.5B-Instruct", "kv_cache_memory": "1GiB"})
+def test_a_model_without_gpu_or_kv_memory_names_what_to_give(write_json):
+    with pytest.raises(KvplanError, match=r"engine\.gpu .*engine\.kv_cache_memory"):
+        resolve(write_json, {"model": "Qwen/Qwen2-0.5B-Instruct"})
 
 
 def test_utilization_and_kv_cache_memory_exclude_each_other(write_json):

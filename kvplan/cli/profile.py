@@ -1,0 +1,125 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from kvplan.check.quick import QUICK_ASSERTS, evaluate_quick, parse_quick_asserts, quick_help
+from kvplan.cli import options
+from kvplan.cli.app import app
+from kvplan.errors import require_profile_extra
+from kvplan.report.jsonout import emit_json
+
+BACKEND = typer.Option(
+    "auto", "--backend",
+    help="auto (cuda when a GPU is usable, else fake), cuda (measure the GPU), cpu (real tensors in RAM), "
+    "fake (predict a GPU with no GPU and no memory).",
+)
+DEVICE = typer.Option(0, "--device", help="CUDA device index (cuda backend).")
+LOAD_FORMAT = typer.Option(
+    "dummy", "--load-format",
+    help="dummy: random weights built from the config (same memory, no download); auto: the local "
+    "safetensors checkpoint (never pickled .bin files).",
+)
+ATTENTION_BACKEND = typer.Option(
+    "flash_attn", "--attention-backend", help="KV layout: flash_attn, flashinfer, triton, flex or cpu."
+)
+NO_ALLOCATE = typer.Option(False, "--no-allocate", help="Size the cache but do not allocate it.")
+NON_TORCH = typer.Option(
+    None, "--non-torch-bytes",
+    help="Non-torch memory (cuBLAS, NCCL, attention buffers) for backends that cannot measure it; default 0.",
+)
+CUDA_GRAPH = typer.Option(
+    None, "--cuda-graph-bytes",
+    help="CUDA-graph pool, as vLLM logs it ('Graph capturing finished ... took X GiB'); checked against "
+    "total - requested.",
+)
+CUDA_CONTEXT = typer.Option(
+    None, "--cuda-context-bytes", help="CUDA context size, for backends that cannot measure it."
+)
+SAVE = typer.Option(None, "--save", help="Write the profile (with provenance) for simulate and check to reuse.")
+
+
+@app.command("profile", context_settings=QUICK_ASSERTS, epilog=quick_help("profile"))
+def profile_command(
+    ctx: typer.Context,
+    model: str = options.MODEL,
+    backend: str = BACKEND,
+    gpu: str | None = options.GPU,
+    gpu_memory: str | None = options.GPU_MEMORY,
+    device: int = DEVICE,
+    gpu_memory_utilization: float = options.UTILIZATION,
+    kv_cache_memory: str | None = options.KV_CACHE_MEMORY,
+    load_format: str = LOAD_FORMAT,
+    attention_backend: str = ATTENTION_BACKEND,
+    no_allocate: bool = NO_ALLOCATE,
+    non_torch_bytes: str | None = NON_TORCH,
+    cuda_graph_bytes: str | None = CUDA_GRAPH,
+    cuda_context_bytes: str | None = CUDA_CONTEXT,
+    block_size: int | None = options.BLOCK_SIZE,
+    max_model_len: str | None = options.MAX_MODEL_LEN,
+    max_num_batched_tokens: int | None = options.MAX_NUM_BATCHED_TOKENS,
+    max_num_seqs: int | None = options.MAX_NUM_SEQS,
+    kv_cache_dtype: str = options.KV_CACHE_DTYPE,
+    dtype: str = options.DTYPE,
+    tensor_parallel_size: int = options.TP,
+    pipeline_parallel_size: int = options.PP,
+    num_gpu_blocks_override: int | None = options.NUM_GPU_BLOCKS_OVERRIDE,
+    enable_prefix_caching: bool | None = options.PREFIX_CACHING,
+    chunked_prefill: bool = options.CHUNKED_PREFILL,
+    trust_remote_code: bool = options.TRUST_REMOTE_CODE,
+    save: Path | None = SAVE,
+    json_output: bool = options.JSON,
+) -> None:
+    """Load the model, measure non-KV memory with vLLM's profile run, size and really allocate the KV cache."""
+    assertions = parse_quick_asserts(ctx.args, "profile")
+    require_profile_extra("kvplan profile")
+    from kvplan.plan import PlanRequest
+    from kvplan.profile.record import profile_record, save_profile
+    from kvplan.profile.run import ProfileOptions, run_profile
+
+    request = PlanRequest(
+        model=model,
+        kv_cache_memory_bytes=options.parse_optional_bytes(kv_cache_memory, "--kv-cache-memory"),
+        gpu=gpu,
+        gpu_memory_bytes=options.parse_optional_bytes(gpu_memory, "--gpu-memory"),
+        gpu_memory_utilization=gpu_memory_utilization,
+        block_size=block_size,
+        max_model_len=options.parse_max_model_len(max_model_len),
+        max_num_batched_tokens=max_num_batched_tokens,
+        max_num_seqs=max_num_seqs,
+        kv_cache_dtype=kv_cache_dtype,
+        dtype=dtype,
+        tensor_parallel_size=tensor_parallel_size,
+        pipeline_parallel_size=pipeline_parallel_size,
+        num_gpu_blocks_override=num_gpu_blocks_override,
+        trust_remote_code=trust_remote_code,
+        enable_prefix_caching=enable_prefix_caching,
+        enable_chunked_prefill=chunked_prefill,
+    )
+    profile_options = ProfileOptions(
+        request=request, backend=backend, device_index=device, load_format=load_format,
+        attention_backend=attention_backend, allocate=not no_allocate,
+        non_torch_bytes=options.parse_optional_bytes(non_torch_bytes, "--non-torch-bytes"),
+        cuda_graph_bytes=options.parse_optional_bytes(cuda_graph_bytes, "--cuda-graph-bytes"),
+        cuda_context_bytes=options.parse_optional_bytes(cuda_context_bytes, "--cuda-context-bytes"),
+    )
+    from rich.console import Console
+
+    progress = Console(stderr=True, highlight=False)
+    with progress.status("profiling", spinner="dots") as status:
+        result = run_profile(profile_options, progress=lambda stage: status.update(stage))
+    record = profile_record(result)
+    if save is not None:
+        save_profile(record, save)
+    if json_output:
+        emit_json(record)
+    else:
+        from kvplan.profile.render import render_profile
+
+        render_profile(record)
+        if save is not None:
+            print(f"saved {save}")
+    code = evaluate_quick(assertions, record, finding=not result.fits, request=request)
+    if code:
+        raise typer.Exit(code)
