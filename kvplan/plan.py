@@ -7,6 +7,7 @@ size), per-worker specs, then `get_kv_cache_configs` on `kv_cache_memory_bytes` 
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -197,6 +198,7 @@ def settle(request: PlanRequest) -> Setup:
         cache_dtype=request.kv_cache_dtype,
         tensor_parallel_size=request.tensor_parallel_size,
         pipeline_parallel_size=request.pipeline_parallel_size,
+        pp_layer_partition=os.environ.get("VLLM_PP_LAYER_PARTITION"),
         enable_prefix_caching=request.enable_prefix_caching,
         enable_chunked_prefill=request.enable_chunked_prefill,
         gpu_capability=device.capability,
