@@ -20,6 +20,11 @@ lint: setup
 
 test: lint
 	$(VENV)/bin/python -m pytest
+	$(VENV)/bin/kvplan check examples/checks/l4-chat.toml
+	$(VENV)/bin/kvplan check examples/checks/fail-tight-kv-cache.toml; test $$? -eq 1
+
+docs: setup
+	$(PY) scripts/gen_cli_docs.py
 
 bench: setup
 	$(PY) benchmarks/run.py

@@ -2,15 +2,16 @@ from __future__ import annotations
 
 import typer
 
+from kvplan.check.quick import QUICK_ASSERTS, evaluate_quick, parse_quick_asserts, quick_help
 from kvplan.cli import options
 from kvplan.cli.app import app
-from kvplan.errors import EXIT_FINDING
-from kvplan.plan import PlanRequest, plan
+from kvplan.plan import PlanRequest, plan_for_device
 from kvplan.report.jsonout import emit_json
 
 
-@app.command("plan")
+@app.command("plan", context_settings=QUICK_ASSERTS, epilog=quick_help("plan"))
 def plan_command(
+    ctx: typer.Context,
     model: str = options.MODEL,
     kv_cache_memory: str | None = options.KV_CACHE_MEMORY,
     gpu: str | None = options.GPU,
@@ -30,7 +31,11 @@ def plan_command(
     trust_remote_code: bool = options.TRUST_REMOTE_CODE,
     json_output: bool = options.JSON,
 ) -> None:
-    """Size the KV cache from a model config, exactly as vLLM 0.17.1 would, in well under a second."""
+    """Size the KV cache from a model config, exactly as vLLM 0.17.1 would.
+
+    With --kv-cache-memory it needs no torch and answers in well under a second; with only --gpu
+    (or --gpu-memory) the non-KV memory is predicted by the profile run on the fake backend."""
+    assertions = parse_quick_asserts(ctx.args, "plan")
     request = PlanRequest(
         model=model,
         kv_cache_memory_bytes=options.parse_optional_bytes(kv_cache_memory, "--kv-cache-memory"),
@@ -50,7 +55,7 @@ def plan_command(
         enable_prefix_caching=enable_prefix_caching,
         enable_chunked_prefill=chunked_prefill,
     )
-    result = plan(request)
+    result = plan_for_device(request)
     record = result.to_record()
     if json_output:
         emit_json(record)
@@ -58,5 +63,6 @@ def plan_command(
         from kvplan.report.plan_console import render_plan
 
         render_plan(record)
-    if not result.fits:
-        raise typer.Exit(EXIT_FINDING)
+    code = evaluate_quick(assertions, record, finding=not result.fits, request=request)
+    if code:
+        raise typer.Exit(code)

@@ -11,6 +11,8 @@ from typing import Any, TextIO
 
 import typer
 
+from kvplan.check.quick import QUICK_ASSERTS, evaluate_quick, parse_quick_asserts, quick_help
+from kvplan.cli import options
 from kvplan.cli.app import app
 from kvplan.errors import EXIT_STALLED, KvplanError
 from kvplan.report.jsonout import dumps
@@ -22,8 +24,9 @@ from kvplan.sim.workload import load_workload
 REPORT_WIDTH = 110
 
 
-@app.command("simulate")
+@app.command("simulate", context_settings=QUICK_ASSERTS, epilog=quick_help("simulate"))
 def simulate_command(
+    ctx: typer.Context,
     workload_path: Path = typer.Argument(
         ..., metavar="WORKLOAD",
         help="Workload file (docs/workload.md), a trace-replay file, or a JSON Lines request list."),
@@ -39,6 +42,14 @@ def simulate_command(
     gpu_memory_utilization: float | None = typer.Option(
         None, "--gpu-memory-utilization",
         help="vLLM's gpu_memory_utilization, when the pool is planned from engine.model."),
+    gpu_memory: str | None = options.GPU_MEMORY,
+    kv_cache_memory: str | None = options.KV_CACHE_MEMORY,
+    kv_cache_dtype: str | None = typer.Option(None, "--kv-cache-dtype", help="auto, fp8, fp8_e4m3 or fp8_e5m2."),
+    dtype: str | None = typer.Option(None, "--dtype", help="auto, bfloat16, float16 or float32."),
+    tensor_parallel_size: int | None = typer.Option(
+        None, "--tensor-parallel-size", "-tp", help="Tensor-parallel size."),
+    pipeline_parallel_size: int | None = typer.Option(
+        None, "--pipeline-parallel-size", "-pp", help="Pipeline-parallel size."),
     step_time_ms: float | None = typer.Option(None, "--step-time-ms", help="Every step takes this long (estimate)."),
     seed: int | None = typer.Option(None, "--seed", help="Random seed (default: the workload's seed, else 0)."),
     find_max_rate: bool = typer.Option(
@@ -50,7 +61,12 @@ def simulate_command(
 ) -> None:
     """Simulate a workload; time-derived figures are estimates from the step-time model.
 
-    Exit codes: 0 done, 2 bad workload or options, 3 the run stalled (a request cannot fit even alone)."""
+    Sizing flags (--gpu-memory, --kv-cache-memory, --kv-cache-dtype, --dtype, -tp, -pp) apply when the
+    workload plans its pool from engine.model.
+
+    Exit codes: 0 done, 1 an --assert-* failed or the model does not fit, 2 bad workload or options, 3 the run
+    stalled (a request cannot fit even alone)."""
+    assertions = parse_quick_asserts(ctx.args, "simulate")
     if step_time_ms is not None and step_time_ms <= 0:
         raise KvplanError(f"--step-time-ms must be > 0, got {step_time_ms:g}")
     if gpu_memory_utilization is not None and not 0 < gpu_memory_utilization <= 1:
@@ -67,6 +83,12 @@ def simulate_command(
         enable_chunked_prefill=False if no_chunked_prefill else None,
         gpu=gpu,
         gpu_memory_utilization=gpu_memory_utilization,
+        gpu_memory=options.parse_optional_bytes(gpu_memory, "--gpu-memory"),
+        kv_cache_memory=options.parse_optional_bytes(kv_cache_memory, "--kv-cache-memory"),
+        kv_cache_dtype=kv_cache_dtype,
+        dtype=dtype,
+        tensor_parallel_size=tensor_parallel_size,
+        pipeline_parallel_size=pipeline_parallel_size,
     )
     workload = load_workload(workload_path)
     for flag, path in (("-o", output), ("--timeline", timeline), ("--report", report)):
@@ -95,10 +117,13 @@ def simulate_command(
         print(f"kvplan: wrote the result to {output}", file=sys.stderr)
     else:
         _emit(document, json_output, sys.stdout)
+    code = evaluate_quick(assertions, document)
     if result.stalled:
         print(f"kvplan: the simulation stalled after {document['num_steps']:,} steps: a request cannot be "
               "scheduled even alone (too few blocks or tokens per step for it)", file=sys.stderr)
         raise typer.Exit(EXIT_STALLED)
+    if code:
+        raise typer.Exit(code)
 
 
 def _emit(document: dict[str, Any], as_json: bool, stream: TextIO) -> None:

@@ -24,6 +24,8 @@ PROFILE_SCHEMA_VERSIONS = (1,)
 DEFAULT_UTILIZATION = 0.9
 # knobs a saved profile or a plan fixes along with the pool size
 POOL_KNOBS = ("block_size", "max_model_len", "max_num_batched_tokens", "max_num_seqs", "enable_prefix_caching")
+# `kvplan plan`'s sizing flags: they only matter when the pool is planned from engine.model
+SIZING_KNOBS = ("kv_cache_dtype", "dtype", "tensor_parallel_size", "pipeline_parallel_size")
 
 
 @dataclass(frozen=True)
@@ -39,9 +41,15 @@ class EngineOverrides:
     enable_chunked_prefill: bool | None = None
     gpu: str | None = None
     gpu_memory_utilization: float | None = None
+    gpu_memory: int | None = None
+    kv_cache_memory: int | None = None
+    kv_cache_dtype: str | None = None
+    dtype: str | None = None
+    tensor_parallel_size: int | None = None
+    pipeline_parallel_size: int | None = None
 
     def knobs(self) -> dict[str, Any]:
-        skip = ("num_gpu_blocks", "gpu", "gpu_memory_utilization")
+        skip = ("num_gpu_blocks", "gpu", "gpu_memory_utilization", "gpu_memory", "kv_cache_memory")
         return {f.name: getattr(self, f.name) for f in fields(self)
                 if f.name not in skip and getattr(self, f.name) is not None}
 
@@ -78,10 +86,18 @@ def resolve_engine(spec: EngineSpec, overrides: EngineOverrides, where: str) -> 
     """The effective engine: file < its pool source < command line, one line on any mistake."""
     notes: list[str] = []
     file_knobs = dict(spec.knobs)
-    if overrides.gpu_memory_utilization is not None and spec.model is None:
-        raise KvplanError("--gpu-memory-utilization applies only when the workload plans the pool from "
+    sizing_flags = {
+        "--gpu-memory-utilization": overrides.gpu_memory_utilization, "--gpu-memory": overrides.gpu_memory,
+        "--kv-cache-memory": overrides.kv_cache_memory, "--kv-cache-dtype": overrides.kv_cache_dtype,
+        "--dtype": overrides.dtype, "--tensor-parallel-size": overrides.tensor_parallel_size,
+        "--pipeline-parallel-size": overrides.pipeline_parallel_size,
+    }
+    given = [flag for flag, value in sizing_flags.items() if value is not None]
+    if given and spec.model is None:
+        raise KvplanError(f"{given[0]} applies only when the workload plans the pool from "
                           "engine.model; a profile or num_gpu_blocks fixes the pool size")
-    if spec.kv_cache_memory is not None and (overrides.gpu_memory_utilization or spec.gpu_memory_utilization):
+    kv_cache_memory = overrides.kv_cache_memory if overrides.kv_cache_memory is not None else spec.kv_cache_memory
+    if kv_cache_memory is not None and (overrides.gpu_memory_utilization or spec.gpu_memory_utilization):
         raise KvplanError(f"{where}: engine.kv_cache_memory fixes the KV-cache memory, so gpu_memory_utilization "
                           "would have no effect: give one of them")
     pool: PlannedPool | None = None
@@ -96,11 +112,11 @@ def resolve_engine(spec: EngineSpec, overrides: EngineOverrides, where: str) -> 
         pool, source = plan_pool(
             model=spec.model,
             gpu=overrides.gpu or spec.gpu,
-            gpu_memory=spec.gpu_memory,
+            gpu_memory=overrides.gpu_memory or spec.gpu_memory,
             gpu_memory_utilization=overrides.gpu_memory_utilization or spec.gpu_memory_utilization
             or DEFAULT_UTILIZATION,
-            kv_cache_memory=spec.kv_cache_memory,
-            knobs={k: v for k, v in knobs.items() if k in (*POOL_KNOBS, "enable_chunked_prefill")},
+            kv_cache_memory=kv_cache_memory,
+            knobs={k: v for k, v in knobs.items() if k in (*POOL_KNOBS, *SIZING_KNOBS, "enable_chunked_prefill")},
         ), "plan"
 
     merged: dict[str, Any] = dict(pool.knobs) if pool else {}

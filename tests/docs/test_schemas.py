@@ -1,0 +1,89 @@
+"""Every command's JSON output validates against its schema in docs/schemas/, on real output."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from kvplan.plan import PlanRequest, plan
+
+REPO = Path(__file__).resolve().parents[2]
+SCHEMAS = REPO / "docs" / "schemas"
+SHARED_TRACE = REPO.parent / "shared" / "traces" / "example.json"
+
+
+def validator(name: str) -> jsonschema.Draft202012Validator:
+    schema = json.loads((SCHEMAS / f"{name}.json").read_text())
+    jsonschema.Draft202012Validator.check_schema(schema)
+    return jsonschema.Draft202012Validator(schema)
+
+
+def kvplan_json(*args: str) -> str:
+    out = subprocess.run([sys.executable, "-m", "kvplan", *args], capture_output=True, text=True, cwd=REPO,
+                         env={"HF_HUB_OFFLINE": "1", "PATH": ""})
+    assert out.returncode in (0, 1), out.stderr
+    return out.stdout
+
+
+def test_every_schema_is_a_valid_schema_with_a_versioned_document():
+    names = sorted(path.stem for path in SCHEMAS.glob("*.json"))
+    assert names == ["check", "gpus", "models", "plan", "profile", "replay", "simulate", "version"]
+    for name in names:
+        validator(name)
+
+
+@pytest.mark.parametrize("command", ["version", "gpus", "models"])
+def test_listing_commands(command):
+    validator(command).validate(json.loads(kvplan_json(command, "--json")))
+
+
+def test_plan_cli_output_fitting_and_not():
+    schema = validator("plan")
+    schema.validate(json.loads(kvplan_json("plan", "--kv-cache-memory", "24GiB", "--json")))
+    refused = json.loads(kvplan_json("plan", "--kv-cache-memory", "300MiB", "--json"))
+    assert refused["fits"] is False
+    schema.validate(refused)
+
+
+@pytest.mark.parametrize(("model", "knobs"), [
+    ("google/gemma-3-4b-it", {}),                                   # interleaved sliding window
+    ("nvidia/Nemotron-H-56B-Base-8K", {}),                          # Mamba hybrid
+    ("Qwen/Qwen3-Next-80B-A3B-Thinking", {"tensor_parallel_size": 4}),
+    ("deepseek-ai/DeepSeek-V3", {"gpu": "h100-sxm-80gb"}),          # MLA, block size forced
+    ("openai/gpt-oss-20b", {"kv_cache_dtype": "fp8"}),
+    ("meta-llama/Llama-3.1-8B-Instruct", {"pipeline_parallel_size": 2}),
+])
+def test_plan_records_of_every_kind(model, knobs):
+    record = plan(PlanRequest(model=model, kv_cache_memory_bytes=40 * 2**30, with_weights=False, **knobs)).to_record()
+    validator("plan").validate(record)
+
+
+def test_replay_json_lines():
+    lines = [json.loads(line) for line in kvplan_json("replay", str(SHARED_TRACE), "--json").splitlines()]
+    schema = validator("replay")
+    for line in lines:
+        schema.validate(line)
+    assert "summary" in lines[-1] and "step" in lines[0]
+
+
+def test_simulate():
+    document = json.loads(kvplan_json("simulate", "examples/checks/workloads/chat.json", "--json"))
+    validator("simulate").validate(document)
+
+
+def test_profile_saved_and_fresh(tmp_path):
+    saved = json.loads((REPO / "examples" / "checks" / "profiles" / "qwen2-0.5b-l4.json").read_text())
+    fresh = json.loads(kvplan_json("profile", "--backend", "fake", "--gpu", "l4-24gb", "--no-allocate", "--json"))
+    for document in (saved, fresh):
+        validator("profile").validate(document)
+        validator("plan").validate(document["plan"])
+
+
+@pytest.mark.parametrize("spec", ["l4-chat.toml", "fail-tight-kv-cache.toml"])
+def test_check(spec):
+    validator("check").validate(json.loads(kvplan_json("check", f"examples/checks/{spec}", "--json")))
