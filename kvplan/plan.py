@@ -373,10 +373,6 @@ def plan_record(result: PlanResult) -> dict[str, Any]:
     }
 
 
-def with_memory(request: PlanRequest, kv_cache_memory_bytes: int) -> PlanRequest:
-    return replace(request, kv_cache_memory_bytes=kv_cache_memory_bytes)
-
-
 @dataclass(frozen=True)
 class CatalogEntry:
     """One bundled model at vLLM's defaults (TP 1, block 16, KV dtype auto)."""

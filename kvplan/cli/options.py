@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
 import typer
 
 from kvplan.errors import KvplanError
 from kvplan.units import parse_bytes
+
+if TYPE_CHECKING:
+    from kvplan.plan import PlanRequest
 
 DEFAULT_MODEL = "Qwen/Qwen2-0.5B-Instruct"
 
@@ -62,3 +68,47 @@ def parse_max_model_len(text: str | None) -> int | None:
 
 def parse_optional_bytes(text: str | None, flag: str) -> int | None:
     return None if text is None else parse_bytes(text, flag)
+
+
+def plan_request(params: dict[str, Any]) -> PlanRequest:
+    """The PlanRequest of a command declared with this module's sizing options (`ctx.params`)."""
+    from kvplan.plan import PlanRequest
+
+    return PlanRequest(
+        model=params["model"],
+        kv_cache_memory_bytes=parse_optional_bytes(params["kv_cache_memory"], "--kv-cache-memory"),
+        gpu=params["gpu"],
+        gpu_memory_bytes=parse_optional_bytes(params["gpu_memory"], "--gpu-memory"),
+        gpu_memory_utilization=params["gpu_memory_utilization"],
+        block_size=params["block_size"],
+        max_model_len=parse_max_model_len(params["max_model_len"]),
+        max_num_batched_tokens=params["max_num_batched_tokens"],
+        max_num_seqs=params["max_num_seqs"],
+        kv_cache_dtype=params["kv_cache_dtype"],
+        dtype=params["dtype"],
+        tensor_parallel_size=params["tensor_parallel_size"],
+        pipeline_parallel_size=params["pipeline_parallel_size"],
+        num_gpu_blocks_override=params["num_gpu_blocks_override"],
+        trust_remote_code=params["trust_remote_code"],
+        enable_prefix_caching=params["enable_prefix_caching"],
+        enable_chunked_prefill=params["chunked_prefill"],
+    )
+
+
+def on_off(value: str | None, flag: str = "--prefix-caching") -> bool | None:
+    if value is None:
+        return None
+    if value.lower() in ("on", "true", "1", "yes"):
+        return True
+    if value.lower() in ("off", "false", "0", "no"):
+        return False
+    raise KvplanError(f"{flag} takes on or off, got {value!r}")
+
+
+def check_output(flag: str, path: Path, inputs: tuple[Path, ...], what: str) -> None:
+    """Refuse to write over a directory or over a file the command reads (nothing the user gave is lost)."""
+    if path.is_dir():
+        raise KvplanError(f"{flag} {path}: is a directory; give a file path")
+    for given in inputs:
+        if path.resolve() == given.resolve() or (path.exists() and given.exists() and path.samefile(given)):
+            raise KvplanError(f"{flag} {path}: that is {what} ({given.name}); choose another output file")

@@ -5,7 +5,7 @@ import typer
 from kvplan.check.quick import QUICK_ASSERTS, evaluate_quick, parse_quick_asserts, quick_help
 from kvplan.cli import options
 from kvplan.cli.app import app
-from kvplan.plan import PlanRequest, plan_for_device
+from kvplan.plan import plan_for_device
 from kvplan.report.jsonout import emit_json
 
 
@@ -36,25 +36,7 @@ def plan_command(
     With --kv-cache-memory it needs no torch and answers in well under a second; with only --gpu
     (or --gpu-memory) the non-KV memory is predicted by the profile run on the fake backend."""
     assertions = parse_quick_asserts(ctx.args, "plan")
-    request = PlanRequest(
-        model=model,
-        kv_cache_memory_bytes=options.parse_optional_bytes(kv_cache_memory, "--kv-cache-memory"),
-        gpu=gpu,
-        gpu_memory_bytes=options.parse_optional_bytes(gpu_memory, "--gpu-memory"),
-        gpu_memory_utilization=gpu_memory_utilization,
-        block_size=block_size,
-        max_model_len=options.parse_max_model_len(max_model_len),
-        max_num_batched_tokens=max_num_batched_tokens,
-        max_num_seqs=max_num_seqs,
-        kv_cache_dtype=kv_cache_dtype,
-        dtype=dtype,
-        tensor_parallel_size=tensor_parallel_size,
-        pipeline_parallel_size=pipeline_parallel_size,
-        num_gpu_blocks_override=num_gpu_blocks_override,
-        trust_remote_code=trust_remote_code,
-        enable_prefix_caching=enable_prefix_caching,
-        enable_chunked_prefill=chunked_prefill,
-    )
+    request = options.plan_request(ctx.params)
     result = plan_for_device(request)
     record = result.to_record()
     if json_output:

@@ -74,29 +74,10 @@ def profile_command(
     """Load the model, measure non-KV memory with vLLM's profile run, size and really allocate the KV cache."""
     assertions = parse_quick_asserts(ctx.args, "profile")
     require_profile_extra("kvplan profile")
-    from kvplan.plan import PlanRequest
     from kvplan.profile.record import profile_record, save_profile
     from kvplan.profile.run import ProfileOptions, run_profile
 
-    request = PlanRequest(
-        model=model,
-        kv_cache_memory_bytes=options.parse_optional_bytes(kv_cache_memory, "--kv-cache-memory"),
-        gpu=gpu,
-        gpu_memory_bytes=options.parse_optional_bytes(gpu_memory, "--gpu-memory"),
-        gpu_memory_utilization=gpu_memory_utilization,
-        block_size=block_size,
-        max_model_len=options.parse_max_model_len(max_model_len),
-        max_num_batched_tokens=max_num_batched_tokens,
-        max_num_seqs=max_num_seqs,
-        kv_cache_dtype=kv_cache_dtype,
-        dtype=dtype,
-        tensor_parallel_size=tensor_parallel_size,
-        pipeline_parallel_size=pipeline_parallel_size,
-        num_gpu_blocks_override=num_gpu_blocks_override,
-        trust_remote_code=trust_remote_code,
-        enable_prefix_caching=enable_prefix_caching,
-        enable_chunked_prefill=chunked_prefill,
-    )
+    request = options.plan_request(ctx.params)
     profile_options = ProfileOptions(
         request=request, backend=backend, device_index=device, load_format=load_format,
         attention_backend=attention_backend, allocate=not no_allocate,

@@ -11,6 +11,7 @@ from typing import IO
 
 import typer
 
+from kvplan.cli import options
 from kvplan.cli.app import app
 from kvplan.engine.records import RecordEncoder, summary_record
 from kvplan.engine.replay import ReplaySummary, StepObserver, replay
@@ -42,14 +43,14 @@ def replay_command(
     overrides = {
         "num_gpu_blocks": num_gpu_blocks,
         "block_size": block_size,
-        "enable_prefix_caching": _on_off(prefix_caching),
+        "enable_prefix_caching": options.on_off(prefix_caching),
         "max_num_batched_tokens": max_num_batched_tokens,
         "max_num_seqs": max_num_seqs,
         "max_model_len": max_model_len,
         "enable_chunked_prefill": False if no_chunked_prefill else None,
     }
     if output is not None:
-        _check_output(output, trace_path)
+        options.check_output("-o", output, (trace_path,), "the input trace")
     trace = load_trace(trace_path, overrides)
 
     records = json_output or summary_only or dump_free_queue or output is not None or not sys.stdout.isatty()
@@ -91,25 +92,6 @@ def _replay_to(stream: IO[str], trace: Trace, summary_only: bool, dump_free_queu
     write("\n")
     stream.flush()
     return summary
-
-
-def _on_off(value: str | None) -> bool | None:
-    if value is None:
-        return None
-    if value.lower() in ("on", "true", "1", "yes"):
-        return True
-    if value.lower() in ("off", "false", "0", "no"):
-        return False
-    raise KvplanError(f"--prefix-caching takes on or off, got {value!r}")
-
-
-def _check_output(output: Path, trace_path: Path) -> None:
-    if output.is_dir():
-        raise KvplanError(f"-o {output}: is a directory; give a file path")
-    if output.resolve() == trace_path.resolve() or (
-        output.exists() and trace_path.exists() and output.samefile(trace_path)
-    ):
-        raise KvplanError(f"-o {output}: that is the input trace; choose another output file")
 
 
 def _print_terminal_summary(summary: ReplaySummary, trace_path: Path) -> None:

@@ -76,7 +76,7 @@ def simulate_command(
     overrides = EngineOverrides(
         num_gpu_blocks=num_gpu_blocks,
         block_size=block_size,
-        enable_prefix_caching=_on_off(prefix_caching),
+        enable_prefix_caching=options.on_off(prefix_caching),
         max_num_batched_tokens=max_num_batched_tokens,
         max_num_seqs=max_num_seqs,
         max_model_len=max_model_len,
@@ -93,7 +93,7 @@ def simulate_command(
     workload = load_workload(workload_path)
     for flag, path in (("-o", output), ("--timeline", timeline), ("--report", report)):
         if path is not None:
-            _check_output(flag, path, workload.inputs)
+            options.check_output(flag, path, workload.inputs, "an input of the workload")
     setup = prepare(workload, SimOptions(overrides=overrides, seed=seed, step_time_ms=step_time_ms))
     for note in setup.notes:
         print(f"kvplan: warning: {note}", file=sys.stderr)
@@ -173,23 +173,3 @@ def _writable(path: Path | None) -> Iterator[TextIO | None]:
             yield stream
     except OSError as error:
         raise KvplanError(f"cannot write {path}: {error.strerror}") from None
-
-
-def _on_off(value: str | None) -> bool | None:
-    if value is None:
-        return None
-    if value.lower() in ("on", "true", "1", "yes"):
-        return True
-    if value.lower() in ("off", "false", "0", "no"):
-        return False
-    raise KvplanError(f"--prefix-caching takes on or off, got {value!r}")
-
-
-def _check_output(flag: str, path: Path, inputs: tuple[Path, ...]) -> None:
-    """Refuse to write over a directory or over any file the workload was read from."""
-    if path.is_dir():
-        raise KvplanError(f"{flag} {path}: is a directory; give a file path")
-    for given in inputs:
-        if path.resolve() == given.resolve():
-            raise KvplanError(f"{flag} {path}: that is an input of the workload ({given.name}); "
-                              "choose another output file")

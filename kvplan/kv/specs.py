@@ -40,17 +40,11 @@ class SizingLimits:
     max_num_batched_tokens: int
 
 
-@dataclass(frozen=True)
-class AttentionSpec:
-    block_size: int
-    num_kv_heads: int
-    head_size: int
-    dtype: str
-    page_size_padded: int | None = None
+class _PaddablePage:
+    """`page_size_padded` (set by vLLM's hybrid hook) overrides the real page size, never below it."""
 
-    @property
-    def real_page_size_bytes(self) -> int:
-        return 2 * self.block_size * self.num_kv_heads * self.head_size * dtype_size(self.dtype)
+    page_size_padded: int | None
+    real_page_size_bytes: int
 
     @property
     def page_size_bytes(self) -> int:
@@ -63,6 +57,19 @@ class AttentionSpec:
     @property
     def type_name(self) -> str:
         return type(self).__name__
+
+
+@dataclass(frozen=True)
+class AttentionSpec(_PaddablePage):
+    block_size: int
+    num_kv_heads: int
+    head_size: int
+    dtype: str
+    page_size_padded: int | None = None
+
+    @property
+    def real_page_size_bytes(self) -> int:
+        return 2 * self.block_size * self.num_kv_heads * self.head_size * dtype_size(self.dtype)
 
     def max_memory_usage_bytes(self, limits: SizingLimits) -> int:
         raise NotImplementedError(self.type_name)
@@ -122,7 +129,7 @@ class ChunkedLocalAttentionSpec(AttentionSpec):
 
 
 @dataclass(frozen=True)
-class MambaSpec:
+class MambaSpec(_PaddablePage):
     block_size: int
     shapes: tuple[tuple[int, ...], ...]
     dtypes: tuple[str, ...]
@@ -136,18 +143,6 @@ class MambaSpec:
         return sum(
             prod(shape) * dtype_size(dtype) for shape, dtype in zip(self.shapes, self.dtypes, strict=True)
         )
-
-    @property
-    def page_size_bytes(self) -> int:
-        real = self.real_page_size_bytes
-        if self.page_size_padded is not None:
-            assert self.page_size_padded >= real
-            return self.page_size_padded
-        return real
-
-    @property
-    def type_name(self) -> str:
-        return type(self).__name__
 
     def max_memory_usage_bytes(self, limits: SizingLimits) -> int:
         if self.mamba_cache_mode == "all":

@@ -98,3 +98,19 @@ class MemoryBackend(Protocol):
     def release_model(self) -> None: ...
 
     def allocate(self, config: KVCacheConfig, attention_backend: str) -> AllocationReport: ...
+
+
+class PlannedGpu:
+    """The GPU a host backend (cpu, fake) plans for: a catalog total, idle at start-up."""
+
+    def __init__(self, total_bytes: int, device_label: str, multiprocessors: int | None = None) -> None:
+        self.total_bytes = total_bytes
+        self.device_label = device_label
+        self._multiprocessors = multiprocessors
+
+    def snapshot(self) -> DeviceSnapshot:
+        # everything is free at start-up: vLLM's budget is ceil(total x utilization) of this GPU
+        return DeviceSnapshot(self.total_bytes, self.total_bytes)
+
+    def multiprocessors(self) -> int | None:
+        return self._multiprocessors

@@ -20,8 +20,8 @@ from kvplan.kv.tensors import allocate_kv_cache, slot_mapping_check
 from kvplan.memory.backend import (
     ActivationMeasurement,
     AllocationReport,
-    DeviceSnapshot,
     ModelSource,
+    PlannedGpu,
     WeightsMeasurement,
 )
 from kvplan.memory.hf import (
@@ -98,22 +98,13 @@ def check_weights_fit_ram(weights: int, available: int | None) -> None:
         )
 
 
-class CpuBackend:
+class CpuBackend(PlannedGpu):
     name = "cpu"
     predicted = False
 
     def __init__(self, total_bytes: int, device_label: str, multiprocessors: int | None = None) -> None:
-        self.total_bytes = total_bytes
-        self.device_label = device_label
-        self._multiprocessors = multiprocessors
+        super().__init__(total_bytes, device_label, multiprocessors)
         self._model: torch.nn.Module | None = None
-
-    def snapshot(self) -> DeviceSnapshot:
-        # the budget is the GPU being planned for, idle at start-up
-        return DeviceSnapshot(self.total_bytes, self.total_bytes)
-
-    def multiprocessors(self) -> int | None:
-        return self._multiprocessors
 
     def load_model(self, source: ModelSource) -> WeightsMeasurement:
         start = time.perf_counter()

@@ -17,8 +17,8 @@ from kvplan.kv.tensors import allocate_kv_cache, shrink_kv_cache_config, slot_ma
 from kvplan.memory.backend import (
     ActivationMeasurement,
     AllocationReport,
-    DeviceSnapshot,
     ModelSource,
+    PlannedGpu,
     WeightsMeasurement,
 )
 from kvplan.memory.hf import (
@@ -37,23 +37,14 @@ from kvplan.memory.tracker import CUDA_ALLOCATOR_ROUNDING, LiveBytes
 CHECK_POOL_BLOCKS = 8
 
 
-class FakeBackend:
+class FakeBackend(PlannedGpu):
     name = "fake"
     predicted = True
 
     def __init__(self, total_bytes: int, device_label: str, multiprocessors: int | None = None) -> None:
-        self.total_bytes = total_bytes
-        self.device_label = device_label
-        self._multiprocessors = multiprocessors
+        super().__init__(total_bytes, device_label, multiprocessors)
         self._mode: FakeTensorMode | None = None
         self._model: torch.nn.Module | None = None
-
-    def snapshot(self) -> DeviceSnapshot:
-        # a prediction for an idle GPU: everything is free at start-up
-        return DeviceSnapshot(self.total_bytes, self.total_bytes)
-
-    def multiprocessors(self) -> int | None:
-        return self._multiprocessors
 
     def load_model(self, source: ModelSource) -> WeightsMeasurement:
         start = time.perf_counter()
