@@ -31,6 +31,9 @@ class GpuSpec:
     bandwidth_gbps: float | None
     compute_capability: tuple[int, int] | None   # None for AMD (gfx targets)
     arch: str
+    # non-torch memory vLLM's profile adds (cuBLAS/NCCL workspaces, attention buffers); empty until
+    # measured on that GPU with `kvplan profile --backend cuda` (no sourced value exists yet)
+    non_torch_bytes: int | None = None
 
     @property
     def memory_gib(self) -> float:
@@ -81,6 +84,7 @@ def _catalog() -> dict[str, GpuSpec]:
             bandwidth_gbps=_float_or_none(row["memory_bandwidth_gbps"]),
             compute_capability=_capability(row["compute_capability"]),
             arch=row["compute_capability"],
+            non_torch_bytes=int(row["non_torch_bytes"]) if row["non_torch_bytes"].strip() else None,
         )
     return gpus
 

@@ -308,11 +308,14 @@ def run_profile(options: ProfileOptions, progress: Progress | None = None) -> Pr
         non_torch, non_torch_source = activations.non_torch_increase_bytes, "measured"
     elif options.non_torch_bytes is not None:
         non_torch, non_torch_source = options.non_torch_bytes, "--non-torch-bytes"
+    elif setup.device.gpu is not None and setup.device.gpu.non_torch_bytes is not None:
+        non_torch, non_torch_source = setup.device.gpu.non_torch_bytes, f"GPU catalog ({setup.device.gpu.key})"
     else:
         non_torch, non_torch_source = 0, "assumed 0"
         warnings.append(
             f"non-torch memory (cuBLAS workspaces, NCCL and attention-backend buffers) is not measured by the "
-            f"{name} backend and is taken as 0; pass --non-torch-bytes to set it"
+            f"{name} backend and the GPU catalog has no figure for this GPU yet, so it is taken as 0; pass "
+            "--non-torch-bytes to set it"
         )
     budget = MemoryBudget(
         total_bytes=snapshot.total_bytes, free_at_start_bytes=snapshot.free_bytes, utilization=utilization,

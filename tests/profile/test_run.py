@@ -195,3 +195,16 @@ def test_a_failed_round_trip_is_a_finding(monkeypatch, tiny_config_only_dir):
     result = run_profile(options(tiny_config_only_dir, backend="fake", gpu_memory_bytes=64 * MIB))
     assert not result.fits and result.plan.fits
     assert result.finding.startswith("the KV tensors failed the slot-mapping round trip")
+
+
+def test_a_catalog_non_torch_figure_is_used_when_the_gpu_has_one(monkeypatch, tiny_config_only_dir):
+    import kvplan.plan as plan_module
+    from kvplan.gpus.catalog import get_gpu
+
+    l4 = replace(get_gpu("l4-24gb"), non_torch_bytes=3 * MIB)
+    monkeypatch.setattr(plan_module, "get_gpu", lambda key: l4)
+    result = run_profile(options(tiny_config_only_dir, backend="fake", gpu="l4-24gb"))
+    record = profile_record(result)
+    assert record["non_torch_bytes"] == 3 * MIB
+    assert record["non_kv_bytes"] == record["weights_bytes"] + record["activation_peak_bytes"] + 3 * MIB
+    assert not any("taken as 0" in warning for warning in record["warnings"])
