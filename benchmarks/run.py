@@ -9,7 +9,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-BENCHMARKS = ["bench_plan", "bench_replay", "bench_simulate", "bench_profile"]
+BENCHMARKS = ["bench_plan", "bench_replay", "bench_simulate", "bench_profile", "bench_workload_check"]
 
 
 def main() -> None:

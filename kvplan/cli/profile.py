@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import typer
@@ -7,7 +8,7 @@ import typer
 from kvplan.check.quick import QUICK_ASSERTS, evaluate_quick, parse_quick_asserts, quick_help
 from kvplan.cli import options
 from kvplan.cli.app import app
-from kvplan.errors import require_profile_extra
+from kvplan.errors import EXIT_STALLED, require_profile_extra
 from kvplan.report.jsonout import emit_json
 
 BACKEND = typer.Option(
@@ -38,6 +39,11 @@ CUDA_CONTEXT = typer.Option(
     None, "--cuda-context-bytes", help="CUDA context size, for backends that cannot measure it."
 )
 SAVE = typer.Option(None, "--save", help="Write the profile (with provenance) for simulate and check to reuse.")
+WORKLOAD = typer.Option(
+    None, "--workload",
+    help="Then simulate this workload on the allocated pool, writing each step's K/V through its slot mapping "
+    "and reading it back (cpu or cuda backend; the workload's engine section is replaced by this pool).",
+)
 
 
 @app.command("profile", context_settings=QUICK_ASSERTS, epilog=quick_help("profile"))
@@ -69,6 +75,7 @@ def profile_command(
     chunked_prefill: bool = options.CHUNKED_PREFILL,
     trust_remote_code: bool = options.TRUST_REMOTE_CODE,
     save: Path | None = SAVE,
+    workload_path: Path | None = WORKLOAD,
     json_output: bool = options.JSON,
 ) -> None:
     """Load the model, measure non-KV memory with vLLM's profile run, size and really allocate the KV cache."""
@@ -85,12 +92,31 @@ def profile_command(
         cuda_graph_bytes=options.parse_optional_bytes(cuda_graph_bytes, "--cuda-graph-bytes"),
         cuda_context_bytes=options.parse_optional_bytes(cuda_context_bytes, "--cuda-context-bytes"),
     )
+    workload = None
+    if workload_path is not None:
+        from kvplan.memory.cuda import cuda_usable
+        from kvplan.profile.run import choose_backend
+        from kvplan.profile.workload_check import require_real_pool
+        from kvplan.sim.workload import load_workload
+
+        require_real_pool(choose_backend(backend, cuda_usable), allocate=not no_allocate)
+        workload = load_workload(workload_path)
     from rich.console import Console
 
     progress = Console(stderr=True, highlight=False)
     with progress.status("profiling", spinner="dots") as status:
         result = run_profile(profile_options, progress=lambda stage: status.update(stage))
     record = profile_record(result)
+    check = None
+    if workload is not None:
+        record["workload_check"] = None  # not run: the configuration does not fit
+        if result.fits:
+            from kvplan.profile.workload_check import run_workload_check, workload_check_record
+
+            with progress.status(f"simulating {workload.name} on the allocated pool", spinner="dots") as status:
+                check = run_workload_check(result, workload, progress=lambda done, total: status.update(
+                    f"simulating {workload.name} on the allocated pool: {done:,} of {total:,} requests done"))
+            record["workload_check"] = workload_check_record(check)
     if save is not None:
         save_profile(record, save)
     if json_output:
@@ -101,6 +127,11 @@ def profile_command(
         render_profile(record)
         if save is not None:
             print(f"saved {save}")
-    code = evaluate_quick(assertions, record, finding=not result.fits, request=request)
+    finding = not result.fits or (check is not None and check.finding is not None)
+    code = evaluate_quick(assertions, record, finding=finding, request=request)
     if code:
         raise typer.Exit(code)
+    if check is not None and check.metrics.stalled:
+        print(f"kvplan: the simulation of {workload_path} stalled: a request cannot be scheduled even alone on "
+              "this pool", file=sys.stderr)
+        raise typer.Exit(EXIT_STALLED)

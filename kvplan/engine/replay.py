@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from kvplan.engine.config import EngineConfig
 from kvplan.engine.request import Request
-from kvplan.engine.scheduler import Scheduler, StepResult
+from kvplan.engine.scheduler import ModelRunner, Scheduler, StepResult
 from kvplan.engine.trace import Trace
 
 # Called after every step with the step, the scheduler and the ids that arrived before it.
@@ -48,9 +48,11 @@ def is_stalled(step: StepResult, has_unfinished: bool, more_arrivals: bool) -> b
     return step.num_scheduled_tokens == 0 and has_unfinished and not more_arrivals
 
 
-def replay(trace: Trace, observe: StepObserver | None = None) -> ReplaySummary:
-    """Run the trace to completion (or to a stall), calling `observe` after every step."""
-    scheduler = Scheduler(trace.config)
+def replay(trace: Trace, observe: StepObserver | None = None,
+           model_runner: ModelRunner | None = None) -> ReplaySummary:
+    """Run the trace to completion (or to a stall), calling `observe` after every step (and
+    `model_runner` inside every step, see `Scheduler`)."""
+    scheduler = Scheduler(trace.config, model_runner)
     arrivals: defaultdict[int, list[int]] = defaultdict(list)
     for request in trace.requests:
         arrivals[request.arrival_step].append(request.ordinal)

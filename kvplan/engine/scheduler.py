@@ -10,6 +10,7 @@ token, and finished requests are freed in scheduling order."""
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from kvplan.engine.config import EngineConfig
@@ -18,6 +19,11 @@ from kvplan.engine.kv_cache_manager import KVCacheManager
 from kvplan.engine.request import Request, RequestStatus
 from kvplan.engine.stats import PrefixCacheStats
 from kvplan.errors import KvplanError
+
+# Called where vLLM's model runs, between scheduling and the update, with {request id: tokens}
+# scheduled: each scheduled request has its new num_computed_tokens and its whole block table,
+# and no finished request has been freed yet (kvplan profile --workload writes K/V here).
+ModelRunner = Callable[["Scheduler", dict[str, int]], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,9 +47,10 @@ class StepResult:
 
 
 class Scheduler:
-    def __init__(self, config: EngineConfig) -> None:
+    def __init__(self, config: EngineConfig, model_runner: ModelRunner | None = None) -> None:
         config.validate()
         self.config = config
+        self.model_runner = model_runner
         self.kv_cache_manager = KVCacheManager(
             config.num_gpu_blocks, config.block_size, config.max_model_len,
             enable_caching=config.enable_prefix_caching, sliding_window=config.sliding_window,
@@ -157,6 +164,8 @@ class Scheduler:
 
         free_blocks_after_schedule = self.block_pool.num_free_blocks
 
+        if self.model_runner is not None:
+            self.model_runner(self, scheduled)
         finished = self._update(scheduled_requests, step)
 
         step_stats = kv.make_prefix_cache_stats()

@@ -10,7 +10,8 @@ Public API:
     layer_specs(config) -> {layer name: spec}
     allocate_kv_cache(config, backend, device) -> KvCacheAllocation
     shrink_kv_cache_config(config, num_blocks) -> KVCacheConfig   (same layout, fewer blocks)
-    slot_mapping_check(allocation, seed=0) -> SlotCheck"""
+    slot_mapping_check(allocation, seed=0) -> SlotCheck
+    slot_index(layout, backend, which, slots) -> the view index of K (0) or V (1) at those slots"""
 
 from __future__ import annotations
 
@@ -211,7 +212,8 @@ class SlotCheck:
     detail: str = ""
 
 
-def _index(kind: LayerKind, backend: str, which: int, blocks: torch.Tensor, offsets: torch.Tensor) -> tuple:
+def _index(kind: LayerKind, backend: str, which: int | torch.Tensor, blocks: torch.Tensor,
+           offsets: torch.Tensor) -> tuple:
     """The logical index of (K or V, block, offset) -> an (n, heads, head) or (n, width) selection."""
     if kind == "mla":
         return (blocks, offsets)
@@ -220,6 +222,14 @@ def _index(kind: LayerKind, backend: str, which: int, blocks: torch.Tensor, offs
     if backend in _BLOCK_FIRST:
         return (blocks, which, offsets)
     return (which, blocks, slice(None), offsets)
+
+
+def slot_index(layout: LayerLayout, backend: str, which: int | torch.Tensor, slots: torch.Tensor) -> tuple:
+    """Where the kernels put K (`which` 0) or V (1) of the tokens at `slots` (slot = manager block x
+    block_size + offset, the same number in kernel blocks): index the layer's view with it. A
+    `which` of shape (2, 1) with slots of shape (1, n) selects K and V together, (2, n, ...)."""
+    kernel = layout.kernel_block_size
+    return _index(layout.kind, backend, which, slots // kernel, slots % kernel)
 
 
 def _raw_bytes_at(raw: torch.Tensor, view: torch.Tensor, index: tuple) -> torch.Tensor:

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from kvplan.kv.specs import KVCacheConfig
-from kvplan.kv.tensors import LayerLayout, SlotCheck
+from kvplan.kv.tensors import KvCacheAllocation, LayerLayout, SlotCheck
 from kvplan.memory.profile_run import ProfileBatch
 from kvplan.memory.sampler import SamplerSpec
 
@@ -80,6 +80,8 @@ class AllocationReport:
     check_pool_blocks: int             # blocks in the pool the round trip ran on
     seconds: float
     how: str
+    # the allocated tensors themselves, for `kvplan profile --workload` (None when not real)
+    pool: KvCacheAllocation | None = field(default=None, repr=False, compare=False)
 
 
 class MemoryBackend(Protocol):

@@ -171,4 +171,5 @@ class CpuBackend(PlannedGpu):
             num_tensors=len(pool.raw), layouts=tuple(pool.layouts), real=True, committed_bytes=committed,
             check=check, check_pool_blocks=config.num_blocks, seconds=time.perf_counter() - start,
             how="torch.zeros(int8) per KVCacheTensor in RAM; committed = RSS growth",
+            pool=pool,
         )

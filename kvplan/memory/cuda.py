@@ -159,4 +159,5 @@ class CudaBackend:
             num_tensors=len(pool.raw), layouts=tuple(pool.layouts), real=True, committed_bytes=committed,
             check=check, check_pool_blocks=config.num_blocks, seconds=time.perf_counter() - start,
             how="torch.zeros(int8) per KVCacheTensor on the GPU; committed = memory_allocated() growth",
+            pool=pool,
         )

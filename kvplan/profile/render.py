@@ -119,6 +119,43 @@ def _check_line(allocation: dict[str, Any]) -> str:
     return "; ".join(parts)
 
 
+def _workload_check(check: dict[str, Any] | None, console: Console) -> None:
+    if check is None:
+        console.print("Workload check: not run, the configuration does not fit (no KV cache was allocated)")
+        return
+    verdict = "[green]PASSED[/]" if check["passed"] else "[red]FAILED[/]"
+    verified = " and ".join(check["layers_verified"])
+    console.print(
+        f"Workload check {verdict} on the allocated pool: {escape(check['workload'])}, {check['steps']:,} steps; "
+        f"{check['tokens_written']:,} scheduled tokens' K/V written through each step's slot mapping into "
+        f"{check['tensors_written']} tensors; {check['tokens_verified']:,} tokens read back through the block tables "
+        f"from {escape(verified)} (every {check['verify_every_steps']} steps and at each request's end), "
+        f"{check['prefix_hit_tokens_verified']:,} of them prefix-cache hits: {check['mismatched_tokens']:,} mismatches"
+    )
+    simulation = check["simulation"]
+    kv, preemptions, prefix = simulation["kv_usage"], simulation["preemptions"], simulation["prefix_cache"]
+    engine = check["engine"]
+    table = Table(title="Workload on this pool", title_justify="left", show_header=False)
+    table.add_column("")
+    table.add_column("", justify="right")
+    hit_rate = prefix["prefix_cache_hit_rate"]
+    rows = [
+        ("pool", f"{engine['num_gpu_blocks']:,} blocks of {engine['block_size']} tokens"),
+        ("requests finished", f"{simulation['num_finished']:,} of {simulation['num_requests']:,}"
+         + (" (stalled)" if simulation["stalled"] else "")),
+        ("peak KV usage", f"{kv['peak_used_blocks']:,} blocks ({kv['peak_usage']:.1%})"),
+        ("preemptions", f"{preemptions['total']:,} ({preemptions['recomputed_tokens']:,} tokens recomputed)"),
+        ("prefix-cache hit rate", "-" if hit_rate is None else f"{hit_rate:.1%}"),
+    ]
+    for name, value in rows:
+        table.add_row(name, value)
+    console.print(table)
+    for note in check["notes"]:
+        console.print(f"[dim]note:[/] {escape(note)}")
+    if check["finding"]:
+        console.print(f"[bold red]Finding:[/] {escape(check['finding'])}")
+
+
 def render_profile(record: dict[str, Any], console: Console | None = None) -> None:
     console = console or Console(highlight=False)
     console.print(_title(record))
@@ -128,6 +165,8 @@ def render_profile(record: dict[str, Any], console: Console | None = None) -> No
             console.print(table)
     if record["allocation"] is not None:
         console.print(_check_line(record["allocation"]))
+    if "workload_check" in record:
+        _workload_check(record["workload_check"], console)
     console.print("[bold]vLLM would log:[/]")
     for line in record["vllm_log"]:
         console.print(f"  {line}", markup=False)

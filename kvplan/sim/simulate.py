@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from kvplan.engine.config import EngineConfig
 from kvplan.engine.replay import is_stalled, replay
 from kvplan.engine.request import Request
-from kvplan.engine.scheduler import Scheduler, StepResult
+from kvplan.engine.scheduler import ModelRunner, Scheduler, StepResult
 from kvplan.engine.trace import CONFIG_KEYS, PREFIX_TOKEN_BASE, TOKENS_PER_ID, Trace, TraceRequest, parse_trace
 from kvplan.errors import KvplanError
 from kvplan.sim.engine_source import EngineOverrides, ResolvedEngine, resolve_engine
@@ -46,6 +46,9 @@ class SimOptions:
     overrides: EngineOverrides = field(default_factory=EngineOverrides)
     seed: int | None = None
     step_time_ms: float | None = None
+    # an engine resolved by the caller (`kvplan profile --workload`: the pool it allocated), in
+    # place of the workload's engine section and the overrides
+    engine: ResolvedEngine | None = None
 
 
 @dataclass(frozen=True)
@@ -88,7 +91,7 @@ class RunOutcome:
 def prepare(workload: Workload, options: SimOptions) -> Setup:
     """Resolve the engine and the time model and validate the requests against them."""
     where = workload.name
-    engine = resolve_engine(workload.engine, options.overrides, where)
+    engine = options.engine or resolve_engine(workload.engine, options.overrides, where)
     timer, timing_notes = choose_step_time(workload.timing, engine.facts, step_time_ms=options.step_time_ms,
                                            gpu=options.overrides.gpu)
     seed = options.seed if options.seed is not None else workload.seed
@@ -177,21 +180,24 @@ def _prefix_notes(workload: Workload, config: EngineConfig) -> list[str]:
 
 
 def run(setup: Setup, *, config: EngineConfig | None = None, rate_factor: float = 1.0,
-        progress: Progress | None = None, timeline: TextIO | None = None) -> RunOutcome:
-    """One simulation of the setup, optionally with another engine config or a scaled rate."""
+        progress: Progress | None = None, timeline: TextIO | None = None,
+        model_runner: ModelRunner | None = None) -> RunOutcome:
+    """One simulation of the setup, optionally with another engine config or a scaled rate;
+    ``model_runner`` runs inside every step (see ``Scheduler``)."""
     config = config or setup.config
     recorder = Recorder(config.num_gpu_blocks - 1, config.block_size, setup.class_names,
                         timed=setup.timer is not None, timeline=timeline)
     if setup.in_steps:
-        return _run_in_steps(setup, config, recorder, progress)
-    return _run_timed(setup, config, recorder, rate_factor, progress)
+        return _run_in_steps(setup, config, recorder, progress, model_runner)
+    return _run_timed(setup, config, recorder, rate_factor, progress, model_runner)
 
 
 def _step_seconds(setup: Setup) -> Callable[[StepLoad], float] | None:
     return setup.timer.seconds if setup.timer is not None else None
 
 
-def _run_in_steps(setup: Setup, config: EngineConfig, recorder: Recorder, progress: Progress | None) -> RunOutcome:
+def _run_in_steps(setup: Setup, config: EngineConfig, recorder: Recorder, progress: Progress | None,
+                  model_runner: ModelRunner | None) -> RunOutcome:
     trace = Trace(config, setup.explicit)
     by_id = {r.request_id: r for r in trace.requests}
     seconds = _step_seconds(setup)
@@ -208,7 +214,7 @@ def _run_in_steps(setup: Setup, config: EngineConfig, recorder: Recorder, progre
         if progress is not None and result.step % 128 == 0:
             progress(total - len(recorder.live) - _not_arrived(trace, result.step), total)
 
-    summary = replay(trace, observe)
+    summary = replay(trace, observe, model_runner)
     records = tuple(recorder.records[r.request_id] for r in trace.requests if r.request_id in recorder.records)
     return RunOutcome(recorder.finish(summary.stalled, 0.0), records, 0, 0)
 
@@ -238,7 +244,7 @@ class _Conversation:
 
 
 def _run_timed(setup: Setup, config: EngineConfig, recorder: Recorder, rate_factor: float,
-               progress: Progress | None) -> RunOutcome:
+               progress: Progress | None, model_runner: ModelRunner | None) -> RunOutcome:
     seconds = _step_seconds(setup)
     assert seconds is not None
     pending: list[tuple[float, int, int]] = []  # (time, tie-breaker, ordinal)
@@ -259,7 +265,7 @@ def _run_timed(setup: Setup, config: EngineConfig, recorder: Recorder, rate_fact
     tie = len(pending)
     rejected = cut = 0
 
-    scheduler = Scheduler(config)
+    scheduler = Scheduler(config, model_runner)
     first_arrival = pending[0][0] if pending else 0.0
     now = first_arrival
     stalled = False
