@@ -125,9 +125,7 @@ class PlanResult:
 
     @property
     def kv_bytes_per_token(self) -> int | float:
-        """The largest per-GPU figure over pipeline stages; an int where it is whole."""
-        value = max((kv_bytes_per_token(specs) for specs in self.setup.worker_specs), default=0.0)
-        return int(value) if float(value).is_integer() else value
+        return setup_kv_bytes_per_token(self.setup)
 
     @property
     def suggested_fix(self) -> str | None:
@@ -135,6 +133,12 @@ class PlanResult:
 
     def to_record(self) -> dict[str, Any]:
         return plan_record(self)
+
+
+def setup_kv_bytes_per_token(setup: Setup) -> int | float:
+    """The largest per-GPU figure over pipeline stages; an int where it is whole."""
+    value = max((kv_bytes_per_token(specs) for specs in setup.worker_specs), default=0.0)
+    return int(value) if float(value).is_integer() else value
 
 
 def _device(request: PlanRequest) -> Device:
@@ -211,13 +215,6 @@ def settle(request: PlanRequest) -> Setup:
         auto_fit=request.max_model_len == -1, batch=batch, knobs=knobs, layout=layout,
         worker_specs=worker_specs, logs=tuple(logs),
     )
-
-
-def requested_memory_bytes(total_bytes: int, utilization: float) -> int:
-    """vLLM's `request_memory`: ceil(total * gpu_memory_utilization)."""
-    import math
-
-    return math.ceil(total_bytes * utilization)
 
 
 def plan(request: PlanRequest, setup: Setup | None = None) -> PlanResult:
@@ -395,12 +392,11 @@ def catalog_entries() -> list[CatalogEntry]:
     for model_id in catalog_ids():
         setup = settle(PlanRequest(model=model_id))
         kinds = Counter(layer.kind for layer in setup.shape.layers)
-        per_token = max(kv_bytes_per_token(specs) for specs in setup.worker_specs)
         entries.append(CatalogEntry(
             model_id=model_id, architecture=setup.shape.architecture,
             num_hidden_layers=setup.shape.num_hidden_layers, layer_kinds=dict(kinds),
             max_model_len=setup.max_model_len, dtype=setup.model_dtype,
-            kv_bytes_per_token=int(per_token) if float(per_token).is_integer() else per_token,
+            kv_bytes_per_token=setup_kv_bytes_per_token(setup),
         ))
     return entries
 

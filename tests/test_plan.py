@@ -154,3 +154,14 @@ def test_plan_imports_neither_torch_nor_transformers() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]"
+
+
+def test_models_lists_every_bundled_config_offline_with_its_kv_bytes_per_token() -> None:
+    done = subprocess.run([sys.executable, "-m", "kvplan", "models", "--json"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    entries = {entry["model_id"]: entry for entry in json.loads(done.stdout)["models"]}
+    assert len(entries) == 21
+    qwen = entries["Qwen/Qwen2-0.5B-Instruct"]
+    assert (qwen["kv_bytes_per_token"], qwen["num_hidden_layers"], qwen["layer_kinds"]) == (12288, 24, {"full": 24})
+    assert entries["nvidia/Nemotron-H-56B-Base-8K"]["layer_kinds"] == {"mamba": 54, "full": 10, "none": 54}
+    assert entries["openai/gpt-oss-20b"]["layer_kinds"] == {"sliding_window": 12, "full": 12}
