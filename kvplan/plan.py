@@ -182,10 +182,15 @@ def settle(request: PlanRequest) -> Setup:
         gpu_name=device.name or "cuda",
     )
     logs.extend(dtype.logs)
-    # vLLM's derived length is a float once a RoPE factor (even 1.0) was applied
+    # vLLM multiplies the derived length by the RoPE factor (1.0 by default) whenever the config has RoPE
+    # parameters, which makes it a float in its error text; gemma3 is exempt from the scaling
+    derived: float = shape.max_model_len if "gemma3" in shape.model_type else float(shape.max_model_len)
+    allow_long = os.environ.get("VLLM_ALLOW_LONG_MAX_MODEL_LEN", "").strip().lower() in ("1", "true")
     max_model_len = rules.verify_max_model_len(
-        request.max_model_len, float(shape.max_model_len), "max_position_embeddings"
+        request.max_model_len, derived, "max_position_embeddings", allow_long=allow_long
     )
+    if max_model_len > derived:
+        logs.append(rules.long_max_model_len_warning(max_model_len, derived, "max_position_embeddings"))
     rules.verify_tensor_parallel(shape, request.tensor_parallel_size)
     batch = rules.resolve_batch_limits(
         max_model_len, request.max_num_batched_tokens, request.max_num_seqs,

@@ -165,3 +165,19 @@ def test_models_lists_every_bundled_config_offline_with_its_kv_bytes_per_token()
     assert (qwen["kv_bytes_per_token"], qwen["num_hidden_layers"], qwen["layer_kinds"]) == (12288, 24, {"full": 24})
     assert entries["nvidia/Nemotron-H-56B-Base-8K"]["layer_kinds"] == {"mamba": 54, "full": 10, "none": 54}
     assert entries["openai/gpt-oss-20b"]["layer_kinds"] == {"sliding_window": 12, "full": 12}
+
+
+def test_vllm_allow_long_max_model_len_lifts_the_limit(monkeypatch) -> None:
+    request = PlanRequest(model="Qwen/Qwen2-0.5B-Instruct", kv_cache_memory_bytes=1 << 33, max_model_len=65536,
+                          with_weights=False)
+    with pytest.raises(ConfigRejected, match=r"max_position_embeddings=32768\.0"):
+        plan(request)
+    monkeypatch.setenv("VLLM_ALLOW_LONG_MAX_MODEL_LEN", "1")
+    result = plan(request)
+    assert result.max_model_len == 65536
+    assert result.num_blocks == (1 << 33) // 8192 // 24
+    assert result.to_record()["vllm_log"][0].startswith(
+        "User-specified max_model_len (65536) is greater than the derived max_model_len "
+        "(max_position_embeddings=32768.0 or model_max_length=None in model's config.json). "
+        "VLLM_ALLOW_LONG_MAX_MODEL_LEN must be used with extreme caution."
+    )

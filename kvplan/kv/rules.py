@@ -119,22 +119,41 @@ def verify_batch_limits(
     return ()
 
 
+_LONG_LEN_CAUTION = (
+    "VLLM_ALLOW_LONG_MAX_MODEL_LEN must be used with extreme caution. If the model uses relative position "
+    "encoding (RoPE), positions exceeding derived_max_model_len lead to nan. If the model uses absolute "
+    "position encoding, positions exceeding derived_max_model_len will cause a CUDA array out-of-bounds error."
+)
+
+
+def _too_long(requested: int, derived: float, derived_key: str, model_max_length: int | None) -> str:
+    return (
+        f"User-specified max_model_len ({requested}) is greater than the derived max_model_len "
+        f"({derived_key}={derived} or model_max_length={model_max_length} in model's config.json)."
+    )
+
+
+def long_max_model_len_warning(
+    requested: int, derived: float, derived_key: str, model_max_length: int | None = None
+) -> str:
+    """vLLM's warning when VLLM_ALLOW_LONG_MAX_MODEL_LEN lets a longer max_model_len through."""
+    return f"{_too_long(requested, derived, derived_key, model_max_length)} {_LONG_LEN_CAUTION}"
+
+
 def verify_max_model_len(
-    requested: int | None, derived: float, derived_key: str, model_max_length: int | None = None
+    requested: int | None, derived: float, derived_key: str, model_max_length: int | None = None,
+    allow_long: bool = False,
 ) -> int:
     """`_get_and_verify_max_len`: None or -1 (auto-fit) take the derived length; a longer request
-    is refused. `derived` is the value as vLLM holds it (a float once RoPE scaling applied)."""
+    is refused unless `allow_long` (VLLM_ALLOW_LONG_MAX_MODEL_LEN=1). `derived` is the value as vLLM
+    holds it (a float once RoPE scaling applied)."""
     if requested is None or requested == -1:
         return int(derived)
-    if requested > derived and (model_max_length is None or requested > model_max_length):
+    too_long = requested > derived and (model_max_length is None or requested > model_max_length)
+    if too_long and not allow_long:
         raise ConfigRejected(
-            f"User-specified max_model_len ({requested}) is greater than the derived max_model_len "
-            f"({derived_key}={derived} or model_max_length={model_max_length} in model's config.json). "
-            "To allow overriding this maximum, set the env var VLLM_ALLOW_LONG_MAX_MODEL_LEN=1. "
-            "VLLM_ALLOW_LONG_MAX_MODEL_LEN must be used with extreme caution. If the model uses "
-            "relative position encoding (RoPE), positions exceeding derived_max_model_len lead to nan. "
-            "If the model uses absolute position encoding, positions exceeding derived_max_model_len "
-            "will cause a CUDA array out-of-bounds error."
+            f"{_too_long(requested, derived, derived_key, model_max_length)} To allow overriding this maximum, "
+            f"set the env var VLLM_ALLOW_LONG_MAX_MODEL_LEN=1. {_LONG_LEN_CAUTION}"
         )
     return requested
 
