@@ -463,7 +463,9 @@ def resolve_model_dtype(
     elif wanted in _EXPLICIT_DTYPES:
         dtype = _EXPLICIT_DTYPES[wanted]
     else:
-        raise ConfigRejected(f"Unknown dtype: {wanted!r}")
+        raise ConfigRejected(
+            f"Unknown dtype: {wanted!r}; --dtype takes auto, bfloat16, float16 (half) or float32 (float)"
+        )
     if dtype == "float16" and model_type in _FLOAT16_NOT_SUPPORTED:
         raise ConfigRejected(
             f"The model type {model_type!r} does not support float16. Reason: Numerical instability. "
