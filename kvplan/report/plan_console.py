@@ -7,7 +7,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from kvplan.units import format_gib, human_bytes
+from kvplan.units import human_bytes
 
 
 def _bytes(value: int | None) -> str:
@@ -86,7 +86,3 @@ def render_plan(record: dict[str, Any], console: Console | None = None) -> None:
             console.print(f"[bold]Fix:[/] {record['suggested_fix']}")
     for warning in record["warnings"]:
         console.print(f"[yellow]warning:[/] {warning}")
-
-
-def available_kv_line(available_bytes: int) -> str:
-    return f"Available KV cache memory: {format_gib(available_bytes)} GiB"
