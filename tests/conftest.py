@@ -1,4 +1,4 @@
-"""Shared fixtures: where the read-only material beside the repo lives."""
+"""Shared fixtures: the golden data copied into the repository (see tests/data/README.md)."""
 
 from __future__ import annotations
 
@@ -7,11 +7,9 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = REPO.parent / "shared"
+DATA = REPO / "tests" / "data"
 
 
 @pytest.fixture(scope="session")
-def shared_dir() -> Path:
-    if not SHARED.is_dir():
-        pytest.fail(f"the shared material is expected at {SHARED}")
-    return SHARED
+def data_dir() -> Path:
+    return DATA

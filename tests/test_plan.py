@@ -1,5 +1,5 @@
 """`kvplan plan` end to end: catalog config -> reader -> specs -> sizing, against vLLM 0.17.1's own
-numbers (the 40 cases in ../shared/sizing) and the golden vectors of the issue."""
+numbers (the 40 cases in tests/data/sizing) and the golden vectors of the issue."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ import pytest
 
 from kvplan.kv.rules import ConfigRejected
 from kvplan.plan import PlanRequest, plan
-from tests.conftest import SHARED
+from tests.conftest import DATA
 
-CASES_FILE = SHARED / "sizing" / "vllm-0.17.1-cases.json"
+CASES_FILE = DATA / "sizing" / "vllm-0.17.1-cases.json"
 
 
 @cache

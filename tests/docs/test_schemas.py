@@ -14,7 +14,7 @@ from kvplan.plan import PlanRequest, plan
 
 REPO = Path(__file__).resolve().parents[2]
 SCHEMAS = REPO / "docs" / "schemas"
-SHARED_TRACE = REPO.parent / "shared" / "traces" / "example.json"
+EXAMPLE_TRACE = REPO / "tests" / "data" / "traces" / "example.json"
 
 
 def validator(name: str) -> jsonschema.Draft202012Validator:
@@ -64,7 +64,7 @@ def test_plan_records_of_every_kind(model, knobs):
 
 
 def test_replay_json_lines():
-    lines = [json.loads(line) for line in kvplan_json("replay", str(SHARED_TRACE), "--json").splitlines()]
+    lines = [json.loads(line) for line in kvplan_json("replay", str(EXAMPLE_TRACE), "--json").splitlines()]
     schema = validator("replay")
     for line in lines:
         schema.validate(line)

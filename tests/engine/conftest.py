@@ -26,5 +26,5 @@ def make_request() -> RequestFactory:
 
 
 @pytest.fixture(scope="session")
-def traces_dir(shared_dir: Path) -> Path:
-    return shared_dir / "traces"
+def traces_dir(data_dir: Path) -> Path:
+    return data_dir / "traces"

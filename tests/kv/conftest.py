@@ -12,8 +12,7 @@ import pytest
 
 from kvplan.models.shape import LayerShape, MambaState, ModelShape
 
-SHARED = Path(__file__).resolve().parents[3] / "shared"
-CASES_FILE = SHARED / "sizing" / "vllm-0.17.1-cases.json"
+CASES_FILE = Path(__file__).resolve().parents[1] / "data" / "sizing" / "vllm-0.17.1-cases.json"
 
 
 def _attention_model(

@@ -12,12 +12,13 @@ from kvplan.memory.backend import ModelSource
 from kvplan.memory.cpu import CpuBackend
 from kvplan.memory.fake import CHECK_POOL_BLOCKS, FakeBackend
 from kvplan.memory.profile_run import profile_batch
+from kvplan.models.catalog import CATALOG_DIR
 
 H100 = 85_045_477_376
 
 
-def shared_config(shared_dir, name):
-    return json.loads((shared_dir / "model-configs" / name / "config.json").read_text())
+def bundled_config(name):
+    return json.loads((CATALOG_DIR / name / "config.json").read_text())
 
 
 @pytest.mark.parametrize(
@@ -28,8 +29,8 @@ def shared_config(shared_dir, name):
         ("meta-llama--Meta-Llama-3-8B-Instruct", 16_060_522_496, 977_338_368),
     ],
 )
-def test_golden_fake_peaks(shared_dir, name, parameters, peak):
-    config = shared_config(shared_dir, name)
+def test_golden_fake_peaks(name, parameters, peak):
+    config = bundled_config(name)
     backend = FakeBackend(H100, "h100-sxm-80gb")
     weights = backend.load_model(ModelSource(name, config, "bfloat16"))
     assert weights.parameter_bytes == parameters

@@ -16,7 +16,7 @@ from kvplan.errors import EXIT_BAD_INPUT, KvplanError
 from kvplan.models import catalog_ids, load_model_shape, resolve_config, shape_from_config
 from kvplan.models.catalog import CATALOG_DIR
 
-SIZING = Path(__file__).resolve().parents[2].parent / "shared" / "sizing" / "vllm-0.17.1-cases.json"
+SIZING = Path(__file__).resolve().parents[1] / "data" / "sizing" / "vllm-0.17.1-cases.json"
 SPEC_KINDS = {"FullAttentionSpec": "full", "SlidingWindowSpec": "sliding_window", "MLAAttentionSpec": "mla",
               "MambaSpec": "mamba"}
 

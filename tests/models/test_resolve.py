@@ -36,13 +36,14 @@ def no_hub(monkeypatch):
     monkeypatch.setattr(resolve, "fetch_from_hub", refuse)
 
 
-def test_catalog_lists_every_bundled_config(shared_dir):
-    shared = sorted(path.parent.name for path in (shared_dir / "model-configs").glob("*/config.json"))
-    assert sorted(model.replace("/", "--", 1) for model in catalog_ids()) == shared
+def test_catalog_lists_every_bundled_config_unchanged(data_dir):
+    """Each bundled config.json is byte for byte the genuine file (sha256 recorded when it was copied)."""
+    recorded = dict(reversed(line.split("  ")) for line in (data_dir / "model-configs.sha256").read_text().splitlines())
+    names = sorted(path.removesuffix("/config.json") for path in recorded)
+    assert sorted(model.replace("/", "--", 1) for model in catalog_ids()) == names
     assert "Qwen/Qwen2-0.5B-Instruct" in catalog_ids()
-    for name in shared:
-        assert (CATALOG_DIR / name / "config.json").read_bytes() == \
-            (shared_dir / "model-configs" / name / "config.json").read_bytes()
+    for path, digest in recorded.items():
+        assert hashlib.sha256((CATALOG_DIR / path).read_bytes()).hexdigest() == digest, path
     assert (CATALOG_DIR / "SOURCES.md").is_file()
 
 

@@ -54,9 +54,9 @@ def test_the_max_rate_is_sustained_and_a_little_more_is_not(write_json):
     assert not sustained(run(setup, rate_factor=2 * best / 5))[0]
 
 
-def test_the_max_rate_needs_a_rate(write_json, shared_dir):
+def test_the_max_rate_needs_a_rate(write_json, data_dir):
     with pytest.raises(KvplanError, match="'all_at_once' has no rate"):
         search_max_rate(setup_for(write_json, mix(arrival={"process": "all_at_once", "count": 20})))
-    trace = prepare(load_workload(shared_dir / "traces" / "example.json"), SimOptions())
+    trace = prepare(load_workload(data_dir / "traces" / "example.json"), SimOptions())
     with pytest.raises(KvplanError, match="needs arrivals in seconds"):
         search_max_rate(trace)

@@ -99,8 +99,8 @@ def test_utilization_needs_a_planned_pool(write_json):
         resolve(write_json, {"num_gpu_blocks": 64}, EngineOverrides(gpu_memory_utilization=0.8))
 
 
-def test_a_model_is_planned_on_the_spot_exactly_as_vllm_sizes_it(write_json, shared_dir):
-    cases = json.loads((shared_dir / "sizing" / "vllm-0.17.1-cases.json").read_text())["cases"]
+def test_a_model_is_planned_on_the_spot_exactly_as_vllm_sizes_it(write_json, data_dir):
+    cases = json.loads((data_dir / "sizing" / "vllm-0.17.1-cases.json").read_text())["cases"]
     case = next(c for c in cases if c["model"] == "Qwen/Qwen2-0.5B-Instruct" and c["expect"].get("ok")
                 and c["args"].get("kv_cache_memory_bytes") and c["args"].get("tensor_parallel_size", 1) == 1)
     args = case["args"]

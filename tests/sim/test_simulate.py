@@ -20,12 +20,12 @@ def setup_for(write_json, document, **options):
 
 
 @pytest.mark.parametrize("name", GOLDEN_TRACES)
-def test_a_trace_gives_vllms_numbers_step_by_step(shared_dir, name):
+def test_a_trace_gives_vllms_numbers_step_by_step(data_dir, name):
     """One engine, two front ends: simulating a trace reproduces vLLM 0.17.1's replay records."""
-    lines = (shared_dir / "traces" / f"{name}.vllm-0.17.1.jsonl").read_text().splitlines()
+    lines = (data_dir / "traces" / f"{name}.vllm-0.17.1.jsonl").read_text().splitlines()
     golden = [json.loads(line) for line in lines]
     summary = golden.pop()["summary"]
-    setup = prepare(load_workload(shared_dir / "traces" / f"{name}.json"), SimOptions())
+    setup = prepare(load_workload(data_dir / "traces" / f"{name}.json"), SimOptions())
     timeline = io.StringIO()
     outcome = run(setup, timeline=timeline)
     rows = list(csv.DictReader(io.StringIO(timeline.getvalue())))

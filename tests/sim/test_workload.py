@@ -75,8 +75,8 @@ def test_unreadable_files_are_one_line(tmp_path):
         load_workload(bad)
 
 
-def test_a_trace_replay_file_is_an_explicit_workload(shared_dir):
-    workload = load_workload(shared_dir / "traces" / "example.json")
+def test_a_trace_replay_file_is_an_explicit_workload(data_dir):
+    workload = load_workload(data_dir / "traces" / "example.json")
     assert workload.is_explicit and workload.arrivals_in_steps
     assert workload.engine.num_gpu_blocks == 14 and len(workload.requests) == 6
 
