@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from kvplan.models.catalog import CATALOG_DIR
 from kvplan.models.shape import LayerShape, MambaState, ModelShape
 
 CASES_FILE = Path(__file__).resolve().parents[1] / "data" / "sizing" / "vllm-0.17.1-cases.json"
@@ -70,7 +71,7 @@ def _qwen3_next() -> ModelShape:
 
 
 def _nemotron_h() -> ModelShape:
-    config = json.loads((SHARED / "model-configs/nvidia--Nemotron-H-56B-Base-8K/config.json").read_text())
+    config = json.loads((CATALOG_DIR / "nvidia--Nemotron-H-56B-Base-8K" / "config.json").read_text())
     # vLLM's NemotronH hook: the ssm state is float16 when the config names no dtype
     mamba2 = MambaState(
         mamba_type="mamba2", conv_kernel=4, num_heads=256, head_dim=64, n_groups=8, state_size=256,
