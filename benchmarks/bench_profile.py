@@ -45,11 +45,11 @@ def _fake_profile(model: str, gpu: str, repeats: int) -> dict[str, float]:
 
 def _fake_vs_cpu(tokens: int = 1024, seqs: int = 4) -> dict[str, Any]:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from kvplan.memory.backend import ModelSource
-    from kvplan.memory.cpu import CpuBackend
-    from kvplan.memory.fake import FakeBackend
-    from kvplan.memory.profile_run import profile_batch
-    from kvplan.models.resolve import resolve_config
+    from kvplan.measure.backend import ModelSource
+    from kvplan.measure.cpu import CpuBackend
+    from kvplan.measure.dummy_run import profile_batch
+    from kvplan.measure.fake import FakeBackend
+    from kvplan.semantics.models.resolve import resolve_config
 
     config = resolve_config(QWEN).config
     batch = profile_batch(tokens, seqs)

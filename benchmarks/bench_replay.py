@@ -67,8 +67,8 @@ def _timed(args: list[str]) -> tuple[float, bytes]:
 
 def _engine_only(repeats: int) -> list[float]:
     """In-process replay of the parsed trace: the engine without interpreter start and CLI import."""
-    from kvplan.engine.replay import replay
-    from kvplan.engine.trace import parse_trace
+    from kvplan.semantics.engine.replay import replay
+    from kvplan.semantics.engine.trace import parse_trace
 
     trace = parse_trace(generate_trace())
     walls = []

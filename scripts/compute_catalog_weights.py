@@ -11,10 +11,10 @@ import os
 import sys
 import time
 
-from kvplan.models.catalog import catalog_ids
-from kvplan.models.meta_build import build_layout
-from kvplan.models.resolve import resolve_config
-from kvplan.models.weights import WEIGHTS_FILE, WEIGHTS_SCHEMA_VERSION, layout_to_json
+from kvplan.measure.meta_build import build_layout
+from kvplan.semantics.models.catalog import catalog_ids
+from kvplan.semantics.models.resolve import resolve_config
+from kvplan.semantics.models.weights import WEIGHTS_FILE, WEIGHTS_SCHEMA_VERSION, layout_to_json
 
 
 def main() -> int:

@@ -56,7 +56,7 @@ def cli_markdown() -> str:
 
 
 def assertion_table() -> str:
-    from kvplan.check.assertions import KINDS
+    from kvplan.usecases.check.assertions import KINDS
 
     lines = [TABLE_START, "", "| key | flag | holds when | unit | measured |", "|---|---|---|---|---|"]
     holds = {"min": "measured >= value", "max": "measured <= value", "is": "measured = value"}

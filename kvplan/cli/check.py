@@ -23,14 +23,14 @@ def check_command(
 
     Exit codes: 0 every assertion holds, 1 one failed, 2 the spec or its inputs are invalid.
     With $GITHUB_STEP_SUMMARY set, a Markdown summary is appended to it."""
-    from kvplan.check.evaluate import check_record, evaluate
-    from kvplan.check.markdown import append_step_summary
-    from kvplan.check.spec import load_spec
+    from kvplan.report.check_markdown import append_step_summary
+    from kvplan.usecases.check.evaluate import check_record, evaluate
+    from kvplan.usecases.check.spec import load_spec
 
     spec = load_spec(spec_path)
     report = evaluate(spec)
     if junit is not None:
-        from kvplan.check.junit import write_junit
+        from kvplan.report.check_junit import write_junit
 
         inputs = [spec_path, *(block.workload for block in spec.blocks if block.workload is not None)]
         if spec.target is not None and spec.target.profile is not None:

@@ -10,7 +10,7 @@ MODELS_SCHEMA_VERSION = 1
 @app.command()
 def models(json_output: bool = options.JSON) -> None:
     """List the bundled model catalog (resolves offline): layers, attention kinds, KV bytes per token."""
-    from kvplan.plan import catalog_entries
+    from kvplan.usecases.plan import catalog_entries
 
     entries = catalog_entries()
     if json_output:

@@ -11,7 +11,7 @@ from kvplan.errors import KvplanError
 from kvplan.units import parse_bytes
 
 if TYPE_CHECKING:
-    from kvplan.plan import PlanRequest
+    from kvplan.usecases.plan import PlanRequest
 
 DEFAULT_MODEL = "Qwen/Qwen2-0.5B-Instruct"
 
@@ -72,7 +72,7 @@ def parse_optional_bytes(text: str | None, flag: str) -> int | None:
 
 def plan_request(params: dict[str, Any]) -> PlanRequest:
     """The PlanRequest of a command declared with this module's sizing options (`ctx.params`)."""
-    from kvplan.plan import PlanRequest
+    from kvplan.usecases.plan import PlanRequest
 
     return PlanRequest(
         model=params["model"],

@@ -2,11 +2,11 @@ from __future__ import annotations
 
 import typer
 
-from kvplan.check.quick import QUICK_ASSERTS, evaluate_quick, parse_quick_asserts, quick_help
 from kvplan.cli import options
 from kvplan.cli.app import app
-from kvplan.plan import plan_for_device
 from kvplan.report.jsonout import emit_json
+from kvplan.usecases.check.quick import QUICK_ASSERTS, evaluate_quick, parse_quick_asserts, quick_help
+from kvplan.usecases.plan import plan_for_device
 
 
 @app.command("plan", context_settings=QUICK_ASSERTS, epilog=quick_help("plan"))

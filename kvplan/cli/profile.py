@@ -5,11 +5,11 @@ from pathlib import Path
 
 import typer
 
-from kvplan.check.quick import QUICK_ASSERTS, evaluate_quick, parse_quick_asserts, quick_help
 from kvplan.cli import options
 from kvplan.cli.app import app
 from kvplan.errors import EXIT_STALLED, require_profile_extra
 from kvplan.report.jsonout import emit_json
+from kvplan.usecases.check.quick import QUICK_ASSERTS, evaluate_quick, parse_quick_asserts, quick_help
 
 BACKEND = typer.Option(
     "auto", "--backend",
@@ -81,8 +81,8 @@ def profile_command(
     """Load the model, measure non-KV memory with vLLM's profile run, size and really allocate the KV cache."""
     assertions = parse_quick_asserts(ctx.args, "profile")
     require_profile_extra("kvplan profile")
-    from kvplan.profile.record import profile_record, save_profile
-    from kvplan.profile.run import ProfileOptions, run_profile
+    from kvplan.usecases.profile import ProfileOptions, run_profile
+    from kvplan.usecases.profile_record import profile_record, save_profile
 
     request = options.plan_request(ctx.params)
     profile_options = ProfileOptions(
@@ -94,10 +94,10 @@ def profile_command(
     )
     workload = None
     if workload_path is not None:
-        from kvplan.memory.cuda import cuda_usable
-        from kvplan.profile.run import choose_backend
-        from kvplan.profile.workload_check import require_real_pool
-        from kvplan.sim.workload import load_workload
+        from kvplan.measure.cuda import cuda_usable
+        from kvplan.usecases.profile import choose_backend
+        from kvplan.usecases.profile_workload import require_real_pool
+        from kvplan.usecases.simulate.workload import load_workload
 
         require_real_pool(choose_backend(backend, cuda_usable), allocate=not no_allocate)
         workload = load_workload(workload_path)
@@ -111,7 +111,7 @@ def profile_command(
     if workload is not None:
         record["workload_check"] = None  # not run: the configuration does not fit
         if result.fits:
-            from kvplan.profile.workload_check import run_workload_check, workload_check_record
+            from kvplan.usecases.profile_workload import run_workload_check, workload_check_record
 
             with progress.status(f"simulating {workload.name} on the allocated pool", spinner="dots") as status:
                 check = run_workload_check(result, workload, progress=lambda done, total: status.update(
@@ -122,7 +122,7 @@ def profile_command(
     if json_output:
         emit_json(record)
     else:
-        from kvplan.profile.render import render_profile
+        from kvplan.report.profile_console import render_profile
 
         render_profile(record)
         if save is not None:

@@ -13,11 +13,11 @@ import typer
 
 from kvplan.cli import options
 from kvplan.cli.app import app
-from kvplan.engine.records import RecordEncoder, summary_record
-from kvplan.engine.replay import ReplaySummary, StepObserver, replay
-from kvplan.engine.scheduler import Scheduler, StepResult
-from kvplan.engine.trace import Trace, load_trace
 from kvplan.errors import EXIT_STALLED, KvplanError
+from kvplan.report.replay_records import RecordEncoder, summary_record
+from kvplan.semantics.engine.replay import ReplaySummary, StepObserver, replay
+from kvplan.semantics.engine.scheduler import Scheduler, StepResult
+from kvplan.semantics.engine.trace import Trace, load_trace
 
 WRITE_BUFFER_BYTES = 1 << 20
 

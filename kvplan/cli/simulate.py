@@ -11,15 +11,15 @@ from typing import Any, TextIO
 
 import typer
 
-from kvplan.check.quick import QUICK_ASSERTS, evaluate_quick, parse_quick_asserts, quick_help
 from kvplan.cli import options
 from kvplan.cli.app import app
 from kvplan.errors import EXIT_STALLED, KvplanError
 from kvplan.report.jsonout import dumps
-from kvplan.sim.engine_source import EngineOverrides
-from kvplan.sim.result import result_document
-from kvplan.sim.simulate import SimOptions, prepare, simulate
-from kvplan.sim.workload import load_workload
+from kvplan.report.simulate_json import result_document
+from kvplan.usecases.check.quick import QUICK_ASSERTS, evaluate_quick, parse_quick_asserts, quick_help
+from kvplan.usecases.simulate.driver import SimOptions, prepare, simulate
+from kvplan.usecases.simulate.engine_source import EngineOverrides
+from kvplan.usecases.simulate.workload import load_workload
 
 REPORT_WIDTH = 110
 

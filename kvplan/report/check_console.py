@@ -7,9 +7,9 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from kvplan.check.assertions import format_margin, format_value
-from kvplan.check.evaluate import CheckReport
-from kvplan.check.markdown import requirement
+from kvplan.report.check_markdown import requirement
+from kvplan.usecases.check.assertions import format_margin, format_value
+from kvplan.usecases.check.evaluate import CheckReport
 
 
 def render_check(report: CheckReport, console: Console) -> None:

@@ -1,7 +1,7 @@
 """The terminal report of `kvplan simulate`: summary tables and a KV-usage chart drawn with text.
 
 Everything derived from the step-time model is marked "(est.)". Rendering only: the numbers come
-from ``kvplan.sim.result.result_document``, the same document ``--json`` prints.
+from ``kvplan.report.simulate_json.result_document``, the same document ``--json`` prints.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.sim.factories import mix
+from tests.usecases.simulate.factories import mix
 
 CHECK_NO_TORCH = (
     "import sys\n"

@@ -37,7 +37,7 @@ def test_cli_reference_covers_every_command_and_option():
 
 
 def test_check_md_lists_every_assertion_key_and_flag():
-    from kvplan.check.assertions import KINDS
+    from kvplan.usecases.check.assertions import KINDS
 
     text = (REPO / "docs" / "check.md").read_text(encoding="utf-8")
     for kind in KINDS.values():

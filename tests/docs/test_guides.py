@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from kvplan.check.evaluate import evaluate
-from kvplan.check.spec import load_spec
+from kvplan.usecases.check.evaluate import evaluate
+from kvplan.usecases.check.spec import load_spec
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples" / "checks"

@@ -10,7 +10,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from kvplan.plan import PlanRequest, plan
+from kvplan.usecases.plan import PlanRequest, plan
 
 REPO = Path(__file__).resolve().parents[2]
 SCHEMAS = REPO / "docs" / "schemas"

@@ -1,10 +1,10 @@
 from rich.console import Console
 
 from kvplan.report.sim_console import render, sparkline, usage_chart
-from kvplan.sim.result import result_document
-from kvplan.sim.simulate import SimOptions, prepare, simulate
-from kvplan.sim.workload import load_workload
-from tests.sim.factories import mix, write_workload
+from kvplan.report.simulate_json import result_document
+from kvplan.usecases.simulate.driver import SimOptions, prepare, simulate
+from kvplan.usecases.simulate.workload import load_workload
+from tests.usecases.simulate.factories import mix, write_workload
 
 
 def test_the_summary_names_every_section(tmp_path):

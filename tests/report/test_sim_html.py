@@ -3,10 +3,10 @@ from html.parser import HTMLParser
 import pytest
 
 from kvplan.report.sim_html import nice_ticks, render_html
-from kvplan.sim.result import result_document
-from kvplan.sim.simulate import SimOptions, prepare, simulate
-from kvplan.sim.workload import load_workload
-from tests.sim.factories import mix, write_workload
+from kvplan.report.simulate_json import result_document
+from kvplan.usecases.simulate.driver import SimOptions, prepare, simulate
+from kvplan.usecases.simulate.workload import load_workload
+from tests.usecases.simulate.factories import mix, write_workload
 
 
 class Page(HTMLParser):

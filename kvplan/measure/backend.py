@@ -1,0 +1,118 @@
+"""What every measurement backend (cuda, cpu, fake) reports, and the interface they share.
+
+A backend owns one device: it takes the start-up snapshot, loads the model, runs the profile
+run inside its own measurement, and allocates the KV cache. The orchestration in
+`kvplan.profile` turns its numbers into vLLM's budget."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+from kvplan.measure.dummy_run import ProfileBatch
+from kvplan.measure.dummy_sampler import SamplerSpec
+from kvplan.measure.kv_tensors import KvCacheAllocation, LayerLayout, SlotCheck
+from kvplan.semantics.kv.specs import KVCacheConfig
+
+BackendName = Literal["cuda", "cpu", "fake"]
+LoadFormat = Literal["dummy", "auto"]
+BACKENDS = ("auto", "cuda", "cpu", "fake")
+LOAD_FORMATS = ("dummy", "auto")
+
+
+@dataclass(frozen=True)
+class DeviceSnapshot:
+    """`MemorySnapshot` at start-up: the device total, what is free, and torch's reserve."""
+
+    total_bytes: int
+    free_bytes: int
+    torch_reserved_bytes: int = 0
+
+    @property
+    def non_torch_bytes(self) -> int:
+        """`(total - free) - memory_reserved()`: the CUDA context, other processes, NCCL..."""
+        return (self.total_bytes - self.free_bytes) - self.torch_reserved_bytes
+
+
+@dataclass(frozen=True)
+class ModelSource:
+    """What to build: a config.json dict, where it came from, how to get weights."""
+
+    model_id: str
+    config: dict[str, Any]
+    dtype: str                         # resolved model dtype, a torch name ("bfloat16")
+    load_format: LoadFormat = "dummy"
+    directory: Path | None = None      # holds the safetensors for --load-format auto
+    trust_remote_code: bool = False
+
+
+@dataclass(frozen=True)
+class WeightsMeasurement:
+    weights_bytes: int                 # what loading allocated (vLLM's "Model loading took")
+    parameter_bytes: int               # the parameters alone, tied ones once
+    seconds: float
+    how: str
+
+
+@dataclass(frozen=True)
+class ActivationMeasurement:
+    activation_peak_bytes: int         # torch peak increase during the profile run
+    non_torch_increase_bytes: int | None   # None where the backend cannot measure it
+    seconds: float
+    how: str
+    sampler: SamplerSpec               # the dummy sampler run's vocabulary and SM count
+    cross_checks: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class AllocationReport:
+    """The KV tensors as allocated: layout per layer, bytes, and the slot-mapping check."""
+
+    device: str
+    attention_backend: str
+    pool_bytes: int
+    num_tensors: int
+    layouts: tuple[LayerLayout, ...]
+    real: bool                         # False: the full pool exists only on the meta device
+    committed_bytes: int | None        # growth measured while allocating (RSS, allocator)
+    check: SlotCheck
+    check_pool_blocks: int             # blocks in the pool the round trip ran on
+    seconds: float
+    how: str
+    # the allocated tensors themselves, for `kvplan profile --workload` (None when not real)
+    pool: KvCacheAllocation | None = field(default=None, repr=False, compare=False)
+
+
+class MemoryBackend(Protocol):
+    name: BackendName
+    predicted: bool
+    device_label: str
+
+    def snapshot(self) -> DeviceSnapshot: ...
+
+    def multiprocessors(self) -> int | None: ...
+
+    def load_model(self, source: ModelSource) -> WeightsMeasurement: ...
+
+    def profile(self, batch: ProfileBatch, multiprocessors: int) -> ActivationMeasurement: ...
+
+    def release_model(self) -> None: ...
+
+    def allocate(self, config: KVCacheConfig, attention_backend: str) -> AllocationReport: ...
+
+
+class PlannedGpu:
+    """The GPU a host backend (cpu, fake) plans for: a catalog total, idle at start-up."""
+
+    def __init__(self, total_bytes: int, device_label: str, multiprocessors: int | None = None) -> None:
+        self.total_bytes = total_bytes
+        self.device_label = device_label
+        self._multiprocessors = multiprocessors
+
+    def snapshot(self) -> DeviceSnapshot:
+        # everything is free at start-up: vLLM's budget is ceil(total x utilization) of this GPU
+        return DeviceSnapshot(self.total_bytes, self.total_bytes)
+
+    def multiprocessors(self) -> int | None:
+        return self._multiprocessors

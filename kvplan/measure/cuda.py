@@ -1,0 +1,163 @@
+"""The cuda backend: vLLM 0.17.1's own measurement on a real GPU.
+
+    weights   = increase of allocated bytes across loading        (DeviceMemoryProfiler)
+    peak      = allocated_bytes.all.peak after - before, peak stats reset first (memory_profiling)
+    non-torch = ((total - free) - memory_reserved) after profiling, minus the same at start-up
+
+The `torch.cuda` module is passed in, so tests can drive the arithmetic with a fake. Nothing here
+touches `torch.cuda` before `is_available()` said yes: on a CPU build some calls return empty
+results instead of failing (memory_stats() is {})."""
+
+from __future__ import annotations
+
+import gc
+import time
+from typing import Any
+
+import torch
+
+from kvplan.errors import KvplanError
+from kvplan.measure.backend import (
+    ActivationMeasurement,
+    AllocationReport,
+    DeviceSnapshot,
+    ModelSource,
+    WeightsMeasurement,
+)
+from kvplan.measure.dummy_run import ProfileBatch, make_inputs, profile_step
+from kvplan.measure.hf import (
+    build_dummy_model,
+    hf_config,
+    load_safetensors_model,
+    parameter_bytes,
+    torch_dtype,
+)
+from kvplan.measure.kv_tensors import allocate_kv_cache, slot_mapping_check
+from kvplan.semantics.kv.specs import KVCacheConfig
+
+PEAK_KEY = "allocated_bytes.all.peak"
+
+
+def cuda_usable(cuda: Any = None) -> bool:
+    cuda = torch.cuda if cuda is None else cuda
+    try:
+        return bool(cuda.is_available())
+    except (RuntimeError, AssertionError):
+        return False
+
+
+def _peak(cuda: Any, device: Any) -> int:
+    stats = cuda.memory_stats(device)
+    if PEAK_KEY not in stats:
+        raise KvplanError(f"torch.cuda.memory_stats() has no {PEAK_KEY!r}: this torch build cannot measure the GPU")
+    return int(stats[PEAK_KEY])
+
+
+class CudaBackend:
+    name = "cuda"
+    predicted = False
+
+    def __init__(self, device_index: int = 0, cuda: Any = None, tensor_device: str | None = None) -> None:
+        """`cuda` and `tensor_device` replace `torch.cuda` and the GPU in tests."""
+        self.cuda = torch.cuda if cuda is None else cuda
+        if not cuda_usable(self.cuda):
+            raise KvplanError("no usable CUDA GPU here: use --backend fake (predict) or --backend cpu")
+        count = int(self.cuda.device_count())
+        if not 0 <= device_index < count:
+            raise KvplanError(f"--device {device_index}: this machine has {count} CUDA device(s), numbered from 0")
+        self.device = torch.device("cuda", device_index)
+        self.tensor_device = torch.device(tensor_device) if tensor_device else self.device
+        self.cuda.set_device(self.device)
+        properties = self.cuda.get_device_properties(self.device)
+        self.device_name = str(properties.name)
+        self._multiprocessors = int(properties.multi_processor_count)
+        self.device_label = f"cuda:{device_index}"
+        self._init: DeviceSnapshot | None = None
+        self._model: torch.nn.Module | None = None
+
+    def _measure(self) -> DeviceSnapshot:
+        free, total = self.cuda.mem_get_info(self.device)
+        return DeviceSnapshot(int(total), int(free), int(self.cuda.memory_reserved(self.device)))
+
+    def snapshot(self) -> DeviceSnapshot:
+        """`init_device`: gc, empty the cache, then the snapshot the budget is relative to."""
+        gc.collect()
+        self.cuda.empty_cache()
+        self._init = self._measure()
+        return self._init
+
+    def multiprocessors(self) -> int | None:
+        return self._multiprocessors
+
+    def _allocated(self) -> int:
+        gc.collect()
+        return int(self.cuda.memory_allocated(self.device))
+
+    def load_model(self, source: ModelSource) -> WeightsMeasurement:
+        start = time.perf_counter()
+        before = self._allocated()
+        dtype = torch_dtype(source.dtype)
+        if source.load_format == "auto":
+            if source.directory is None:
+                raise KvplanError(
+                    f"--load-format auto needs the weights of {source.model_id} in a local directory; "
+                    "pass --model DIR, or use --load-format dummy"
+                )
+            model = load_safetensors_model(
+                source.directory, dtype, self.tensor_device, trust_remote_code=source.trust_remote_code
+            )
+        else:
+            config = hf_config(source.config, trust_remote_code=source.trust_remote_code)
+            model = build_dummy_model(config, dtype, self.tensor_device)
+        self.cuda.synchronize(self.device)
+        self._model = model
+        return WeightsMeasurement(
+            self._allocated() - before, parameter_bytes(model), time.perf_counter() - start,
+            "memory_allocated() increase across loading",
+        )
+
+    def profile(self, batch: ProfileBatch, multiprocessors: int) -> ActivationMeasurement:
+        """`memory_profiling` around the profile run."""
+        assert self._model is not None, "load_model first"
+        if self._init is None:
+            self.snapshot()
+        assert self._init is not None
+        start = time.perf_counter()
+        input_ids, logits_indices = make_inputs(batch, self.tensor_device)
+        gc.collect()
+        self.cuda.empty_cache()
+        self.cuda.reset_peak_memory_stats(self.device)
+        before_peak = _peak(self.cuda, self.device)
+        with torch.inference_mode():
+            sampler = profile_step(self._model, input_ids, logits_indices, multiprocessors)
+        self.cuda.synchronize(self.device)
+        gc.collect()
+        self.cuda.empty_cache()
+        after_peak = _peak(self.cuda, self.device)
+        after = self._measure()
+        return ActivationMeasurement(
+            after_peak - before_peak, after.non_torch_bytes - self._init.non_torch_bytes,
+            time.perf_counter() - start,
+            "allocated_bytes.all.peak increase (non-torch: (total - free) - reserved, since start-up)",
+            sampler,
+        )
+
+    def release_model(self) -> None:
+        self._model = None
+        gc.collect()
+        self.cuda.empty_cache()
+
+    def allocate(self, config: KVCacheConfig, attention_backend: str) -> AllocationReport:
+        start = time.perf_counter()
+        before = self._allocated()
+        pool = allocate_kv_cache(config, attention_backend, self.tensor_device)
+        self.cuda.synchronize(self.device)
+        committed = self._allocated() - before
+        check = slot_mapping_check(pool)
+        return AllocationReport(
+            device=self.device_label, attention_backend=attention_backend, pool_bytes=pool.total_bytes,
+            num_tensors=len(pool.raw), layouts=tuple(pool.layouts), real=True, committed_bytes=committed,
+            check=check, check_pool_blocks=config.num_blocks, seconds=time.perf_counter() - start,
+            how="torch.zeros(int8) per KVCacheTensor on the GPU; committed = memory_allocated() growth",
+            pool=pool,
+        )

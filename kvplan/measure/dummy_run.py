@@ -1,0 +1,68 @@
+"""vLLM 0.17.1's profile run (`GPUModelRunner.profile_run`) on a transformers model: a dummy
+forward of `max_num_batched_tokens` tokens split over `min(tokens, max_num_seqs)` requests,
+then the dummy sampler run on one row per request. The backends wrap this in their own
+measurement (allocator counters, live-tensor tracker, fake tensors)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from kvplan.errors import KvplanError
+from kvplan.measure.dummy_sampler import SamplerSpec, run_dummy_sampler
+
+
+@dataclass(frozen=True)
+class ProfileBatch:
+    num_tokens: int
+    num_reqs: int
+
+    @property
+    def tokens_per_request(self) -> tuple[int, ...]:
+        """`num_tokens // num_reqs` each, the remainder to the last (as `_dummy_run`)."""
+        base = self.num_tokens // self.num_reqs
+        return (base,) * (self.num_reqs - 1) + (self.num_tokens - base * (self.num_reqs - 1),)
+
+    @property
+    def logits_indices(self) -> tuple[int, ...]:
+        """Each request's last token: the rows the sampler sees."""
+        end, indices = 0, []
+        for count in self.tokens_per_request:
+            end += count
+            indices.append(end - 1)
+        return tuple(indices)
+
+
+def profile_batch(max_num_batched_tokens: int, max_num_seqs: int) -> ProfileBatch:
+    if max_num_batched_tokens < 1 or max_num_seqs < 1:
+        raise KvplanError("--max-num-batched-tokens and --max-num-seqs must be at least 1")
+    return ProfileBatch(max_num_batched_tokens, min(max_num_batched_tokens, max_num_seqs))
+
+
+def backbone_and_lm_head(model: torch.nn.Module) -> tuple[torch.nn.Module, torch.Tensor]:
+    """The decoder stack (hidden states out) and the lm_head weight (vocab x hidden)."""
+    head = model.get_output_embeddings()
+    if head is None or getattr(head, "weight", None) is None:
+        raise KvplanError(f"{type(model).__name__} has no language-model head; kvplan profiles generative models")
+    return model.base_model, head.weight
+
+
+def make_inputs(batch: ProfileBatch, device: torch.device | str) -> tuple[torch.Tensor, torch.Tensor]:
+    """Token ids (one packed row, like vLLM's flattened batch) and the sampled positions.
+    vLLM keeps these in persistent buffers, so they exist before the measurement starts."""
+    input_ids = torch.zeros((1, batch.num_tokens), dtype=torch.long, device=device)
+    logits_indices = torch.tensor(batch.logits_indices, dtype=torch.long, device=device)
+    return input_ids, logits_indices
+
+
+def profile_step(
+    model: torch.nn.Module, input_ids: torch.Tensor, logits_indices: torch.Tensor, multiprocessors: int
+) -> SamplerSpec:
+    """The forward and the sampler; every tensor it makes is dead when it returns."""
+    backbone, lm_head = backbone_and_lm_head(model)
+    sampler = SamplerSpec(vocab_size=lm_head.shape[0], multiprocessors=multiprocessors)
+    outputs = backbone(input_ids=input_ids, use_cache=False)
+    hidden_states = outputs[0][0]
+    run_dummy_sampler(hidden_states, logits_indices, lm_head, sampler)
+    return sampler

@@ -1,0 +1,90 @@
+"""The fake backend: predicts a GPU's numbers with no GPU and almost no memory.
+
+The model is built on the meta device, its weights swapped for fake tensors, and the profile run
+goes through `FakeTensorMode` under the live-bytes tracker (512-byte rounding, flash-like
+attention, `no_grad`). The KV pool is built on the meta device (exact shapes, strides, bytes)
+and the slot-mapping round trip runs on a small real pool on the CPU with the same layout."""
+
+from __future__ import annotations
+
+import time
+
+import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
+
+from kvplan.measure.backend import (
+    ActivationMeasurement,
+    AllocationReport,
+    ModelSource,
+    PlannedGpu,
+    WeightsMeasurement,
+)
+from kvplan.measure.dummy_run import ProfileBatch, make_inputs, profile_step
+from kvplan.measure.hf import (
+    build_meta_model,
+    hf_config,
+    materialize_fake,
+    parameter_bytes,
+    torch_dtype,
+    weight_tensors,
+    weights_bytes,
+)
+from kvplan.measure.kv_tensors import allocate_kv_cache, shrink_kv_cache_config, slot_mapping_check
+from kvplan.measure.tracker import CUDA_ALLOCATOR_ROUNDING, LiveBytes
+from kvplan.semantics.kv.specs import KVCacheConfig
+
+# blocks in the real CPU pool that stands in for the meta pool during the round trip
+CHECK_POOL_BLOCKS = 8
+
+
+class FakeBackend(PlannedGpu):
+    name = "fake"
+    predicted = True
+
+    def __init__(self, total_bytes: int, device_label: str, multiprocessors: int | None = None) -> None:
+        super().__init__(total_bytes, device_label, multiprocessors)
+        self._mode: FakeTensorMode | None = None
+        self._model: torch.nn.Module | None = None
+
+    def load_model(self, source: ModelSource) -> WeightsMeasurement:
+        start = time.perf_counter()
+        config = hf_config(source.config, trust_remote_code=source.trust_remote_code)
+        model = build_meta_model(config, torch_dtype(source.dtype))
+        weights = weights_bytes(model, CUDA_ALLOCATOR_ROUNDING)
+        params = parameter_bytes(model)
+        self._mode = FakeTensorMode()
+        self._model = materialize_fake(model, self._mode)
+        return WeightsMeasurement(
+            weights, params, time.perf_counter() - start,
+            "meta-device build: parameter and buffer storages, 512-B rounded",
+        )
+
+    def profile(self, batch: ProfileBatch, multiprocessors: int) -> ActivationMeasurement:
+        assert self._model is not None and self._mode is not None, "load_model first"
+        start = time.perf_counter()
+        with self._mode:
+            input_ids, logits_indices = make_inputs(batch, "cpu")
+        with torch.no_grad(), self._mode, LiveBytes(CUDA_ALLOCATOR_ROUNDING) as live:
+            live.register_existing([*weight_tensors(self._model), input_ids, logits_indices])
+            sampler = profile_step(self._model, input_ids, logits_indices, multiprocessors)
+        return ActivationMeasurement(
+            live.peak, None, time.perf_counter() - start,
+            "fake-tensor forward: live-tensor peak, 512-B rounded", sampler,
+        )
+
+    def release_model(self) -> None:
+        self._model = None
+        self._mode = None
+
+    def allocate(self, config: KVCacheConfig, attention_backend: str) -> AllocationReport:
+        start = time.perf_counter()
+        pool = allocate_kv_cache(config, attention_backend, "meta")
+        small_blocks = min(config.num_blocks, CHECK_POOL_BLOCKS)
+        small = allocate_kv_cache(shrink_kv_cache_config(config, small_blocks), attention_backend, "cpu")
+        check = slot_mapping_check(small)
+        return AllocationReport(
+            device="meta", attention_backend=attention_backend, pool_bytes=pool.total_bytes,
+            num_tensors=len(pool.raw), layouts=tuple(pool.layouts), real=False, committed_bytes=None,
+            check=check, check_pool_blocks=small_blocks, seconds=time.perf_counter() - start,
+            how=f"full pool on the meta device; round trip on a real {small_blocks}-block CPU pool",
+        )

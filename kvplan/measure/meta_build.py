@@ -1,0 +1,91 @@
+"""Build a Hugging Face model on the meta device (no memory, no weights) and describe its parameters
+as a WeightLayout. Needs the `profile` extra; kvplan's catalog ships these layouts precomputed.
+
+`torch.device("meta")` keeps tied embeddings tied, so they are counted once
+(`accelerate.init_empty_weights` would untie them: profiling-notes P8)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from kvplan.errors import KvplanError, require_profile_extra
+from kvplan.semantics.models.reader import architecture_of, hf_config_from, shape_from_config
+from kvplan.semantics.models.resolve import ResolvedConfig
+from kvplan.semantics.models.weights import ParamGroup, WeightLayout
+
+_REPEATED = re.compile(r"^(?P<prefix>.*?)\.(?P<stack>layers|blocks|h)\.(?P<index>\d+)\.(?P<rest>.+)$")
+
+
+def build_layout(resolved: ResolvedConfig, *, trust_remote_code: bool = False) -> WeightLayout:
+    require_profile_extra("weight bytes of a model outside kvplan's catalog")
+    import torch
+    import transformers
+
+    config_dir = str(Path(resolved.path).parent) if resolved.source != "hub" else None
+    shape = shape_from_config(resolved.config, resolved.model_id, trust_remote_code=trust_remote_code,
+                              config_dir=config_dir)
+    architecture = architecture_of(resolved.config)
+    hf_config = hf_config_from(resolved.config, architecture, trust_remote_code, config_dir)
+    model_class = getattr(transformers, architecture, None)
+    try:
+        with torch.device("meta"):
+            if model_class is not None and hasattr(model_class, "_from_config"):
+                model = model_class._from_config(hf_config, dtype=torch.bfloat16)
+            else:
+                model = transformers.AutoModelForCausalLM.from_config(
+                    hf_config, dtype=torch.bfloat16, trust_remote_code=trust_remote_code)
+    except (ValueError, TypeError, KeyError, AttributeError, ImportError) as error:
+        raise KvplanError(f"transformers cannot build {architecture or 'this model'} to count its weights: "
+                          f"{error}") from None
+    text = hf_config.get_text_config() if hasattr(hf_config, "get_text_config") else hf_config
+    mamba = next((layer.mamba for layer in shape.layers if layer.mamba and layer.mamba.mamba_type == "mamba2"), None)
+    return WeightLayout(
+        model_id=resolved.model_id,
+        model_class=type(model).__name__,
+        num_hidden_layers=shape.num_hidden_layers,
+        vocab_size=shape.vocab_size,
+        hidden_size=shape.hidden_size,
+        num_attention_heads=shape.num_attention_heads,
+        num_kv_heads=shape.num_kv_heads or shape.num_attention_heads,
+        tie_word_embeddings=_ties_embeddings(model),
+        groups=describe_parameters(model, torch.bfloat16),
+        expert_intermediate_size=int(getattr(text, "moe_intermediate_size", None)
+                                     or getattr(text, "intermediate_size", None) or 0),
+        mamba_num_heads=mamba.num_heads if mamba else 0,
+        mamba_head_dim=mamba.head_dim if mamba else 0,
+        mamba_n_groups=mamba.n_groups if mamba else 0,
+        mamba_state_size=mamba.state_size if mamba else 0,
+        built_with=f"transformers {transformers.__version__}, torch {torch.__version__}",
+        config_sha256=resolved.sha256,
+    )
+
+
+def _ties_embeddings(model: Any) -> bool:
+    head, embeddings = model.get_output_embeddings(), model.get_input_embeddings()
+    return head is not None and embeddings is not None and head.weight is embeddings.weight
+
+
+def describe_parameters(model: Any, build_dtype: Any) -> tuple[ParamGroup, ...]:
+    """Group parameters by name pattern and shape; `named_parameters` yields a tied weight once."""
+    owners = {name: type(module).__name__ for name, module in model.named_modules()}
+    found: dict[tuple[str, tuple[int, ...], str, str | None], tuple[list[int], list[int]]] = {}
+    for name, param in model.named_parameters():
+        pattern, layer = name, None
+        match = _REPEATED.match(name)
+        if match:
+            outside_decoder = match["stack"] == "blocks" or any(
+                part in match["prefix"] for part in ("vision", "visual", "audio"))
+            placeholder = "{n}" if outside_decoder else "{i}"
+            pattern = f"{match['prefix']}.{match['stack']}.{placeholder}.{match['rest']}"
+            layer = None if outside_decoder else int(match["index"])
+        fixed = None if param.dtype == build_dtype else str(param.dtype).removeprefix("torch.")
+        key = (pattern, tuple(param.shape), owners.get(name.rpartition(".")[0], ""), fixed)
+        layers, copies = found.setdefault(key, ([], []))
+        (layers if layer is not None else copies).append(layer or 0)
+    return tuple(
+        ParamGroup(name=pattern, shape=shape, module=module, dtype=fixed, layers=tuple(layers),
+                   copies=max(1, len(copies)))
+        for (pattern, shape, module, fixed), (layers, copies) in found.items()
+    )

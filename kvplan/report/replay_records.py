@@ -1,0 +1,149 @@
+"""The JSON Lines records of `kvplan replay` (`trace-replay.md` section 3).
+
+Queue contents, block tables and the free queue cost time proportional to the batch and the pool,
+so they are built here, per printed record, and never by the scheduler. `RecordEncoder` writes
+the same text as `json.dumps(step_record(...))` several times faster: a running request's
+full-attention block table only grows, so its JSON is kept and extended rather than re-encoded."""
+
+from __future__ import annotations
+
+import json
+from collections import deque
+from dataclasses import asdict
+from typing import Any
+
+from kvplan.semantics.engine.block_pool import KVCacheBlock
+from kvplan.semantics.engine.replay import ReplaySummary
+from kvplan.semantics.engine.scheduler import Scheduler, StepResult
+from kvplan.semantics.engine.single_type_manager import FullAttentionManager
+from kvplan.semantics.engine.stats import PrefixCacheStats
+
+SUMMARY_SCHEMA_VERSION = 1
+
+
+def step_record(result: StepResult, scheduler: Scheduler, arrived: list[str],
+                dump_free_queue: bool = False) -> dict[str, Any]:
+    """The record of one step as a dict, keys in the documented order."""
+    record = _record_head(result, scheduler, arrived, dump_free_queue)
+    record["running"] = [r.request_id for r in scheduler.running]
+    record["waiting"] = [r.request_id for r in scheduler.waiting]
+    record["block_tables"] = scheduler.block_tables()
+    return record
+
+
+def summary_record(summary: ReplaySummary) -> dict[str, Any]:
+    body = asdict(summary)
+    config = body.pop("config")
+    config.pop("sliding_window")
+    return {"summary": {"schema_version": SUMMARY_SCHEMA_VERSION, **body, "config": config}}
+
+
+class _EncodedIds(dict[str, str]):
+    """request id -> its JSON string, encoded once."""
+
+    def __missing__(self, request_id: str) -> str:
+        encoded = self[request_id] = json.dumps(request_id)
+        return encoded
+
+
+class RecordEncoder:
+    """Encodes the step records of one replay, in order, as JSON text."""
+
+    def __init__(self, dump_free_queue: bool = False) -> None:
+        self.dump_free_queue = dump_free_queue
+        self._ids = _EncodedIds()
+        # request id -> (its block list, how many blocks are encoded, '"id": [ids]')
+        self._tables: dict[str, tuple[list[KVCacheBlock], int, str]] = {}
+        # The waiting queue as encoded ids, replayed from each step's arrivals, preemptions and
+        # admissions: the queue is long and changes only at its ends.
+        self._waiting: deque[str] = deque()
+
+    def encode(self, result: StepResult, scheduler: Scheduler, arrived: list[str]) -> str:
+        if type(scheduler.kv_cache_manager.manager) is not FullAttentionManager:
+            # Sliding-window tables change in place (null blocks): no incremental encoding.
+            return json.dumps(step_record(result, scheduler, arrived, self.dump_free_queue))
+        head = _record_head(result, scheduler, arrived, self.dump_free_queue)
+        ids = self._ids
+        running = ", ".join([ids[r.request_id] for r in scheduler.running])
+        waiting = ", ".join(self._waiting_json(result, scheduler, arrived))
+        tables = ", ".join(self._tables_json(scheduler))
+        return (f'{json.dumps(head)[:-1]}, "running": [{running}], "waiting": [{waiting}], '
+                f'"block_tables": {{{tables}}}}}')
+
+    def _waiting_json(self, result: StepResult, scheduler: Scheduler, arrived: list[str]) -> deque[str]:
+        ids = self._ids
+        mirror = self._waiting
+        mirror.extend([ids[request_id] for request_id in arrived])
+        for request_id in result.preempted:
+            mirror.appendleft(ids[request_id])
+        for _ in range(len(result.admitted) + len(result.resumed)):
+            mirror.popleft()
+        waiting = scheduler.waiting
+        if len(mirror) != len(waiting) or (waiting and (
+                mirror[0] != ids[waiting[0].request_id] or mirror[-1] != ids[waiting[-1].request_id])):
+            # Someone else changed the queue (not the replay loop): start again from it.
+            self._waiting = mirror = deque([ids[r.request_id] for r in waiting])
+        return mirror
+
+    def _tables_json(self, scheduler: Scheduler) -> list[str]:
+        previous = self._tables
+        current: dict[str, tuple[list[KVCacheBlock], int, str]] = {}
+        req_to_blocks = scheduler.kv_cache_manager.manager.req_to_blocks
+        parts = []
+        for request in scheduler.running:
+            request_id = request.request_id
+            blocks = req_to_blocks[request_id]
+            entry = previous.get(request_id)
+            if entry is None or entry[0] is not blocks:
+                # New, or re-admitted after a preemption (then it has a new block list).
+                ids = ", ".join([str(b.block_id) for b in blocks])
+                entry = (blocks, len(blocks), f"{self._ids[request_id]}: [{ids}]")
+            elif entry[1] != len(blocks):
+                added = ", ".join([str(b.block_id) for b in blocks[entry[1]:]])
+                entry = (blocks, len(blocks), f"{entry[2][:-1]}, {added}]")
+            current[request_id] = entry
+            parts.append(entry[2])
+        self._tables = current
+        return parts
+
+
+def _record_head(result: StepResult, scheduler: Scheduler, arrived: list[str],
+                 dump_free_queue: bool) -> dict[str, Any]:
+    usable = scheduler.config.num_gpu_blocks - 1
+    record: dict[str, Any] = {
+        "step": result.step,
+        "arrived": arrived,
+        "scheduled": result.scheduled,
+        "num_scheduled_tokens": result.num_scheduled_tokens,
+        "admitted": result.admitted,
+        "resumed": result.resumed,
+        "prefix_hit_tokens": result.prefix_hit_tokens,
+        "preempted": result.preempted,
+        "finished": result.finished,
+        "free_blocks_after_schedule": result.free_blocks_after_schedule,
+        "num_free_blocks": result.num_free_blocks,
+        "num_used_blocks": result.num_used_blocks,
+        "usage": 1.0 - result.num_free_blocks / usable,
+        "num_cached_blocks": result.num_cached_blocks,
+        "num_evictable_cached_blocks": result.num_evictable_cached_blocks,
+    }
+    if dump_free_queue:
+        record["free_queue"] = scheduler.block_pool.free_block_ids()
+    record["prefix_cache"] = _step_stats(result.prefix_cache)
+    totals = scheduler.prefix_cache_stats
+    record["prefix_cache_total"] = {
+        "queries": totals.queries,
+        "hits": totals.hits,
+        "hit_rate": totals.hit_rate,
+        "preempted_queries": totals.preempted_queries,
+        "preempted_hits": totals.preempted_hits,
+    }
+    return record
+
+
+def _step_stats(stats: PrefixCacheStats) -> dict[str, int]:
+    return {
+        "requests": stats.requests, "queries": stats.queries, "hits": stats.hits,
+        "preempted_requests": stats.preempted_requests, "preempted_queries": stats.preempted_queries,
+        "preempted_hits": stats.preempted_hits,
+    }

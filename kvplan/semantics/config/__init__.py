@@ -1,0 +1,1 @@
+"""The configuration rules vLLM applies before it sizes anything."""

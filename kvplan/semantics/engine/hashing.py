@@ -1,0 +1,94 @@
+"""Prefix-cache keys: chained hashes over a request's full blocks (vLLM 0.17.1 `kv_cache_utils.py`).
+
+Block i's hash covers (hash of block i-1, the block's tokens, its extra keys), so equal hashes mean
+equal prefixes. vLLM hashes a pickle with SHA-256; kvplan hashes a compact fixed-width encoding
+(32-byte parent, 8 bytes per token, then the extra keys) with SHA-256. The values differ from
+vLLM's, which is fine: only hit/miss behaviour is observable, and SHA-256 makes a collision as
+unlikely as it is in vLLM.
+"""
+
+from __future__ import annotations
+
+import json
+from array import array
+from collections.abc import Sequence
+from hashlib import sha256
+from typing import TYPE_CHECKING
+
+from kvplan.errors import KvplanError
+
+if TYPE_CHECKING:
+    from kvplan.semantics.engine.request import Request
+
+ExtraKeys = tuple[str, ...] | None
+
+
+def none_hash(hash_seed: str) -> bytes:
+    """The parent of a request's first block (vLLM derives it from PYTHONHASHSEED)."""
+    return sha256(b"kvplan-none-hash\0" + hash_seed.encode()).digest()
+
+
+def encode_tokens(token_ids: Sequence[int]) -> bytes:
+    if type(token_ids) is array:
+        return token_ids.tobytes()
+    try:
+        return array("q", token_ids).tobytes()
+    except OverflowError:
+        raise KvplanError("token ids must fit in a signed 64-bit integer") from None
+
+
+def encode_extra_keys(extra_keys: ExtraKeys) -> bytes:
+    # The tokens part has a fixed width, so an empty suffix for "no keys" cannot be confused
+    # with a JSON list, which is never empty.
+    if extra_keys is None:
+        return b""
+    return json.dumps(list(extra_keys), separators=(",", ":")).encode()
+
+
+def hash_block_tokens(parent: bytes, token_ids: Sequence[int], extra_keys: ExtraKeys = None) -> bytes:
+    """The hash of one full block given its parent's hash."""
+    return sha256(parent + encode_tokens(token_ids) + encode_extra_keys(extra_keys)).digest()
+
+
+def block_extra_keys(request: Request, start: int, end: int) -> ExtraKeys:
+    """vLLM 0.17.1's `generate_block_hash_extra_keys` for tokens [start, end) of a request:
+    the LoRA name on every block, the identifier of every multimodal item overlapping the block
+    (items in offset order), and the cache salt on the first block only."""
+    keys: list[str] = []
+    if request.lora_name is not None:
+        keys.append(request.lora_name)
+    for feature in request.mm_features:
+        if feature.offset < end and feature.offset + feature.length > start:
+            keys.append(feature.identifier)
+    if request.cache_salt is not None and start == 0:
+        keys.append(request.cache_salt)
+    return tuple(keys) if keys else None
+
+
+class RequestBlockHasher:
+    """Extends `request.block_hashes` to cover every full block of its tokens (prompt and output)."""
+
+    def __init__(self, block_size: int, hash_seed: str) -> None:
+        self.block_size = block_size
+        self.none_hash = none_hash(hash_seed)
+
+    def update(self, request: Request) -> None:
+        block_size = self.block_size
+        hashes = request.block_hashes
+        first = len(hashes)
+        last = request.num_tokens // block_size
+        if first >= last:
+            return
+        data = encode_tokens(request.token_ids(first * block_size, last * block_size))
+        parent = hashes[-1] if hashes else self.none_hash
+        width = 8 * block_size
+        if request.needs_extra_keys:
+            for i in range(first, last):
+                offset = (i - first) * width
+                extra = encode_extra_keys(block_extra_keys(request, i * block_size, (i + 1) * block_size))
+                parent = sha256(parent + data[offset:offset + width] + extra).digest()
+                hashes.append(parent)
+        else:
+            for offset in range(0, (last - first) * width, width):
+                parent = sha256(parent + data[offset:offset + width]).digest()
+                hashes.append(parent)

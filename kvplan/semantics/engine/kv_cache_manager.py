@@ -1,0 +1,166 @@
+"""vLLM 0.17.1's `KVCacheManager` for one KV cache group (`v1/core/kv_cache_manager.py` with the
+unitary coordinator): prefix-cache lookups, slot allocation with its exact capacity arithmetic,
+freeing, and prefix-cache statistics."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from kvplan.semantics.engine.block_pool import BlockPool, KVCacheBlock
+from kvplan.semantics.engine.single_type_manager import (
+    FullAttentionManager,
+    SingleTypeKVCacheManager,
+    SlidingWindowManager,
+)
+from kvplan.semantics.engine.stats import PrefixCacheStats
+
+if TYPE_CHECKING:
+    from kvplan.semantics.engine.request import Request
+
+
+class KVCacheManager:
+    def __init__(self, num_gpu_blocks: int, block_size: int, max_model_len: int,
+                 enable_caching: bool = True, sliding_window: int | None = None) -> None:
+        self.block_size = block_size
+        self.max_model_len = max_model_len
+        self.enable_caching = enable_caching
+        self.block_pool = BlockPool(num_gpu_blocks, enable_caching)
+        self.manager: SingleTypeKVCacheManager
+        if sliding_window is None:
+            self.manager = FullAttentionManager(self.block_pool, block_size, enable_caching)
+        else:
+            self.manager = SlidingWindowManager(self.block_pool, block_size, enable_caching, sliding_window)
+        self.prefix_cache_stats = PrefixCacheStats()
+        self._full_attention = isinstance(self.manager, FullAttentionManager)
+        self._req_to_blocks = self.manager.req_to_blocks
+        self._num_cached_block = self.manager.num_cached_block
+
+    @property
+    def usage(self) -> float:
+        return self.block_pool.get_usage()
+
+    def get_computed_blocks(self, request: Request) -> tuple[list[KVCacheBlock], int]:
+        """The request's prefix hit: whole blocks, at most num_tokens - 1 tokens (the last token is
+        always recomputed for its logits). Every lookup is counted in the statistics, including
+        one whose allocation then fails; no reference count changes here."""
+        if not self.enable_caching:
+            return [], 0
+        hits = self.manager.find_longest_cache_hit(request.block_hashes, request.num_tokens - 1)
+        num_hit_tokens = len(hits) * self.block_size
+        self.prefix_cache_stats.record(request.num_tokens, num_hit_tokens, request.num_preemptions > 0)
+        return hits, num_hit_tokens
+
+    def allocate_slots(
+        self,
+        request: Request,
+        num_new_tokens: int,
+        num_new_computed_tokens: int = 0,
+        new_computed_blocks: Sequence[KVCacheBlock] = (),
+        num_lookahead_tokens: int = 0,
+        num_external_computed_tokens: int = 0,
+        delay_cache_blocks: bool = False,
+    ) -> list[KVCacheBlock] | None:
+        """Give the request slots for `num_new_tokens` more tokens (plus lookahead slots), pinning
+        its new prefix hits; None, with nothing changed but sliding-window blocks released, when
+        the free queue is too short. Returns only the newly allocated blocks."""
+        if num_new_tokens == 0 and num_external_computed_tokens == 0:
+            raise ValueError("num_new_tokens must be greater than 0")
+        if self._full_attention and not new_computed_blocks and not num_external_computed_tokens:
+            # The step of nearly every running request, kept short: full attention skips nothing
+            # and there is nothing to touch, so `get_num_blocks_to_allocate` reduces to the blocks
+            # missing for the slots needed. Same result as the general path below.
+            request_id = request.request_id
+            max_model_len = self.max_model_len
+            block_size = self.block_size
+            total_computed = request.num_computed_tokens + num_new_computed_tokens
+            if total_computed > max_model_len:
+                total_computed = max_model_len
+            num_tokens_main = total_computed + num_new_tokens
+            num_tokens_need_slot = num_tokens_main + num_lookahead_tokens
+            if num_tokens_need_slot > max_model_len:
+                num_tokens_need_slot = max_model_len
+            blocks = self._req_to_blocks.get(request_id)
+            num_required = (num_tokens_need_slot + block_size - 1) // block_size
+            num_missing = num_required - (len(blocks) if blocks else 0)
+            if num_missing > self.block_pool.get_num_free_blocks():
+                return None
+            if blocks is None:
+                blocks = self._req_to_blocks[request_id] = []
+            if num_missing > 0:
+                new_blocks = self.block_pool.get_new_blocks(num_missing)
+                blocks.extend(new_blocks)
+            else:
+                new_blocks = []
+            if self.enable_caching and not delay_cache_blocks:
+                if num_tokens_main > request.num_tokens:
+                    num_tokens_main = request.num_tokens
+                num_full = num_tokens_main // block_size
+                num_cached = self._num_cached_block.get(request_id, 0)
+                if num_full > num_cached:
+                    self.block_pool.cache_full_blocks(blocks, request.block_hashes, num_cached, num_full)
+                    self._num_cached_block[request_id] = num_full
+            self._set_noop_limit(request, blocks)
+            return new_blocks
+
+        request_id = request.request_id
+        manager = self.manager
+        num_local_computed = request.num_computed_tokens + num_new_computed_tokens
+        total_computed = min(num_local_computed + num_external_computed_tokens, self.max_model_len)
+        num_tokens_main = total_computed + num_new_tokens
+        num_tokens_need_slot = min(num_tokens_main + num_lookahead_tokens, self.max_model_len)
+
+        manager.remove_skipped_blocks(request_id, total_computed)
+        num_blocks_to_allocate = manager.get_num_blocks_to_allocate(
+            request_id, num_tokens_need_slot, new_computed_blocks,
+            num_local_computed + num_external_computed_tokens,
+        )
+        if num_blocks_to_allocate > self.block_pool.get_num_free_blocks():
+            return None
+        if new_computed_blocks or num_external_computed_tokens > 0:
+            manager.allocate_new_computed_blocks(
+                request_id, new_computed_blocks, num_local_computed, num_external_computed_tokens
+            )
+        new_blocks = manager.allocate_new_blocks(request_id, num_tokens_need_slot)
+        if not self.enable_caching or delay_cache_blocks:
+            return new_blocks
+        # Draft and lookahead slots are never cached: cap at the tokens that exist.
+        manager.cache_blocks(request, min(total_computed + num_new_tokens, request.num_tokens))
+        if self._full_attention:
+            self._set_noop_limit(request, manager.req_to_blocks[request_id])
+        return new_blocks
+
+    def _set_noop_limit(self, request: Request, blocks: list[KVCacheBlock]) -> None:
+        """Full attention only: growing to `limit` tokens needs no new block (its slots exist) and
+        fills no new block (the next one to cache ends past it), so `allocate_slots` would do
+        nothing; the scheduler skips the call for such steps (most decode steps)."""
+        block_size = self.block_size
+        limit = len(blocks) * block_size
+        if self.enable_caching:
+            cache_limit = (self._num_cached_block.get(request.request_id, 0) + 1) * block_size - 1
+            if cache_limit < limit:
+                limit = cache_limit
+        request.kv_noop_limit = limit
+
+    def free(self, request: Request) -> None:
+        self.manager.free(request.request_id)
+        request.kv_noop_limit = 0
+
+    def cache_blocks(self, request: Request, num_computed_tokens: int) -> None:
+        if self.enable_caching:
+            self.manager.cache_blocks(request, num_computed_tokens)
+
+    def get_blocks(self, request_id: str) -> list[KVCacheBlock]:
+        return self.manager.req_to_blocks.get(request_id, [])
+
+    def get_block_ids(self, request_id: str) -> list[int]:
+        return [block.block_id for block in self.get_blocks(request_id)]
+
+    def make_prefix_cache_stats(self) -> PrefixCacheStats:
+        """The statistics since the last call, which starts a new interval."""
+        stats = self.prefix_cache_stats
+        self.prefix_cache_stats = PrefixCacheStats()
+        return stats
+
+    def reset_prefix_cache(self) -> bool:
+        return self.block_pool.reset_prefix_cache()

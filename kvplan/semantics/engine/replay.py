@@ -1,0 +1,115 @@
+"""The replay loop of `trace-replay.md` section 2: arrivals by step, one scheduler step per step,
+the stall rule, and the run's summary. Records are streamed to an observer, never kept."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from kvplan.semantics.engine.config import EngineConfig
+from kvplan.semantics.engine.request import Request
+from kvplan.semantics.engine.scheduler import ModelRunner, Scheduler, StepResult
+from kvplan.semantics.engine.trace import Trace
+
+# Called after every step with the step, the scheduler and the ids that arrived before it.
+StepObserver = Callable[[StepResult, Scheduler, list[str]], None]
+
+
+@dataclass(frozen=True)
+class RequestOutcome:
+    arrival_step: int
+    first_scheduled_step: int | None
+    finish_step: int | None
+    num_preemptions: int
+    num_cached_tokens: int | None
+
+
+@dataclass(frozen=True)
+class ReplaySummary:
+    config: EngineConfig
+    num_steps: int
+    stalled: bool
+    num_finished: int
+    num_requests: int
+    total_preemptions: int
+    prefix_cache_queries: int
+    prefix_cache_hits: int
+    prefix_cache_hit_rate: float
+    preempted_queries: int
+    preempted_hits: int
+    max_used_blocks: int
+    requests: dict[str, RequestOutcome]
+
+
+def is_stalled(step: StepResult, has_unfinished: bool, more_arrivals: bool) -> bool:
+    """The stall rule, exactly: a step that scheduled nothing while requests wait or run and none
+    is still to arrive. Such a request cannot progress even alone; vLLM would livelock."""
+    return step.num_scheduled_tokens == 0 and has_unfinished and not more_arrivals
+
+
+def replay(trace: Trace, observe: StepObserver | None = None,
+           model_runner: ModelRunner | None = None) -> ReplaySummary:
+    """Run the trace to completion (or to a stall), calling `observe` after every step (and
+    `model_runner` inside every step, see `Scheduler`)."""
+    scheduler = Scheduler(trace.config, model_runner)
+    arrivals: defaultdict[int, list[int]] = defaultdict(list)
+    for request in trace.requests:
+        arrivals[request.arrival_step].append(request.ordinal)
+    last_arrival = trace.last_arrival_step
+    arrival_steps = {r.request_id: r.arrival_step for r in trace.requests}
+    live: dict[str, Request] = {}
+    outcomes: dict[str, RequestOutcome] = {}
+    usable = trace.config.num_gpu_blocks - 1
+    max_used_blocks = 0
+    stalled = False
+    step = 0
+    while scheduler.has_unfinished() or step <= last_arrival:
+        arrived: list[str] = []
+        for ordinal in arrivals.pop(step, ()):
+            request = trace.requests[ordinal].to_request()
+            scheduler.add_request(request)
+            live[request.request_id] = request
+            arrived.append(request.request_id)
+        result = scheduler.step()
+        max_used_blocks = max(max_used_blocks, usable - result.free_blocks_after_schedule)
+        if observe is not None:
+            observe(result, scheduler, arrived)
+        for request_id in result.finished:
+            # Keep only the outcome: a finished request's tokens are not kept.
+            outcomes[request_id] = _outcome(live.pop(request_id), arrival_steps[request_id])
+        more_arrivals = step < last_arrival
+        step += 1
+        if is_stalled(result, scheduler.has_unfinished(), more_arrivals):
+            stalled = True
+            break
+    for request in live.values():
+        outcomes[request.request_id] = _outcome(request, arrival_steps[request.request_id])
+    totals = scheduler.prefix_cache_stats
+    return ReplaySummary(
+        config=trace.config,
+        num_steps=step,
+        stalled=stalled,
+        num_finished=sum(1 for o in outcomes.values() if o.finish_step is not None),
+        num_requests=len(trace.requests),
+        total_preemptions=scheduler.total_preemptions,
+        prefix_cache_queries=totals.queries,
+        prefix_cache_hits=totals.hits,
+        prefix_cache_hit_rate=totals.hit_rate,
+        preempted_queries=totals.preempted_queries,
+        preempted_hits=totals.preempted_hits,
+        max_used_blocks=max_used_blocks,
+        # Every request has arrived: a run ends (or stalls) only after the last arrival step.
+        requests={r.request_id: outcomes[r.request_id] for r in trace.requests},
+    )
+
+
+def _outcome(request: Request, arrival_step: int) -> RequestOutcome:
+    return RequestOutcome(
+        arrival_step=arrival_step,
+        first_scheduled_step=request.first_scheduled_step,
+        finish_step=request.finish_step,
+        num_preemptions=request.num_preemptions,
+        num_cached_tokens=request.num_cached_tokens,
+    )
+

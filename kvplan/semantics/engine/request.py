@@ -1,0 +1,132 @@
+"""A request as the scheduler and the KV cache manager see it (vLLM 0.17.1 `v1/request.py`)."""
+
+from __future__ import annotations
+
+import enum
+from array import array
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from kvplan.errors import KvplanError
+
+if TYPE_CHECKING:
+    from kvplan.semantics.engine.hashing import RequestBlockHasher
+
+
+class RequestStatus(enum.Enum):
+    WAITING = "waiting"
+    RUNNING = "running"
+    PREEMPTED = "preempted"
+    FINISHED_LENGTH_CAPPED = "finished_length_capped"
+
+
+@dataclass(frozen=True)
+class MultiModalFeature:
+    """A multimodal item occupying prompt positions [offset, offset + length); `identifier` is its hash."""
+
+    identifier: str
+    offset: int
+    length: int
+
+
+def as_token_array(token_ids: Sequence[int]) -> array[int]:
+    if type(token_ids) is array and token_ids.typecode == "q":
+        return token_ids
+    try:
+        return array("q", token_ids)
+    except OverflowError:
+        raise KvplanError("token ids must fit in a signed 64-bit integer") from None
+
+
+class Request:
+    """A prompt and the tokens it will generate, in order (`output_token_ids`, a lazy `range` is fine).
+
+    EOS is never produced: the request stops after `max_tokens` tokens or at the model length."""
+
+    __slots__ = (
+        "_hash_block_size", "block_hasher", "block_hashes", "cache_salt",
+        "finish_step", "first_scheduled_step", "kv_noop_limit", "lora_name", "max_tokens", "mm_features",
+        "needs_extra_keys", "num_cached_tokens", "num_computed_tokens", "num_output_tokens",
+        "num_preemptions", "num_prompt_tokens", "num_tokens", "output_token_ids",
+        "prompt_token_ids", "request_id", "status",
+    )
+
+    def __init__(
+        self,
+        request_id: str,
+        prompt_token_ids: Sequence[int],
+        max_tokens: int,
+        output_token_ids: Sequence[int],
+        *,
+        lora_name: str | None = None,
+        cache_salt: str | None = None,
+        mm_features: Sequence[MultiModalFeature] = (),
+    ) -> None:
+        if len(prompt_token_ids) == 0:
+            raise KvplanError(f"request {request_id!r}: the prompt is empty")
+        if max_tokens < 1:
+            raise KvplanError(f"request {request_id!r}: max_tokens must be at least 1, got {max_tokens}")
+        if len(output_token_ids) < max_tokens:
+            raise KvplanError(
+                f"request {request_id!r}: {len(output_token_ids)} output token ids, max_tokens={max_tokens}"
+            )
+        self.request_id = request_id
+        # 8 bytes a token (prompts are most of a replay's memory), and hashed without conversion.
+        self.prompt_token_ids = as_token_array(prompt_token_ids)
+        self.output_token_ids = output_token_ids
+        self.max_tokens = max_tokens
+        self.num_prompt_tokens = len(prompt_token_ids)
+        self.num_tokens = self.num_prompt_tokens
+        self.num_output_tokens = 0
+        self.num_computed_tokens = 0
+        self.num_preemptions = 0
+        # Prefix-hit tokens at the first admission; None until then.
+        self.num_cached_tokens: int | None = None
+        self.status = RequestStatus.WAITING
+        self.first_scheduled_step: int | None = None
+        self.finish_step: int | None = None
+        self.lora_name = lora_name
+        self.cache_salt = cache_salt
+        self.mm_features = tuple(sorted(mm_features, key=lambda feature: feature.offset))
+        self.needs_extra_keys = lora_name is not None or cache_salt is not None or bool(self.mm_features)
+        self.block_hashes: list[bytes] = []
+        self.block_hasher: RequestBlockHasher | None = None
+        self._hash_block_size = 0
+        # Written by the KV cache manager: while num_computed_tokens + n stays within it, growing
+        # the request by n tokens (no hits, no lookahead) allocates and caches nothing.
+        self.kv_noop_limit = 0
+
+    def install_block_hasher(self, hasher: RequestBlockHasher) -> None:
+        """Hash the full blocks now and keep hashing as generated tokens fill blocks."""
+        self.block_hasher = hasher
+        self._hash_block_size = hasher.block_size
+        hasher.update(self)
+
+    @property
+    def all_token_ids(self) -> list[int]:
+        """Prompt and generated tokens so far."""
+        return list(self.token_ids(0, self.num_tokens))
+
+    def token_ids(self, start: int, end: int) -> Sequence[int]:
+        """Tokens [start, end) of prompt + generated tokens (end <= num_tokens)."""
+        prompt_len = self.num_prompt_tokens
+        if end <= prompt_len:
+            return self.prompt_token_ids[start:end]
+        outputs = self.output_token_ids[max(start - prompt_len, 0):end - prompt_len]
+        if start >= prompt_len:
+            return outputs
+        return [*self.prompt_token_ids[start:], *outputs]
+
+    def append_output_token(self) -> None:
+        """Generate the next planned token (generated tokens are read from `output_token_ids`)."""
+        self.num_output_tokens += 1
+        self.num_tokens += 1
+        if self._hash_block_size and self.num_tokens % self._hash_block_size == 0:
+            self.block_hasher.update(self)  # type: ignore[union-attr]
+
+    def __repr__(self) -> str:
+        return (
+            f"Request({self.request_id!r}, tokens={self.num_tokens}, computed={self.num_computed_tokens}, "
+            f"status={self.status.value})"
+        )

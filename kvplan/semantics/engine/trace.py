@@ -1,0 +1,227 @@
+"""The replay trace format (`trace-replay.md` section 1): reading, validation and token-id rules.
+
+Every mistake is a KvplanError naming the trace, the place and the fix, so that the CLI prints
+one line and exits with code 2."""
+
+from __future__ import annotations
+
+import difflib
+import json
+from array import array
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kvplan.errors import KvplanError
+from kvplan.semantics.engine.config import EngineConfig
+from kvplan.semantics.engine.request import Request
+
+PREFIX_TOKEN_BASE = 1_000_000_000
+UNIQUE_TOKEN_BASE = 2_000_000_000
+OUTPUT_TOKEN_BASE = 3_000_000_000
+TOKENS_PER_ID = 1_000_000
+MAX_TOKEN_ID = 2**63 - 1
+# vLLM 0.17.1 `CacheConfig.block_size` (`BlockSize` literal).
+USER_BLOCK_SIZES = (1, 8, 16, 32, 64, 128, 256)
+
+CONFIG_KEYS = {
+    "num_gpu_blocks": int, "block_size": int, "enable_prefix_caching": bool,
+    "max_num_batched_tokens": int, "max_num_seqs": int, "max_model_len": int,
+    "enable_chunked_prefill": bool, "hash_algo": str, "hash_seed": str,
+}
+REQUEST_KEYS = (
+    "request_id", "arrival_step", "max_tokens", "prompt_token_ids", "prefix_id", "prefix_len",
+    "unique_len", "output_token_ids",
+)
+PREFIX_FIELDS = ("prefix_id", "prefix_len", "unique_len")
+
+
+@dataclass(frozen=True)
+class TraceRequest:
+    """One request of a trace; `ordinal` is its index in the trace, which fixes its token ids."""
+
+    request_id: str
+    ordinal: int
+    arrival_step: int
+    max_tokens: int
+    prompt_token_ids: tuple[int, ...] | None = None
+    prefix_id: int = 0
+    prefix_len: int = 0
+    unique_len: int = 0
+    output_token_ids: tuple[int, ...] | None = None
+
+    @property
+    def prompt_len(self) -> int:
+        if self.prompt_token_ids is not None:
+            return len(self.prompt_token_ids)
+        return self.prefix_len + self.unique_len
+
+    def prompt(self) -> array[int]:
+        if self.prompt_token_ids is not None:
+            return array("q", self.prompt_token_ids)
+        prefix_base = PREFIX_TOKEN_BASE + self.prefix_id * TOKENS_PER_ID
+        unique_base = UNIQUE_TOKEN_BASE + self.ordinal * TOKENS_PER_ID
+        tokens = array("q", range(prefix_base, prefix_base + self.prefix_len))
+        tokens.extend(range(unique_base, unique_base + self.unique_len))
+        return tokens
+
+    def outputs(self) -> Sequence[int]:
+        if self.output_token_ids is not None:
+            return self.output_token_ids
+        base = OUTPUT_TOKEN_BASE + self.ordinal * TOKENS_PER_ID
+        return range(base, base + self.max_tokens)
+
+    def to_request(self) -> Request:
+        return Request(self.request_id, self.prompt(), self.max_tokens, self.outputs())
+
+
+@dataclass(frozen=True)
+class Trace:
+    config: EngineConfig
+    requests: tuple[TraceRequest, ...]
+
+    @property
+    def last_arrival_step(self) -> int:
+        return max((r.arrival_step for r in self.requests), default=-1)
+
+
+def load_trace(path: Path, overrides: Mapping[str, Any] | None = None) -> Trace:
+    """Read and validate a trace file; `overrides` (command-line options) replace config keys."""
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise KvplanError(f"{path}: no such trace file") from None
+    except OSError as error:
+        raise KvplanError(f"{path}: cannot read the trace: {error.strerror}") from None
+    except UnicodeDecodeError:
+        raise KvplanError(f"{path}: not a JSON trace (the file is not UTF-8 text)") from None
+    try:
+        document = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise KvplanError(
+            f"{path}: not valid JSON (line {error.lineno}, column {error.colno}: {error.msg}); "
+            "a trace is one JSON object with 'config' and 'requests'"
+        ) from None
+    return parse_trace(document, overrides, source=str(path))
+
+
+def parse_trace(document: Any, overrides: Mapping[str, Any] | None = None, source: str = "trace") -> Trace:
+    if not isinstance(document, dict):
+        raise KvplanError(f"{source}: a trace is a JSON object with 'config' and 'requests'")
+    _check_keys(document, ("config", "requests"), source)
+    raw_config = document.get("config", {})
+    if not isinstance(raw_config, dict):
+        raise KvplanError(f"{source}: 'config' must be a JSON object")
+    _check_keys(raw_config, tuple(CONFIG_KEYS), f"{source}: config")
+    merged = {**raw_config, **{k: v for k, v in (overrides or {}).items() if v is not None}}
+    config = parse_config(merged, source)
+    raw_requests = document.get("requests")
+    if not isinstance(raw_requests, list):
+        raise KvplanError(f"{source}: 'requests' must be a JSON list of request objects")
+    requests = tuple(_parse_request(raw, ordinal, config, source) for ordinal, raw in enumerate(raw_requests))
+    seen: set[str] = set()
+    for request in requests:
+        if request.request_id in seen:
+            raise KvplanError(f"{source}: request id {request.request_id!r} appears twice; ids are unique")
+        seen.add(request.request_id)
+    return Trace(config, requests)
+
+
+def parse_config(raw: Mapping[str, Any], source: str = "trace") -> EngineConfig:
+    if raw.get("num_gpu_blocks") is None:
+        raise KvplanError(f"{source}: config needs num_gpu_blocks (the pool size including the null block), "
+                          "in the trace or with --num-gpu-blocks")
+    for key, kind in CONFIG_KEYS.items():
+        if key in raw and not _is(raw[key], kind):
+            got = json.dumps(raw[key])
+            raise KvplanError(f"{source}: config {key} must be {_kind_name(kind)}, got {got}")
+    block_size = raw.get("block_size", 16)
+    if block_size not in USER_BLOCK_SIZES:
+        raise KvplanError(f"{source}: config block_size must be one of "
+                          f"{', '.join(map(str, USER_BLOCK_SIZES))} (vLLM's choices), got {block_size}")
+    try:
+        return EngineConfig(**raw)
+    except KvplanError as error:
+        raise KvplanError(f"{source}: config {error}") from None
+
+
+def _parse_request(raw: Any, ordinal: int, config: EngineConfig, source: str) -> TraceRequest:
+    where = f"{source}: requests[{ordinal}]"
+    if not isinstance(raw, dict):
+        raise KvplanError(f"{where} must be a JSON object")
+    if "request_id" in raw:
+        where += f" ({raw['request_id']!r})"
+    _check_keys(raw, REQUEST_KEYS, where)
+    request_id = raw.get("request_id")
+    if not isinstance(request_id, str) or not request_id:
+        raise KvplanError(f"{where}: request_id must be a non-empty string")
+    if "max_tokens" not in raw:
+        raise KvplanError(f"{where}: max_tokens is missing")
+    arrival_step = _non_negative(raw.get("arrival_step", 0), "arrival_step", where)
+    max_tokens = _non_negative(raw["max_tokens"], "max_tokens", where)
+    if max_tokens < 1:
+        raise KvplanError(f"{where}: max_tokens must be at least 1, as vLLM requires")
+    fields: dict[str, Any] = {}
+    if "prompt_token_ids" in raw:
+        given = [key for key in PREFIX_FIELDS if key in raw]
+        if given:
+            raise KvplanError(f"{where}: give either prompt_token_ids or {'/'.join(PREFIX_FIELDS)}, "
+                              f"not both (found {', '.join(given)})")
+        fields["prompt_token_ids"] = _token_ids(raw["prompt_token_ids"], "prompt_token_ids", where)
+    else:
+        for key in PREFIX_FIELDS:
+            fields[key] = _non_negative(raw.get(key, 0), key, where)
+        if fields["prefix_len"] > TOKENS_PER_ID or fields["unique_len"] > TOKENS_PER_ID:
+            raise KvplanError(f"{where}: prefix_len and unique_len are at most {TOKENS_PER_ID:,} "
+                              "(the token-id rule gives each prefix and request a million ids)")
+    if "output_token_ids" in raw:
+        outputs = _token_ids(raw["output_token_ids"], "output_token_ids", where)
+        if len(outputs) < max_tokens:
+            raise KvplanError(f"{where}: output_token_ids holds {len(outputs)} ids but max_tokens is "
+                              f"{max_tokens}; list at least max_tokens ids")
+        fields["output_token_ids"] = outputs
+    elif min(max_tokens, config.max_model_len) > TOKENS_PER_ID:
+        raise KvplanError(f"{where}: a request generates at most {TOKENS_PER_ID:,} tokens without "
+                          "output_token_ids (the token-id rule gives each request a million ids)")
+    request = TraceRequest(request_id, ordinal, arrival_step, max_tokens, **fields)
+    if request.prompt_len == 0:
+        raise KvplanError(f"{where}: the prompt is empty; give prompt_token_ids or a positive "
+                          "prefix_len/unique_len")
+    if request.prompt_len >= config.max_model_len:
+        raise KvplanError(f"{where}: the prompt ({request.prompt_len} tokens) must be shorter than "
+                          f"max_model_len ({config.max_model_len}); shorten it or raise max_model_len")
+    return request
+
+
+def _check_keys(mapping: Mapping[str, Any], allowed: Sequence[str], where: str) -> None:
+    for key in mapping:
+        if key not in allowed:
+            close = difflib.get_close_matches(key, allowed, n=1)
+            hint = f"did you mean {close[0]!r}?" if close else f"known keys: {', '.join(allowed)}"
+            raise KvplanError(f"{where}: unknown key {key!r} ({hint})")
+
+
+def _is(value: Any, kind: type) -> bool:
+    # JSON true/false are Python bools, which are also ints: keep them apart.
+    return type(value) is kind
+
+
+def _kind_name(kind: type) -> str:
+    return {int: "an integer", bool: "true or false", str: "a string"}[kind]
+
+
+def _non_negative(value: Any, key: str, where: str) -> int:
+    if type(value) is not int or value < 0:
+        raise KvplanError(f"{where}: {key} must be a non-negative integer, got {json.dumps(value)}")
+    return value
+
+
+def _token_ids(value: Any, key: str, where: str) -> tuple[int, ...]:
+    if not isinstance(value, list):
+        raise KvplanError(f"{where}: {key} must be a list of token ids")
+    for token in value:
+        if type(token) is not int or not 0 <= token <= MAX_TOKEN_ID:
+            got = json.dumps(token)
+            raise KvplanError(f"{where}: {key} holds {got}; token ids are integers in [0, 2**63)")
+    return tuple(value)

@@ -1,0 +1,1 @@
+"""vLLM's KV-cache spec family, grouping, sizing, and per-worker layer specs."""

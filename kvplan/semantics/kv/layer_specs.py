@@ -1,0 +1,241 @@
+"""Per-layer KV-cache specs of each pipeline stage, from a `ModelShape` and the serving knobs,
+as vLLM 0.17.1's workers report them (`GPUModelRunner.get_kv_cache_spec`).
+
+Public API:
+    CacheKnobs                                   -- the user's choices (CLI flags), frozen
+    resolve_cache_layout(shape, knobs) -> CacheLayout
+        What `VllmConfig.__post_init__` settles before any spec exists: the attention block
+        size (hybrid hook, then the MLA backend rule), KV dtype, prefix caching, Mamba cache
+        mode, Mamba block size and page padding, with vLLM's log lines.
+    build_worker_specs(shape, knobs) -> list[dict[str, KVCacheSpec]]
+        One dict per pipeline stage (layer name -> spec, model order); the TP ranks of a stage
+        hold identical specs. Layers of kind "none" / "unsupported" hold no cache.
+    mamba_state(state, tp, model_dtype, knobs) -> (shapes, dtypes)   -- one Mamba layer's state"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from kvplan.semantics.config import rules
+from kvplan.semantics.kv.specs import (
+    ChunkedLocalAttentionSpec,
+    FullAttentionSpec,
+    KVCacheSpec,
+    MambaSpec,
+    MLAAttentionSpec,
+    SlidingWindowSpec,
+)
+from kvplan.semantics.models.shape import LayerShape, MambaState, ModelShape
+
+# gpt-oss's attention divides its KV heads plainly instead of replicating them
+_PLAIN_KV_SPLIT_ARCHITECTURES = frozenset({"GptOssForCausalLM"})
+
+
+@dataclass(frozen=True)
+class CacheKnobs:
+    """The user's choices. `model_dtype` is already resolved (`rules.resolve_model_dtype`) and
+    `max_model_len` is the model's length as vLLM holds it (the derived one when auto-fitting);
+    None means "left unset", for which vLLM's defaults apply."""
+
+    max_model_len: int
+    model_dtype: str = "bfloat16"
+    block_size: int | None = None
+    cache_dtype: str = "auto"
+    tensor_parallel_size: int = 1
+    pipeline_parallel_size: int = 1
+    pp_layer_partition: str | None = None          # VLLM_PP_LAYER_PARTITION
+    enable_prefix_caching: bool | None = None
+    enable_chunked_prefill: bool = True
+    mamba_cache_dtype: str = "auto"
+    mamba_ssm_cache_dtype: str = "auto"
+    mamba_cache_mode: Literal["none", "align", "all"] = "none"
+    mamba_block_size: int | None = None
+    gpu_capability: tuple[int, int] | None = None
+    attention_backend: str | None = None
+
+
+@dataclass(frozen=True)
+class CacheLayout:
+    block_size: int                  # attention block size every attention layer uses
+    block_size_rule: str             # "default", "user", "hybrid" or the MLA backend that forced it
+    cache_dtype: str                 # --kv-cache-dtype after model hooks (fp8 -> fp8_ds_mla for sparse MLA)
+    kv_dtype: str                    # storage dtype of attention KV
+    enable_prefix_caching: bool
+    mamba_cache_mode: Literal["none", "align", "all"]
+    mamba_block_size: int | None
+    mamba_page_size_padded: int | None
+    mla_backend: str | None = None   # the MLA backend whose block-size rule was checked (None: no GPU)
+    logs: tuple[str, ...] = ()
+
+
+def _mamba_dtypes(state: MambaState, model_dtype: str, knobs: CacheKnobs) -> tuple[str, str]:
+    # the user's flag wins; else a model hook's choice (Nemotron-H: float16 ssm); else the model dtype
+    conv = knobs.mamba_cache_dtype if knobs.mamba_cache_dtype != "auto" else state.conv_dtype
+    conv = model_dtype if conv == "auto" else conv
+    ssm = knobs.mamba_ssm_cache_dtype if knobs.mamba_ssm_cache_dtype != "auto" else state.ssm_dtype
+    return conv, conv if ssm == "auto" else ssm
+
+
+def _divide(numerator: int, denominator: int, what: str) -> int:
+    if numerator % denominator:
+        raise rules.ConfigRejected(
+            f"{numerator} is not divisible by {denominator} ({what} over tensor parallel size)"
+        )
+    return numerator // denominator
+
+
+def mamba_state(
+    state: MambaState, tp: int, model_dtype: str, knobs: CacheKnobs
+) -> tuple[tuple[tuple[int, ...], ...], tuple[str, str]]:
+    """`MambaStateShapeCalculator` per rank: (conv state, ssm state) shapes and their dtypes."""
+    if state.mamba_type == "gdn_attention":
+        conv_dim = (
+            2 * state.linear_num_key_heads * state.linear_key_head_dim
+            + state.linear_num_value_heads * state.linear_value_head_dim
+        )
+        shapes: tuple[tuple[int, ...], ...] = (
+            (state.conv_kernel - 1, _divide(conv_dim, tp, "gated delta net conv dim")),
+            (
+                _divide(state.linear_num_value_heads, tp, "linear value heads"),
+                state.linear_value_head_dim,
+                state.linear_key_head_dim,
+            ),
+        )
+    else:
+        # groups are replicated so that every head shard has its own group
+        groups = state.n_groups + (0 if state.n_groups % tp == 0 else tp - state.n_groups)
+        conv_dim = state.num_heads * state.head_dim + 2 * groups * state.state_size
+        shapes = (
+            (state.conv_kernel - 1, _divide(conv_dim, tp, "mamba conv dim")),
+            (_divide(state.num_heads, tp, "mamba heads"), state.head_dim, state.state_size),
+        )
+    return shapes, _mamba_dtypes(state, model_dtype, knobs)
+
+
+def _mamba_page(shapes: tuple[tuple[int, ...], ...], dtypes: tuple[str, str]) -> int:
+    return MambaSpec(block_size=1, shapes=shapes, dtypes=dtypes).page_size_bytes
+
+
+def _attention_page_per_token(shape: ModelShape, tp: int, kv_dtype: str) -> int:
+    if shape.use_mla:
+        return MLAAttentionSpec(
+            block_size=1, num_kv_heads=1, head_size=shape.head_size, dtype=kv_dtype
+        ).page_size_bytes
+    return FullAttentionSpec(
+        block_size=1, num_kv_heads=rules.kv_heads_per_rank(shape.num_kv_heads, tp),
+        head_size=shape.head_size, dtype=kv_dtype,
+    ).page_size_bytes
+
+
+def resolve_cache_layout(shape: ModelShape, knobs: CacheKnobs) -> CacheLayout:
+    if knobs.block_size is not None:
+        rules.check_block_size(knobs.block_size)
+    cache_dtype = knobs.cache_dtype
+    if shape.mla_sparse:
+        # DeepSeek V3.2's hook: its fp8 cache is the packed 656-byte format
+        if cache_dtype.startswith("fp8"):
+            cache_dtype = "fp8_ds_mla"
+        elif cache_dtype == "bfloat16":
+            cache_dtype = "auto"
+    kv_dtype = rules.kv_cache_dtype(cache_dtype, knobs.model_dtype)
+    mambas = [layer.mamba for layer in shape.layers if layer.mamba is not None and layer.kind == "mamba"]
+    # 0.17.1 turns prefix caching off by default for hybrid models
+    prefix_caching = knobs.enable_prefix_caching
+    if prefix_caching is None:
+        prefix_caching = not shape.is_hybrid
+    logs: list[str] = []
+    block_size, rule = knobs.block_size, "user"
+    mode: Literal["none", "align", "all"] = "none"
+    mamba_block_size, padded = None, None
+    if shape.is_hybrid and mambas:
+        mamba_mode = rules.resolve_mamba_cache_mode(
+            prefix_caching, shape.architecture in rules.MAMBA_PREFIX_CACHING_ARCHITECTURES,
+            knobs.mamba_cache_mode, knobs.enable_chunked_prefill,
+        )
+        mode = mamba_mode.mode
+        logs.extend(mamba_mode.logs)
+        shapes, dtypes = mamba_state(mambas[0], knobs.tensor_parallel_size, knobs.model_dtype, knobs)
+        hybrid = rules.hybrid_block_size(
+            _attention_page_per_token(shape, knobs.tensor_parallel_size, kv_dtype),
+            _mamba_page(shapes, dtypes),
+            block_size=knobs.block_size,
+            mamba_cache_mode=mode,
+            alignment=rules.kernel_block_alignment(
+                knobs.gpu_capability, shape.head_size, shape.use_mla, knobs.attention_backend
+            ),
+            max_model_len=knobs.max_model_len,
+            mamba_block_size=knobs.mamba_block_size,
+            mamba_chunk_size=mambas[0].chunk_size,
+        )
+        if hybrid.block_size != knobs.block_size:
+            rule = "hybrid"
+        block_size, mamba_block_size = hybrid.block_size, hybrid.mamba_block_size
+        padded = hybrid.mamba_page_size_padded
+        logs.extend(hybrid.logs)
+    if block_size is None:
+        block_size, rule = rules.DEFAULT_BLOCK_SIZE, "default"
+    mla_backend = None
+    if shape.use_mla:
+        choice = rules.mla_block_size(
+            knobs.gpu_capability, block_size, sparse=shape.mla_sparse,
+            qk_nope_head_dim=shape.qk_nope_head_dim, backend=knobs.attention_backend,
+        )
+        mla_backend = choice.backend
+        if choice.log is not None:
+            block_size, rule = choice.block_size, choice.backend or rule
+            logs.append(choice.log)
+    return CacheLayout(
+        block_size=block_size, block_size_rule=rule, cache_dtype=cache_dtype, kv_dtype=kv_dtype,
+        enable_prefix_caching=prefix_caching, mamba_cache_mode=mode, mamba_block_size=mamba_block_size,
+        mamba_page_size_padded=padded, mla_backend=mla_backend, logs=tuple(logs),
+    )
+
+
+def _layer_spec(
+    layer: LayerShape, shape: ModelShape, knobs: CacheKnobs, layout: CacheLayout
+) -> KVCacheSpec | None:
+    tp = knobs.tensor_parallel_size
+    replicate = shape.architecture not in _PLAIN_KV_SPLIT_ARCHITECTURES
+    heads = rules.kv_heads_per_rank(layer.num_kv_heads, tp, replicate)
+    common = {"block_size": layout.block_size, "head_size": layer.head_size, "dtype": layout.kv_dtype}
+    if layer.kind == "full":
+        head_size_v = layer.head_size_v or layer.head_size
+        return FullAttentionSpec(num_kv_heads=heads, head_size_v=head_size_v, **common)
+    if layer.kind == "sliding_window":
+        assert layer.sliding_window is not None, layer
+        return SlidingWindowSpec(num_kv_heads=heads, sliding_window=layer.sliding_window, **common)
+    if layer.kind == "chunked_local":
+        assert layer.attention_chunk_size is not None, layer
+        return ChunkedLocalAttentionSpec(
+            num_kv_heads=heads, attention_chunk_size=layer.attention_chunk_size, **common
+        )
+    if layer.kind == "mla":
+        # the latent is not split: every rank stores all of it
+        return MLAAttentionSpec(num_kv_heads=1, cache_dtype_str=layout.cache_dtype, **common)
+    if layer.kind == "mamba":
+        assert layer.mamba is not None and layout.mamba_block_size is not None, layer
+        shapes, dtypes = mamba_state(layer.mamba, tp, knobs.model_dtype, knobs)
+        return MambaSpec(
+            block_size=layout.mamba_block_size, shapes=shapes, dtypes=dtypes,
+            page_size_padded=layout.mamba_page_size_padded, mamba_type=layer.mamba.mamba_type,
+            mamba_cache_mode=layout.mamba_cache_mode,
+        )
+    return None  # "none" and "unsupported" layers hold no KV cache
+
+
+def build_worker_specs(shape: ModelShape, knobs: CacheKnobs) -> list[dict[str, KVCacheSpec]]:
+    rules.verify_tensor_parallel(shape, knobs.tensor_parallel_size)
+    layout = resolve_cache_layout(shape, knobs)
+    workers = []
+    for rank in range(knobs.pipeline_parallel_size):
+        start, end = rules.get_pp_indices(
+            shape.num_hidden_layers, rank, knobs.pipeline_parallel_size, knobs.pp_layer_partition
+        )
+        specs: dict[str, KVCacheSpec] = {}
+        for layer in shape.layers:
+            spec = _layer_spec(layer, shape, knobs, layout) if start <= layer.index < end else None
+            if spec is not None:
+                specs[layer.name] = spec
+        workers.append(specs)
+    return workers

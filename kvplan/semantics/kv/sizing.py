@@ -1,0 +1,382 @@
+"""Sizing the KV-cache pool from per-worker specs and memory, as vLLM 0.17.1's
+`get_kv_cache_configs` does (`v1/core/kv_cache_utils.py`, semantics sections 2.3 and 3.2).
+
+Public API:
+    size_kv_cache(worker_specs, available_bytes_per_worker, limits, num_gpu_blocks_override=None,
+                  auto_fit=False, disable_hybrid_kv_cache_manager=False) -> SizingResult
+        The whole of `get_kv_cache_configs` plus its report: merge the workers' specs, group
+        them, project the groups onto each worker, auto-fit `max_model_len` (vLLM's
+        `--max-model-len -1`), check memory, size each worker, take the minimum block count.
+        A configuration that does not fit is a result with `fits=False` and vLLM's exact error
+        text in `finding` (never an exception); specs vLLM refuses raise `GroupingError`.
+    kv_cache_config_from_groups(groups, available_bytes, num_gpu_blocks_override=None)
+        -> (KVCacheConfig, log lines)                  -- one worker
+    project_groups(groups, worker_specs) -> groups      -- a PP worker's share of the groups
+    max_memory_usage_bytes_from_groups(groups, limits) -> int
+    estimate_max_model_len_from_groups(groups, available_bytes, limits) -> int
+    estimate_max_model_len(specs, available_bytes, limits) -> int   -- the older per-layer sum
+    check_enough_kv_cache_memory(available_bytes, needed_bytes, max_model_len, estimate) -> str | None
+    max_concurrency(config, limits) -> float            -- `get_max_concurrency_for_kv_cache_config`
+    gpu_kv_cache_tokens(config) -> int                  -- the "GPU KV cache size" figure
+    kv_bytes_per_token(worker_specs) -> float           -- sum of page / block size over layers
+    report_lines(config, limits) -> (str, str)          -- vLLM's two info lines, verbatim"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+
+from kvplan.semantics.kv.grouping import GroupingError, get_kv_cache_groups
+from kvplan.semantics.kv.specs import (
+    GroupSpec,
+    KVCacheConfig,
+    KVCacheGroupSpec,
+    KVCacheSpec,
+    KVCacheTensor,
+    SizingLimits,
+    UniformTypeKVCacheSpecs,
+    cdiv,
+)
+from kvplan.units import format_gib
+
+DOCS_HINT = "See https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more details."
+NO_MEMORY = (
+    "No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when "
+    f"initializing the engine. {DOCS_HINT}"
+)
+CANNOT_AUTO_FIT = (
+    "Cannot auto-fit max_model_len: not enough GPU memory available to serve even a single token. "
+    "Try increasing `gpu_memory_utilization`."
+)
+
+
+@dataclass(frozen=True)
+class SizingResult:
+    """What vLLM would end up with, or why it would refuse to start.
+
+    `worker_configs` holds one `KVCacheConfig` per worker (all with the same `num_blocks`); it is
+    empty when the configuration does not fit. `bytes_needed_per_worker` is what one request of
+    `max_model_len` tokens needs by vLLM's memory check, on each worker."""
+
+    fits: bool
+    finding: str | None
+    max_model_len: int
+    groups: tuple[KVCacheGroupSpec, ...]
+    worker_configs: tuple[KVCacheConfig, ...]
+    bytes_needed_per_worker: tuple[int, ...]
+    estimated_max_model_len: int | None = None
+    gpu_kv_cache_tokens: int | None = None
+    max_concurrency: float | None = None
+    log_lines: tuple[str, ...] = ()
+
+    @property
+    def config(self) -> KVCacheConfig | None:
+        return self.worker_configs[0] if self.worker_configs else None
+
+    @property
+    def num_blocks(self) -> int | None:
+        return self.worker_configs[0].num_blocks if self.worker_configs else None
+
+    @property
+    def page_size_bytes(self) -> int | None:
+        return self.groups[0].kv_cache_spec.page_size_bytes if self.groups else None
+
+    @property
+    def bytes_needed_for_one_max_len_request(self) -> int:
+        return max(self.bytes_needed_per_worker, default=0)
+
+
+def _uniform_page_size(specs: Iterable[GroupSpec]) -> int:
+    page_sizes = {spec.page_size_bytes for spec in specs}
+    assert len(page_sizes) == 1, f"groups must share one page size, got {sorted(page_sizes)}"
+    return page_sizes.pop()
+
+
+def _single_uniform_type(groups: Sequence[KVCacheGroupSpec]) -> UniformTypeKVCacheSpecs | None:
+    if len(groups) == 1 and isinstance(groups[0].kv_cache_spec, UniformTypeKVCacheSpecs):
+        return groups[0].kv_cache_spec
+    return None
+
+
+def max_memory_usage_bytes_from_groups(groups: Sequence[KVCacheGroupSpec], limits: SizingLimits) -> int:
+    """Bytes one `max_model_len` request needs. For several groups 0.17.1 counts the blocks of
+    group 0's spec only, times the group size (so padding layers are paid for)."""
+    if not groups:
+        return 0
+    uniform = _single_uniform_type(groups)
+    if uniform is not None:
+        return sum(spec.max_memory_usage_bytes(limits) for spec in uniform.kv_cache_specs.values())
+    group_size = max(len(group.layer_names) for group in groups)
+    page_size = _uniform_page_size(group.kv_cache_spec for group in groups)
+    blocks = cdiv(groups[0].kv_cache_spec.max_memory_usage_bytes(limits), page_size)
+    return group_size * page_size * blocks
+
+
+def _largest_fitting_len(fits: Callable[[int], bool], upper: int) -> int:
+    """vLLM's binary search over [1, upper]; 0 when not even one token fits."""
+    if not fits(1):
+        return 0
+    left, right, best = 1, upper, 1
+    while left <= right:
+        mid = (left + right) // 2
+        if fits(mid):
+            best, left = mid, mid + 1
+        else:
+            right = mid - 1
+    return best
+
+
+def estimate_max_model_len_from_groups(
+    groups: Sequence[KVCacheGroupSpec], available_bytes: int, limits: SizingLimits
+) -> int:
+    return _largest_fitting_len(
+        lambda n: max_memory_usage_bytes_from_groups(groups, replace(limits, max_model_len=n))
+        <= available_bytes,
+        limits.max_model_len,
+    )
+
+
+def estimate_max_model_len(
+    specs: Mapping[str, KVCacheSpec], available_bytes: int, limits: SizingLimits
+) -> int:
+    """The older estimator over the plain sum of every layer's need (vLLM's own tests use it)."""
+    return _largest_fitting_len(
+        lambda n: sum(
+            spec.max_memory_usage_bytes(replace(limits, max_model_len=n)) for spec in specs.values()
+        ) <= available_bytes,
+        limits.max_model_len,
+    )
+
+
+def check_enough_kv_cache_memory(
+    available_bytes: int, needed_bytes: int, max_model_len: int, estimate: Callable[[int], int]
+) -> str | None:
+    """vLLM's error text when one `max_model_len` request does not fit, else None."""
+    if available_bytes <= 0:
+        return NO_MEMORY
+    if needed_bytes <= available_bytes:
+        return None
+    estimated = estimate(available_bytes)
+    based_on = (
+        f"Based on the available memory, the estimated maximum model length is {estimated}. "
+        if estimated > 0 else ""
+    )
+    # "models's" is vLLM's spelling; kvplan repeats the message verbatim
+    return (
+        f"To serve at least one request with the models's max seq len ({max_model_len}), "
+        f"({format_gib(needed_bytes)} GiB KV cache is needed, which is larger than the available KV "
+        f"cache memory ({format_gib(available_bytes)} GiB). {based_on}"
+        "Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the "
+        f"engine. {DOCS_HINT}"
+    )
+
+
+def _override(num_blocks: int, num_gpu_blocks_override: int | None) -> tuple[int, tuple[str, ...]]:
+    if num_gpu_blocks_override is None:
+        return num_blocks, ()
+    return num_gpu_blocks_override, (
+        f"Overriding num_gpu_blocks={num_blocks} with num_gpu_blocks_override={num_gpu_blocks_override}",
+    )
+
+
+def kv_cache_config_from_groups(
+    groups: Sequence[KVCacheGroupSpec], available_bytes: int, num_gpu_blocks_override: int | None = None
+) -> tuple[KVCacheConfig, tuple[str, ...]]:
+    """One worker's pool: `num_blocks = available // page_size // group_size` (at least 0)."""
+    if not groups:
+        return KVCacheConfig(num_blocks=1, kv_cache_tensors=(), kv_cache_groups=()), ()  # null block
+    uniform = _single_uniform_type(groups)
+    if uniform is not None:
+        # one tensor per layer, each sized by its own page; the group's page is their sum
+        num_blocks, logs = _override(available_bytes // uniform.page_size_bytes, num_gpu_blocks_override)
+        tensors = tuple(
+            KVCacheTensor(size=uniform.kv_cache_specs[name].page_size_bytes * num_blocks, shared_by=(name,))
+            for name in groups[0].layer_names
+        )
+    else:
+        # `group_size` tensors, tensor i shared by layer i of every group
+        group_size = max(len(group.layer_names) for group in groups)
+        assert group_size > 0, "group_size must be greater than 0"
+        page_size = _uniform_page_size(group.kv_cache_spec for group in groups)
+        num_blocks, logs = _override(
+            max(available_bytes // page_size // group_size, 0), num_gpu_blocks_override
+        )
+        tensors = tuple(
+            KVCacheTensor(
+                size=page_size * num_blocks,
+                shared_by=tuple(group.layer_names[i] for group in groups if i < len(group.layer_names)),
+            )
+            for i in range(group_size)
+        )
+    return KVCacheConfig(num_blocks=num_blocks, kv_cache_tensors=tensors, kv_cache_groups=tuple(groups)), logs
+
+
+def project_groups(
+    groups: Sequence[KVCacheGroupSpec], worker_specs: Mapping[str, KVCacheSpec]
+) -> tuple[KVCacheGroupSpec, ...]:
+    """The global groups restricted to one worker's layers; a group may end up empty."""
+    projected = []
+    for group in groups:
+        names = tuple(name for name in group.layer_names if name in worker_specs)
+        spec = group.kv_cache_spec
+        if names and isinstance(spec, UniformTypeKVCacheSpecs):
+            spec = UniformTypeKVCacheSpecs(
+                block_size=spec.block_size, kv_cache_specs={name: spec.kv_cache_specs[name] for name in names}
+            )
+        projected.append(KVCacheGroupSpec(names, spec))
+    return tuple(projected)
+
+
+def max_concurrency(config: KVCacheConfig, limits: SizingLimits) -> float:
+    """How many `max_model_len` requests the pool holds at once, by vLLM's formula."""
+    layers_per_group = max(len(group.layer_names) for group in config.kv_cache_groups)
+    per_request = layers_per_group * sum(
+        group.kv_cache_spec.max_memory_usage_bytes(limits) for group in config.kv_cache_groups
+    )
+    per_block = config.kv_cache_groups[0].kv_cache_spec.page_size_bytes * layers_per_group
+    return config.num_blocks / cdiv(per_request, per_block)
+
+
+def gpu_kv_cache_tokens(config: KVCacheConfig) -> int:
+    """vLLM's nominal token figure: blocks per group times the smallest block size."""
+    min_block_size = min(group.kv_cache_spec.block_size for group in config.kv_cache_groups)
+    return config.num_blocks // len(config.kv_cache_groups) * min_block_size
+
+
+def kv_bytes_per_token(specs: Mapping[str, KVCacheSpec]) -> float:
+    """Bytes one token costs on one worker: each layer's page over its block size, summed
+    (a Mamba layer's share is nominal: its page holds a whole request's state)."""
+    return sum(spec.page_size_bytes / spec.block_size for spec in specs.values())
+
+
+def report_lines(config: KVCacheConfig, limits: SizingLimits) -> tuple[str, str]:
+    return (
+        f"GPU KV cache size: {gpu_kv_cache_tokens(config):,} tokens",
+        f"Maximum concurrency for {limits.max_model_len:,} tokens per request: "
+        f"{max_concurrency(config, limits):.2f}x",
+    )
+
+
+def _merge_worker_specs(worker_specs: Sequence[Mapping[str, KVCacheSpec]]) -> dict[str, KVCacheSpec]:
+    merged: dict[str, KVCacheSpec] = {}
+    for specs in worker_specs:
+        for name, spec in specs.items():
+            if merged.setdefault(name, spec) != spec:
+                raise GroupingError(
+                    "The KV cache specs for the same layer are different across workers. "
+                    "This is not supported yet."
+                )
+    return merged
+
+
+def _auto_fit_max_model_len(
+    projected: Sequence[Sequence[KVCacheGroupSpec]], available: Sequence[int], limits: SizingLimits
+) -> tuple[int, str | None]:
+    """The largest `max_model_len` every worker holds and vLLM's log line; 0 and no line when not
+    even one token fits."""
+    original = limits.max_model_len
+    if all(not groups for groups in projected):
+        return original, (
+            f"Auto-fit max_model_len: attention-free model, using derived max_model_len={original}"
+        )
+    best, limiting_bytes = original, available[0]
+    for groups, avail in zip(projected, available, strict=True):
+        if groups:
+            worker_best = estimate_max_model_len_from_groups(groups, avail, limits)
+            if worker_best < best:
+                best, limiting_bytes = worker_best, avail
+    if best <= 0:
+        return 0, None
+    if best >= original:
+        return original, (
+            f"Auto-fit max_model_len: full model context length {original} fits in available GPU memory"
+        )
+    return best, (
+        f"Auto-fit max_model_len: reduced from {original} to {best} to fit in available GPU memory "
+        f"({format_gib(limiting_bytes)} GiB available for KV cache)"
+    )
+
+
+def _shrink(config: KVCacheConfig, num_blocks: int) -> KVCacheConfig:
+    old = config.num_blocks
+    tensors = tuple(
+        replace(tensor, size=tensor.size // old * num_blocks if old else 0)
+        for tensor in config.kv_cache_tensors
+    )
+    return replace(config, num_blocks=num_blocks, kv_cache_tensors=tensors)
+
+
+def size_kv_cache(
+    worker_specs: Sequence[Mapping[str, KVCacheSpec]],
+    available_bytes_per_worker: Sequence[int],
+    limits: SizingLimits,
+    num_gpu_blocks_override: int | None = None,
+    auto_fit: bool = False,
+    disable_hybrid_kv_cache_manager: bool = False,
+) -> SizingResult:
+    """vLLM's `get_kv_cache_configs` and `_report_kv_cache_config` for these workers.
+
+    `worker_specs` has one dict per worker (layer name -> spec, in model order) and
+    `available_bytes_per_worker` the KV memory of each. `limits.max_model_len` is the model's
+    derived length; with `auto_fit` it is reduced to what every worker holds."""
+    if len(worker_specs) != len(available_bytes_per_worker):
+        raise ValueError("one available-memory figure per worker is needed")
+    grouping = get_kv_cache_groups(_merge_worker_specs(worker_specs), disable_hybrid_kv_cache_manager)
+    projected = [project_groups(grouping.groups, specs) for specs in worker_specs]
+    logs = list(grouping.logs)
+
+    def refused(message: str, needed: tuple[int, ...], estimated: int | None = None) -> SizingResult:
+        return SizingResult(
+            fits=False, finding=message, max_model_len=limits.max_model_len, groups=grouping.groups,
+            worker_configs=(), bytes_needed_per_worker=needed, estimated_max_model_len=estimated,
+            log_lines=tuple(logs),
+        )
+
+    if auto_fit:
+        fitted_len, fit_log = _auto_fit_max_model_len(projected, available_bytes_per_worker, limits)
+        if fit_log is None:
+            needed = tuple(max_memory_usage_bytes_from_groups(groups, limits) for groups in projected)
+            return refused(CANNOT_AUTO_FIT, needed)
+        logs.append(fit_log)
+        limits = replace(limits, max_model_len=fitted_len)
+
+    needed = tuple(max_memory_usage_bytes_from_groups(groups, limits) for groups in projected)
+    for groups, avail, need in zip(projected, available_bytes_per_worker, needed, strict=True):
+        if not groups:
+            continue
+
+        def estimate(available: int, groups: Sequence[KVCacheGroupSpec] = groups) -> int:
+            return estimate_max_model_len_from_groups(groups, available, limits)
+
+        finding = check_enough_kv_cache_memory(avail, need, limits.max_model_len, estimate)
+        if finding is not None:
+            return refused(finding, needed, estimate(avail) if 0 < avail < need else None)
+
+    configs = []
+    for groups, specs, avail in zip(projected, worker_specs, available_bytes_per_worker, strict=True):
+        assert sum(len(group.layer_names) for group in groups) == len(specs), (
+            "Some layers are not assigned to any group."
+        )
+        config, override_logs = kv_cache_config_from_groups(groups, avail, num_gpu_blocks_override)
+        configs.append(config)
+        logs.extend(override_logs)
+    min_blocks = min(config.num_blocks for config in configs)
+    configs = [_shrink(config, min_blocks) for config in configs]
+
+    first = configs[0]
+    if not first.kv_cache_groups:
+        return SizingResult(
+            fits=True, finding=None, max_model_len=limits.max_model_len, groups=grouping.groups,
+            worker_configs=tuple(configs), bytes_needed_per_worker=needed, log_lines=tuple(logs),
+        )
+    for config in configs:
+        # vLLM logs these once (`info_once`): every worker prints the same two lines
+        for line in report_lines(config, limits):
+            if line not in logs:
+                logs.append(line)
+    return SizingResult(
+        fits=True, finding=None, max_model_len=limits.max_model_len, groups=grouping.groups,
+        worker_configs=tuple(configs), bytes_needed_per_worker=needed,
+        gpu_kv_cache_tokens=gpu_kv_cache_tokens(first), max_concurrency=max_concurrency(first, limits),
+        log_lines=tuple(logs),
+    )

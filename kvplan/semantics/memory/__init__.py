@@ -1,0 +1,1 @@
+"""vLLM's memory accounting: the budget formula and its log lines."""

@@ -1,3 +1,0 @@
-"""`kvplan simulate`: workloads, arrivals, the step-time model, metrics and capacity answers.
-
-Pure Python on top of ``kvplan.engine``; nothing here imports torch or transformers."""

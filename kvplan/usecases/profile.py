@@ -1,0 +1,374 @@
+"""`kvplan profile`: vLLM 0.17.1's start-up on one device, in its order
+(`vllm-kv-semantics.md` section 2): snapshot and `requested`, load the model, profile run,
+non-KV memory, available KV memory, sizing (the very functions `kvplan plan` uses), then the
+KV tensors allocated and checked.
+
+Public API:
+    ProfileOptions(request, backend="auto", device_index=0, load_format="dummy", ...)
+    run_profile(options, progress=None) -> ProfileResult
+    choose_backend(name, ...) -> the backend name "auto" resolves to"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from kvplan.errors import KvplanError
+from kvplan.gpus.catalog import DEFAULT_GPU, GpuSpec, list_gpus
+from kvplan.measure.backend import (
+    BACKENDS,
+    LOAD_FORMATS,
+    ActivationMeasurement,
+    AllocationReport,
+    DeviceSnapshot,
+    MemoryBackend,
+    ModelSource,
+    WeightsMeasurement,
+)
+from kvplan.measure.dummy_run import ProfileBatch, profile_batch
+from kvplan.measure.dummy_sampler import ASSUMED_MULTIPROCESSORS, MULTIPROCESSORS
+from kvplan.measure.nvml import NvmlReport
+from kvplan.semantics.kv.sizing import estimate_max_model_len_from_groups
+from kvplan.semantics.kv.specs import SizingLimits
+from kvplan.semantics.memory.budget import (
+    KvCacheMemorySuggestion,
+    MemoryBudget,
+    available_memory_lines,
+    check_utilization,
+    kv_cache_memory_suggestion,
+    model_loading_line,
+    requested_memory,
+    startup_refusal,
+    utilization_for,
+)
+from kvplan.units import format_gib
+from kvplan.usecases.plan import PlanRequest, PlanResult, Setup, plan, settle
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class ProfileOptions:
+    """`request` carries vLLM's knobs (its `kv_cache_memory_bytes` is `--kv-cache-memory`);
+    the rest is how kvplan measures."""
+
+    request: PlanRequest
+    backend: str = "auto"
+    device_index: int = 0
+    load_format: str = "dummy"
+    attention_backend: str = "flash_attn"
+    allocate: bool = True
+    non_torch_bytes: int | None = None      # --non-torch-bytes, for backends that cannot measure it
+    cuda_graph_bytes: int | None = None     # --cuda-graph-bytes (vLLM's "Graph capturing ... took")
+    cuda_context_bytes: int | None = None   # --cuda-context-bytes, for backends that cannot measure it
+
+
+@dataclass(frozen=True)
+class OutsideRequested:
+    """What 0.17.1 leaves out of `total x utilisation` and must fit in `total - requested`."""
+
+    headroom_bytes: int
+    cuda_context_bytes: int | None
+    cuda_context_source: str
+    cuda_graph_bytes: int | None
+    cuda_graph_source: str
+
+    @property
+    def known_bytes(self) -> int:
+        return (self.cuda_context_bytes or 0) + (self.cuda_graph_bytes or 0)
+
+    @property
+    def fits(self) -> bool | None:
+        """None while a term is unknown and the known ones fit."""
+        if self.known_bytes > self.headroom_bytes:
+            return False
+        if self.cuda_context_bytes is None or self.cuda_graph_bytes is None:
+            return None
+        return True
+
+
+@dataclass(frozen=True)
+class TargetKnobs:
+    """What reaches one request of `max_model_len` tokens, and vLLM's own suggestion."""
+
+    max_model_len: int
+    kv_cache_memory_bytes: int              # bytes one such request needs (vLLM's memory check)
+    gpu_memory_utilization: float | None    # the smallest that leaves them; None: not even 1.0
+    largest_max_model_len: int              # the longest request the available memory holds
+    suggestion: KvCacheMemorySuggestion
+
+
+@dataclass(frozen=True)
+class ProfileResult:
+    options: ProfileOptions
+    setup: Setup
+    backend: str
+    predicted: bool
+    device_label: str
+    gpu: GpuSpec | None
+    snapshot: DeviceSnapshot
+    batch: ProfileBatch
+    weights: WeightsMeasurement | None
+    activations: ActivationMeasurement | None
+    budget: MemoryBudget | None
+    non_torch_source: str
+    plan: PlanResult | None
+    allocation: AllocationReport | None
+    outside: OutsideRequested
+    target: TargetKnobs | None
+    finding: str | None                     # vLLM's refusal: the configuration does not fit
+    vllm_log: tuple[str, ...]
+    warnings: tuple[str, ...]
+    timings: dict[str, float]
+    nvml: NvmlReport | None = None
+
+    @property
+    def fits(self) -> bool:
+        return self.finding is None
+
+
+def choose_backend(name: str, cuda_is_usable: Callable[[], bool]) -> str:
+    if name not in BACKENDS:
+        raise KvplanError(f"--backend {name!r}: choose one of {', '.join(BACKENDS)}")
+    if name == "auto":
+        return "cuda" if cuda_is_usable() else "fake"
+    return name
+
+
+def _catalog_gpu_named(device_name: str) -> GpuSpec | None:
+    """The catalog entry whose name is the CUDA device's name, if exactly one matches."""
+    matches = [gpu for gpu in list_gpus() if gpu.name.lower() == device_name.strip().lower()]
+    return matches[0] if len(matches) == 1 else None
+
+
+def _model_directory(setup: Setup) -> Path | None:
+    if setup.resolved.source in ("local", "hf-cache"):
+        return Path(setup.resolved.path).parent
+    return None
+
+
+def _check_options(options: ProfileOptions) -> None:
+    check_utilization(options.request.gpu_memory_utilization)
+    if options.load_format not in LOAD_FORMATS:
+        raise KvplanError(f"--load-format {options.load_format!r}: choose dummy (random weights) or auto")
+    request = options.request
+    if request.tensor_parallel_size != 1 or request.pipeline_parallel_size != 1:
+        raise KvplanError(
+            "kvplan profile measures one GPU that holds the whole model; for --tensor-parallel-size or "
+            "--pipeline-parallel-size above 1 use `kvplan plan --kv-cache-memory BYTES`"
+        )
+    for flag, value in (
+        ("--non-torch-bytes", options.non_torch_bytes), ("--cuda-graph-bytes", options.cuda_graph_bytes),
+        ("--cuda-context-bytes", options.cuda_context_bytes),
+    ):
+        if value is not None and value < 0:
+            raise KvplanError(f"{flag} must be 0 or more bytes")
+
+
+def _cuda_backend(options: ProfileOptions) -> tuple[MemoryBackend, PlanRequest, NvmlReport]:
+    """The GPU, and the request planned for its measured total (and its catalog entry, if any)."""
+    from kvplan.measure.cuda import CudaBackend
+    from kvplan.measure.nvml import query_nvml
+
+    backend = CudaBackend(options.device_index)
+    _free, total = backend.cuda.mem_get_info(backend.device)
+    request = options.request
+    gpu_key = request.gpu or (gpu.key if (gpu := _catalog_gpu_named(backend.device_name)) else None)
+    return backend, replace(request, gpu=gpu_key, gpu_memory_bytes=int(total)), query_nvml(options.device_index)
+
+
+def _host_backend(name: str, setup: Setup) -> MemoryBackend:
+    """The fake or cpu backend, planning for the GPU the setup names."""
+    total = setup.device.total_bytes
+    assert total is not None
+    multiprocessors = MULTIPROCESSORS.get(setup.device.gpu.key) if setup.device.gpu else None
+    if name == "fake":
+        from kvplan.measure.fake import FakeBackend
+
+        return FakeBackend(total, _label(setup), multiprocessors)
+    from kvplan.measure.cpu import CpuBackend
+
+    return CpuBackend(total, _label(setup), multiprocessors)
+
+
+def _label(setup: Setup) -> str:
+    gpu = setup.device.gpu
+    if gpu is not None:
+        return f"{gpu.name} ({gpu.key})"
+    return f"a {format_gib(setup.device.total_bytes or 0)} GiB GPU (--gpu-memory)"
+
+
+def _outside(options: ProfileOptions, backend: str, snapshot: DeviceSnapshot, headroom: int,
+             nvml: NvmlReport | None) -> OutsideRequested:
+    if options.cuda_context_bytes is not None:
+        context, context_source = options.cuda_context_bytes, "--cuda-context-bytes"
+    elif backend == "cuda":
+        others = nvml.other_processes_bytes() if nvml else 0
+        context = snapshot.non_torch_bytes - others
+        context_source = "measured: non-torch memory at start-up" + (", less other processes (NVML)" if others else "")
+    else:
+        context, context_source = None, f"not measured ({backend} backend); --cuda-context-bytes sets it"
+    if options.cuda_graph_bytes is not None:
+        graphs, graph_source = options.cuda_graph_bytes, "--cuda-graph-bytes"
+    else:
+        # kvplan runs the Hugging Face model, not vLLM's graph capture
+        graphs = None
+        graph_source = "not measured; --cuda-graph-bytes sets it (vLLM logs 'Graph capturing ... took X GiB')"
+    return OutsideRequested(headroom, context, context_source, graphs, graph_source)
+
+
+def run_profile(options: ProfileOptions, progress: Progress | None = None) -> ProfileResult:
+    """Everything `kvplan profile` does, as data; bad input raises KvplanError."""
+    say = progress or (lambda _stage: None)
+    timings: dict[str, float] = {}
+    warnings: list[str] = []
+    _check_options(options)
+
+    from kvplan.measure.cuda import cuda_usable
+
+    name = choose_backend(options.backend, cuda_usable)
+    say(f"starting the {name} backend")
+    nvml: NvmlReport | None = None
+    start = time.perf_counter()
+    if name == "cuda":
+        backend, request, nvml = _cuda_backend(options)
+        warnings.extend(nvml.warnings())
+        setup = settle(request)
+    else:
+        request = options.request
+        if request.gpu is None and request.gpu_memory_bytes is None:
+            request = replace(request, gpu=DEFAULT_GPU)
+            warnings.append(
+                f"no GPU given: predicting for the reference GPU {DEFAULT_GPU}; pass --gpu KEY or --gpu-memory"
+            )
+        setup = settle(request)
+        backend = _host_backend(name, setup)
+    timings["settle_s"] = time.perf_counter() - start
+
+    # 1. start-up snapshot and vLLM's refusal when less than `requested` is free
+    snapshot = backend.snapshot()
+    utilization = request.gpu_memory_utilization
+    refusal = startup_refusal(snapshot.free_bytes, snapshot.total_bytes, utilization, backend.device_label)
+    batch = profile_batch(setup.batch.max_num_batched_tokens, setup.batch.max_num_seqs)
+    headroom = snapshot.total_bytes - requested_memory(snapshot.total_bytes, utilization)
+    outside = _outside(options, name, snapshot, headroom, nvml)
+    if refusal is not None:
+        return ProfileResult(
+            options=options, setup=setup, backend=name, predicted=backend.predicted,
+            device_label=backend.device_label, gpu=setup.device.gpu, snapshot=snapshot, batch=batch,
+            weights=None, activations=None, budget=None, non_torch_source="", plan=None, allocation=None,
+            outside=outside, target=None, finding=refusal, vllm_log=tuple(setup.logs), warnings=tuple(warnings),
+            timings=timings, nvml=nvml,
+        )
+
+    # 2. the model
+    say(f"loading {setup.shape.model_id} ({options.load_format} weights, {setup.model_dtype})")
+    source = ModelSource(
+        model_id=setup.shape.model_id, config=setup.resolved.config, dtype=setup.model_dtype,
+        load_format=options.load_format,  # type: ignore[arg-type]
+        directory=_model_directory(setup), trust_remote_code=request.trust_remote_code,
+    )
+    weights = backend.load_model(source)
+    timings["load_s"] = weights.seconds
+    weights_bytes = weights.weights_bytes
+    if setup.shape.quantization:
+        from kvplan.semantics.models.weights import weights_for
+
+        # transformers builds a quantized checkpoint unquantized; its scheme gives the real bytes
+        estimate = weights_for(setup.resolved, setup.model_dtype, trust_remote_code=request.trust_remote_code)
+        weights_bytes = estimate.per_rank_bytes
+        warnings.append(
+            f"quantized checkpoint: weights are {format_gib(weights_bytes)} GiB by its scheme "
+            f"({estimate.method}); the transformers build measured {format_gib(weights.weights_bytes)} GiB "
+            "unquantized, and the activation peak is the unquantized model's"
+        )
+
+    if setup.shape.is_hybrid:
+        warnings.append(
+            "Mamba / linear-attention layers run transformers' reference (unfused) code, which holds chunked-scan "
+            "tensors vLLM's kernels do not: the activation peak is an upper bound"
+        )
+
+    # 3. the profile run: forward of max_num_batched_tokens over min(tokens, max_num_seqs) requests
+    multiprocessors = backend.multiprocessors()
+    if multiprocessors is None:
+        multiprocessors = ASSUMED_MULTIPROCESSORS
+        warnings.append(
+            f"SM count of this GPU unknown: the sampler's top-k/top-p scratch buffer assumes {multiprocessors}"
+        )
+    say(f"profile run: {batch.num_tokens} tokens over {batch.num_reqs} requests, then the dummy sampler")
+    activations = backend.profile(batch, multiprocessors)
+    timings["profile_s"] = activations.seconds
+    backend.release_model()
+
+    # 4. non-KV memory and what is left for the KV cache
+    if activations.non_torch_increase_bytes is not None:
+        non_torch, non_torch_source = activations.non_torch_increase_bytes, "measured"
+    elif options.non_torch_bytes is not None:
+        non_torch, non_torch_source = options.non_torch_bytes, "--non-torch-bytes"
+    elif setup.device.gpu is not None and setup.device.gpu.non_torch_bytes is not None:
+        non_torch, non_torch_source = setup.device.gpu.non_torch_bytes, f"GPU catalog ({setup.device.gpu.key})"
+    else:
+        non_torch, non_torch_source = 0, "assumed 0"
+        warnings.append(
+            f"non-torch memory (cuBLAS workspaces, NCCL and attention-backend buffers) is not measured by the "
+            f"{name} backend and the GPU catalog has no figure for this GPU yet, so it is taken as 0; pass "
+            "--non-torch-bytes to set it"
+        )
+    budget = MemoryBudget(
+        total_bytes=snapshot.total_bytes, free_at_start_bytes=snapshot.free_bytes, utilization=utilization,
+        weights_bytes=weights_bytes, activation_peak_bytes=activations.activation_peak_bytes,
+        non_torch_bytes=non_torch, kv_cache_memory_override=options.request.kv_cache_memory_bytes,
+    )
+
+    # 5. sizing with the functions of `kvplan plan`, then the tensors
+    say("sizing the KV cache")
+    result = plan(replace(request, kv_cache_memory_bytes=budget.available_kv_bytes), setup)
+    allocation = None
+    finding = result.sizing.finding
+    config = result.kv_config
+    if result.fits and options.allocate and config is not None and config.kv_cache_tensors:
+        pool_bytes = sum(tensor.size for tensor in config.kv_cache_tensors)
+        say(f"allocating {len(config.kv_cache_tensors)} KV tensors ({format_gib(pool_bytes)} GiB)")
+        allocation = backend.allocate(config, options.attention_backend)
+        timings["allocate_s"] = allocation.seconds
+        if not allocation.check.passed:
+            finding = f"the KV tensors failed the slot-mapping round trip: {allocation.check}"
+
+    target = _target(result, setup, budget, options)
+    if outside.fits is False:
+        warnings.append(
+            f"the CUDA context and CUDA-graph pool ({format_gib(outside.known_bytes)} GiB) do not fit in the "
+            f"{format_gib(outside.headroom_bytes)} GiB outside gpu_memory_utilization: vLLM may run out of memory "
+            "capturing graphs"
+        )
+    log = (
+        *setup.logs, model_loading_line(weights_bytes, weights.seconds), *available_memory_lines(budget),
+        *result.sizing.log_lines,
+    )
+    return ProfileResult(
+        options=options, setup=setup, backend=name, predicted=backend.predicted, device_label=backend.device_label,
+        gpu=setup.device.gpu, snapshot=snapshot, batch=batch, weights=replace(weights, weights_bytes=weights_bytes),
+        activations=activations, budget=budget, non_torch_source=non_torch_source, plan=result,
+        allocation=allocation, outside=outside, target=target, finding=finding, vllm_log=tuple(log),
+        warnings=tuple(warnings) + tuple(result.warnings), timings=timings, nvml=nvml,
+    )
+
+
+def _target(result: PlanResult, setup: Setup, budget: MemoryBudget, options: ProfileOptions) -> TargetKnobs | None:
+    groups = result.sizing.groups
+    if not groups:
+        return None
+    needed = result.sizing.bytes_needed_for_one_max_len_request
+    limits = SizingLimits(int(setup.shape.max_model_len), setup.batch.max_num_batched_tokens)
+    available = budget.available_kv_bytes
+    largest = estimate_max_model_len_from_groups(groups, available, limits) if available > 0 else 0
+    return TargetKnobs(
+        max_model_len=result.sizing.max_model_len,
+        kv_cache_memory_bytes=needed,
+        gpu_memory_utilization=utilization_for(budget.total_bytes, budget.non_kv_bytes, max(needed, 1)),
+        largest_max_model_len=largest,
+        suggestion=kv_cache_memory_suggestion(budget, options.cuda_graph_bytes or 0),
+    )

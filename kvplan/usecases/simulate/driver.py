@@ -1,0 +1,477 @@
+"""The simulation driver: a workload through the engine's scheduler, step by step, into metrics.
+
+Two front ends share the one engine. A request list timed in steps (the trace-replay format) runs
+through ``kvplan.semantics.engine.replay.replay`` itself, so it gives the same per-step numbers as
+``kvplan replay``. Everything timed in seconds (a request mix, ``arrival_time`` lists) runs
+through ``_run_timed``: arrivals join the waiting queue at the first step that starts after
+them, each step lasts what the step-time model estimates, the clock jumps over idle stretches,
+and a multi-turn conversation's next turn arrives a think time after the previous one finished.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, TextIO
+
+from kvplan.errors import KvplanError
+from kvplan.semantics.engine.config import EngineConfig
+from kvplan.semantics.engine.replay import is_stalled, replay
+from kvplan.semantics.engine.request import Request
+from kvplan.semantics.engine.scheduler import ModelRunner, Scheduler, StepResult
+from kvplan.semantics.engine.trace import (
+    CONFIG_KEYS,
+    PREFIX_TOKEN_BASE,
+    TOKENS_PER_ID,
+    Trace,
+    TraceRequest,
+    parse_trace,
+)
+from kvplan.usecases.simulate.engine_source import EngineOverrides, ResolvedEngine, resolve_engine
+from kvplan.usecases.simulate.json_fields import WorkloadError, as_number
+from kvplan.usecases.simulate.metrics import Recorder, RequestRecord, RunMetrics
+from kvplan.usecases.simulate.timing import StepLoad, StepTimeModel, choose_step_time
+from kvplan.usecases.simulate.workload import PlannedConversation, Workload, plan_conversations
+
+if TYPE_CHECKING:
+    from kvplan.usecases.simulate.capacity_search import Capacity
+
+RESULT_SCHEMA_VERSION = 1
+# Conversation tokens: conversation c owns ids [BASE + c * STRIDE, BASE + (c + 1) * STRIDE), far
+# above the trace format's prefix, unique and output ranges, so no two requests share a token by accident.
+CONVERSATION_TOKEN_BASE = 10**12
+CONVERSATION_TOKEN_STRIDE = 10**9
+EXPLICIT_CLASS = "requests"
+
+Progress = Callable[[int, int], None]
+
+
+@dataclass(frozen=True)
+class SimOptions:
+    overrides: EngineOverrides = field(default_factory=EngineOverrides)
+    seed: int | None = None
+    step_time_ms: float | None = None
+    # an engine resolved by the caller (`kvplan profile --workload`: the pool it allocated), in
+    # place of the workload's engine section and the overrides
+    engine: ResolvedEngine | None = None
+
+
+@dataclass(frozen=True)
+class Setup:
+    """Everything fixed before a run: the engine, the time model, and what arrives."""
+
+    workload: Workload
+    engine: ResolvedEngine
+    timer: StepTimeModel | None
+    seed: int
+    class_names: tuple[str, ...]
+    prefix_ids: tuple[int | None, ...]  # per class: index of its named shared prefix
+    explicit: tuple[TraceRequest, ...]
+    explicit_times: tuple[float, ...] | None
+    notes: tuple[str, ...]
+
+    @property
+    def config(self) -> EngineConfig:
+        return self.engine.config
+
+    @property
+    def in_steps(self) -> bool:
+        return self.workload.arrivals_in_steps
+
+    @property
+    def kv_bytes_per_token(self) -> int | None:
+        """From the profile or plan, else from the timing section."""
+        facts = self.engine.facts.kv_bytes_per_token
+        return facts if facts is not None else self.workload.timing.kv_bytes_per_token
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    metrics: RunMetrics
+    records: tuple[RequestRecord, ...]  # in arrival order
+    num_rejected: int
+    num_conversations_cut: int
+
+
+def prepare(workload: Workload, options: SimOptions) -> Setup:
+    """Resolve the engine and the time model and validate the requests against them."""
+    where = workload.name
+    engine = options.engine or resolve_engine(workload.engine, options.overrides, where)
+    timer, timing_notes = choose_step_time(workload.timing, engine.facts, step_time_ms=options.step_time_ms,
+                                           gpu=options.overrides.gpu)
+    seed = options.seed if options.seed is not None else workload.seed
+    notes = [*engine.notes, *timing_notes]
+    explicit: tuple[TraceRequest, ...] = ()
+    times: tuple[float, ...] | None = None
+    if workload.is_explicit:
+        explicit, times = _parse_explicit(workload, engine.config)
+        class_names: tuple[str, ...] = (EXPLICIT_CLASS,)
+        prefix_ids: tuple[int | None, ...] = (None,)
+    else:
+        class_names = tuple(c.name for c in workload.classes)
+        prefix_ids = _prefix_ids(workload)
+        notes.extend(_prefix_notes(workload, engine.config))
+    if timer is None and not workload.arrivals_in_steps:
+        raise KvplanError(
+            f"{where}: timing: arrivals are in seconds but no step time can be estimated: give "
+            "timing.step_time_ms, --step-time-ms, engine.profile or engine.model (or timing.weights_bytes "
+            "and timing.kv_bytes_per_token for a roofline)")
+    return Setup(workload, engine, timer, seed, class_names, prefix_ids, explicit, times, tuple(notes))
+
+
+def _parse_explicit(
+    workload: Workload, config: EngineConfig,
+) -> tuple[tuple[TraceRequest, ...], tuple[float, ...] | None]:
+    """Validate an explicit list with the trace format's own rules (token ids, lengths, ids)."""
+    timed = [("arrival_time" in r) if isinstance(r, dict) else False for r in workload.requests]
+    if any(timed) and not all(timed):
+        index = timed.index(not timed[0])
+        raise KvplanError(f"{workload.name}: requests[{index}]: every request needs arrival_time once one has "
+                          "it (seconds), or none does (arrival_step, in scheduler steps)")
+    times: list[float] = []
+    rows = []
+    for index, row in enumerate(workload.requests):
+        if timed[index]:
+            row = dict(row)
+            if "arrival_step" in row:
+                raise KvplanError(f"{workload.name}: requests[{index}]: give arrival_time or arrival_step, not both")
+            try:
+                times.append(as_number(row.pop("arrival_time"), f"requests[{index}].arrival_time", minimum=0))
+            except WorkloadError as error:
+                raise KvplanError(f"{workload.name}: {error}") from None
+        rows.append(row)
+    document = {"config": {k: getattr(config, k) for k in CONFIG_KEYS}, "requests": rows}
+    trace = parse_trace(document, source=f"{workload.name} ({workload.requests_source})"
+                        if workload.requests_source != workload.name else workload.name)
+    return trace.requests, (tuple(times) if all(timed) else None)
+
+
+def _prefix_ids(workload: Workload) -> tuple[int | None, ...]:
+    names: dict[str, int] = {}
+    out = []
+    for request_class in workload.classes:
+        prefix = request_class.shared_prefix
+        out.append(None if prefix is None else names.setdefault(prefix.name, len(names)))
+    return tuple(out)
+
+
+def _prefix_notes(workload: Workload, config: EngineConfig) -> list[str]:
+    notes = []
+    lengths: dict[str, int] = {}
+    for index, request_class in enumerate(workload.classes):
+        prefix = request_class.shared_prefix
+        if prefix is None:
+            continue
+        where = f"classes[{index}] ({request_class.name})"
+        if prefix.tokens > TOKENS_PER_ID:
+            raise KvplanError(f"{workload.name}: {where}.shared_prefix.tokens: at most {TOKENS_PER_ID:,} "
+                              "(the token-id rule gives each prefix a million ids)")
+        if lengths.setdefault(prefix.name, prefix.tokens) != prefix.tokens:
+            raise KvplanError(f"{workload.name}: {where}.shared_prefix: {prefix.name!r} has "
+                              f"{lengths[prefix.name]} tokens in another class; one name, one prompt")
+        if not config.enable_prefix_caching:
+            notes.append(f"{where}: shared prefix {prefix.name!r} cannot hit: prefix caching is off")
+        elif prefix.tokens < config.block_size:
+            notes.append(f"{where}: shared prefix {prefix.name!r} ({prefix.tokens} tokens) is shorter than one "
+                         f"block ({config.block_size} tokens), so it can never be a prefix-cache hit")
+        elif prefix.tokens % config.block_size:
+            shared = prefix.tokens // config.block_size * config.block_size
+            notes.append(f"{where}: only {shared} of the {prefix.tokens} tokens of shared prefix {prefix.name!r} "
+                         f"can hit (whole {config.block_size}-token blocks)")
+    return notes
+
+
+# ---------------------------------------------------------------------------- running
+
+
+def run(setup: Setup, *, config: EngineConfig | None = None, rate_factor: float = 1.0,
+        progress: Progress | None = None, timeline: TextIO | None = None,
+        model_runner: ModelRunner | None = None) -> RunOutcome:
+    """One simulation of the setup, optionally with another engine config or a scaled rate;
+    ``model_runner`` runs inside every step (see ``Scheduler``)."""
+    config = config or setup.config
+    recorder = Recorder(config.num_gpu_blocks - 1, config.block_size, setup.class_names,
+                        timed=setup.timer is not None, timeline=timeline)
+    if setup.in_steps:
+        return _run_in_steps(setup, config, recorder, progress, model_runner)
+    return _run_timed(setup, config, recorder, rate_factor, progress, model_runner)
+
+
+def _step_seconds(setup: Setup) -> Callable[[StepLoad], float] | None:
+    return setup.timer.seconds if setup.timer is not None else None
+
+
+def _run_in_steps(setup: Setup, config: EngineConfig, recorder: Recorder, progress: Progress | None,
+                  model_runner: ModelRunner | None) -> RunOutcome:
+    trace = Trace(config, setup.explicit)
+    by_id = {r.request_id: r for r in trace.requests}
+    seconds = _step_seconds(setup)
+    clock = [0.0]
+    total = len(trace.requests)
+
+    def observe(result: StepResult, scheduler: Scheduler, arrived: list[str]) -> None:
+        for request_id in arrived:
+            request = by_id[request_id]
+            recorder.add_request(request_id, _record(0, request.prompt_len, request.max_tokens, config,
+                                                     result.step, clock[0] if seconds else None))
+        head = scheduler.waiting[0].request_id if scheduler.waiting else None
+        clock[0] += recorder.observe(result, len(scheduler.running), len(scheduler.waiting), head, clock[0], seconds)
+        if progress is not None and result.step % 128 == 0:
+            progress(total - len(recorder.live) - _not_arrived(trace, result.step), total)
+
+    summary = replay(trace, observe, model_runner)
+    records = tuple(recorder.records[r.request_id] for r in trace.requests if r.request_id in recorder.records)
+    return RunOutcome(recorder.finish(summary.stalled, 0.0), records, 0, 0)
+
+
+def _not_arrived(trace: Trace, step: int) -> int:
+    return sum(1 for r in trace.requests if r.arrival_step > step)
+
+
+def _record(class_index: int, prompt: int, max_tokens: int, config: EngineConfig, step: int,
+            time: float | None, turn: int = 0) -> RequestRecord:
+    # the engine stops a request at max_model_len tokens, so it may generate fewer than max_tokens
+    outputs = min(max_tokens, config.max_model_len - prompt)
+    return RequestRecord(class_index, prompt, max_tokens, outputs, step, time, turn)
+
+
+class _Conversation:
+    """A request mix's arrival in flight: where its tokens stand and which turn comes next."""
+
+    __slots__ = ("base", "plan", "position", "prefix", "turn")
+
+    def __init__(self, plan: PlannedConversation, prefix: list[int]) -> None:
+        self.plan = plan
+        self.prefix = prefix
+        self.base = CONVERSATION_TOKEN_BASE + plan.ordinal * CONVERSATION_TOKEN_STRIDE
+        self.position = 0  # conversation tokens (user and generated) before the current turn
+        self.turn = 0
+
+
+def _run_timed(setup: Setup, config: EngineConfig, recorder: Recorder, rate_factor: float,
+               progress: Progress | None, model_runner: ModelRunner | None) -> RunOutcome:
+    seconds = _step_seconds(setup)
+    assert seconds is not None
+    pending: list[tuple[float, int, int]] = []  # (time, tie-breaker, ordinal)
+    conversations: list[_Conversation] = []
+    if setup.workload.is_explicit:
+        assert setup.explicit_times is not None
+        for ordinal, time in enumerate(setup.explicit_times):
+            pending.append((time / rate_factor, ordinal, ordinal))
+    else:
+        prefixes: dict[int, list[int]] = {}
+        for plan in plan_conversations(setup.workload, setup.seed, rate_factor):
+            prefix = _prefix_tokens(setup, plan.class_index, prefixes)
+            conversations.append(_Conversation(plan, prefix))
+            pending.append((plan.arrival_time, plan.ordinal, plan.ordinal))
+    heapq.heapify(pending)
+    total = len(setup.explicit) if setup.workload.is_explicit else sum(len(c.plan.turns) for c in conversations)
+    owner: dict[str, int] = {}  # request id -> conversation ordinal
+    tie = len(pending)
+    rejected = cut = 0
+
+    scheduler = Scheduler(config, model_runner)
+    first_arrival = pending[0][0] if pending else 0.0
+    now = first_arrival
+    stalled = False
+    while pending or scheduler.has_unfinished():
+        if not scheduler.has_unfinished() and pending[0][0] > now:
+            recorder.hold(now, pending[0][0])
+            now = pending[0][0]
+        while pending and pending[0][0] <= now:
+            time, _, ordinal = heapq.heappop(pending)
+            if setup.workload.is_explicit:
+                made = _explicit_request(setup, ordinal, config, scheduler.num_steps, time)
+            else:
+                made = _turn_request(setup, conversations[ordinal], config, scheduler.num_steps, time)
+                if made is None:
+                    # the rest of the conversation cannot arrive: its next prompt is too long
+                    if conversations[ordinal].turn == 0:
+                        rejected += 1
+                    else:
+                        cut += 1
+                    total -= len(conversations[ordinal].plan.turns) - conversations[ordinal].turn
+            if made is None:
+                continue
+            request, record = made
+            scheduler.add_request(request)
+            recorder.add_request(request.request_id, record)
+            owner[request.request_id] = ordinal
+        if not scheduler.has_unfinished():
+            continue
+        result = scheduler.step()
+        head = scheduler.waiting[0].request_id if scheduler.waiting else None
+        now += recorder.observe(result, len(scheduler.running), len(scheduler.waiting), head, now, seconds)
+        for request_id in result.finished:
+            ordinal = owner.pop(request_id)
+            if conversations:
+                follow = _finish_turn(conversations[ordinal], recorder.records[request_id])
+                if follow is not None:
+                    tie += 1
+                    heapq.heappush(pending, (now + follow, tie, ordinal))
+        if progress is not None and result.step % 128 == 0:
+            progress(len(recorder.records) - len(recorder.live), total)
+        if is_stalled(result, scheduler.has_unfinished(), bool(pending)):
+            stalled = True
+            break
+        if result.num_scheduled_tokens == 0 and not result.preempted and pending and pending[0][0] > now:
+            # nothing can change before the next arrival: the blocked head stays blocked
+            recorder.hold(now, pending[0][0])
+            now = pending[0][0]
+    records = tuple(recorder.records.values())
+    return RunOutcome(recorder.finish(stalled, first_arrival), records, rejected, cut)
+
+
+def _prefix_tokens(setup: Setup, class_index: int, cache: dict[int, list[int]]) -> list[int]:
+    prefix_id = setup.prefix_ids[class_index]
+    if prefix_id is None:
+        return []
+    if prefix_id not in cache:
+        shared = setup.workload.classes[class_index].shared_prefix
+        assert shared is not None
+        start = PREFIX_TOKEN_BASE + prefix_id * TOKENS_PER_ID
+        cache[prefix_id] = list(range(start, start + shared.tokens))
+    return cache[prefix_id]
+
+
+def _explicit_request(setup: Setup, ordinal: int, config: EngineConfig, step: int,
+                      time: float) -> tuple[Request, RequestRecord]:
+    spec = setup.explicit[ordinal]
+    return spec.to_request(), _record(0, spec.prompt_len, spec.max_tokens, config, step, time)
+
+
+def _turn_request(setup: Setup, conversation: _Conversation, config: EngineConfig, step: int,
+                  time: float) -> tuple[Request, RequestRecord] | None:
+    """The conversation's next turn: its whole history plus new user tokens; None if too long."""
+    plan = conversation.plan
+    turn = plan.turns[conversation.turn]
+    history = conversation.position + turn.user_tokens
+    prompt_len = len(conversation.prefix) + history
+    if prompt_len >= config.max_model_len:
+        return None
+    base = conversation.base
+    prompt = [*conversation.prefix, *range(base, base + history)]
+    outputs = range(base + history, base + history + turn.output_tokens)
+    name = setup.class_names[plan.class_index]
+    request_id = f"{name}-{plan.ordinal}" if len(plan.turns) == 1 else f"{name}-{plan.ordinal}.{conversation.turn}"
+    request = Request(request_id, prompt, turn.output_tokens, outputs)
+    return request, _record(plan.class_index, prompt_len, turn.output_tokens, config, step, time,
+                            conversation.turn)
+
+
+def _finish_turn(conversation: _Conversation, record: RequestRecord) -> float | None:
+    """Advance past a finished turn; the think time before the next one, or None at the end."""
+    turn = conversation.plan.turns[conversation.turn]
+    conversation.position += turn.user_tokens + record.num_outputs
+    conversation.turn += 1
+    if conversation.turn == len(conversation.plan.turns):
+        return None
+    return conversation.plan.turns[conversation.turn].think_time_s
+
+
+# ---------------------------------------------------------------------------- sizes for capacity
+
+
+def request_block_sizes(setup: Setup) -> list[int]:
+    """Blocks each request could hold at its longest (prompt plus every output, capped by the model
+    length): an upper bound on what running requests can ever hold together."""
+    config = setup.config
+    block_size = config.block_size
+    sizes = []
+    if setup.workload.is_explicit:
+        for request in setup.explicit:
+            sizes.append(math.ceil(min(request.prompt_len + request.max_tokens, config.max_model_len) / block_size))
+        return sizes
+    for plan in plan_conversations(setup.workload, setup.seed):
+        shared = setup.workload.classes[plan.class_index].shared_prefix
+        prefix = shared.tokens if shared is not None else 0
+        position = 0
+        for turn in plan.turns:
+            prompt = prefix + position + turn.user_tokens
+            if prompt >= config.max_model_len:
+                break
+            outputs = min(turn.output_tokens, config.max_model_len - prompt)
+            sizes.append(math.ceil((prompt + outputs) / block_size))
+            position += turn.user_tokens + outputs
+    return sizes
+
+
+def with_pool(config: EngineConfig, num_gpu_blocks: int) -> EngineConfig:
+    return replace(config, num_gpu_blocks=num_gpu_blocks)
+
+
+# ---------------------------------------------------------------------------- the whole answer
+
+
+@dataclass(frozen=True)
+class SimResult:
+    setup: Setup
+    metrics: RunMetrics
+    capacity: Capacity
+    notes: tuple[str, ...]
+
+    @property
+    def stalled(self) -> bool:
+        return self.metrics.stalled
+
+
+def simulate(setup: Setup, *, find_max_rate: bool = False, progress: Progress | None = None,
+             timeline: TextIO | None = None, stage: Callable[[str], None] | None = None) -> SimResult:
+    """Run a prepared workload, then answer the capacity questions; ``stage`` hears what runs next."""
+    from kvplan.usecases.simulate.capacity_search import answer_capacity
+
+    outcome = run(setup, progress=progress, timeline=timeline)
+    notes = list(setup.notes)
+    if outcome.num_rejected:
+        notes.append(f"{outcome.num_rejected} requests were rejected: their prompt is not shorter than "
+                     f"max_model_len ({setup.config.max_model_len}), as vLLM would refuse them")
+    if outcome.num_conversations_cut:
+        notes.append(f"{outcome.num_conversations_cut} conversations ended early: their next turn would not fit "
+                     f"in max_model_len ({setup.config.max_model_len})")
+    capacity = answer_capacity(setup, outcome, find_max_rate=find_max_rate, stage=stage)
+    return SimResult(setup, outcome.metrics, capacity, tuple(notes))
+
+
+def describe_setup(setup: Setup) -> dict[str, Any]:
+    workload = setup.workload
+    out: dict[str, Any] = {"name": workload.name, "seed": setup.seed}
+    if workload.is_explicit:
+        out["kind"] = "requests"
+        out["arrivals"] = "steps" if setup.in_steps else "seconds"
+        out["num_requests"] = len(setup.explicit)
+    else:
+        out["kind"] = "mix"
+        out["arrival"] = workload.arrival.describe() if workload.arrival else None
+        out["classes"] = [
+            {
+                "name": c.name,
+                "weight": c.weight,
+                "prompt_tokens": c.prompt_tokens.describe(),
+                "output_tokens": c.output_tokens.describe(),
+                "shared_prefix": {"name": c.shared_prefix.name, "tokens": c.shared_prefix.tokens}
+                if c.shared_prefix else None,
+                "turns": {
+                    "count": c.turns.count.describe(),
+                    "user_tokens": c.turns.user_tokens.describe(),
+                    "think_time_s": c.turns.think_time_s.describe(),
+                } if c.turns else None,
+            }
+            for c in workload.classes
+        ]
+    return out
+
+
+def describe_engine(setup: Setup) -> dict[str, Any]:
+    config = setup.config
+    facts = setup.engine.facts
+    return {
+        "source": setup.engine.source,
+        **{k: getattr(config, k) for k in CONFIG_KEYS},
+        "usable_blocks": config.num_usable_blocks,
+        "model": facts.model,
+        "gpu": facts.gpu,
+        "kv_bytes_per_token": setup.kv_bytes_per_token,
+        "weights_bytes": facts.weights_bytes,
+    }

@@ -1,0 +1,231 @@
+"""Where the simulated engine comes from: a block count, a saved profile, or a plan made on the spot.
+
+``resolve_engine`` merges the workload's ``engine`` section, the source it names and the
+command-line overrides into the engine's ``EngineConfig`` (validated by vLLM's rules) and the
+model facts that the step-time model uses. Only ``plan_pool`` needs the planner (and through it
+the model's config); a profile or a plain ``num_gpu_blocks`` never does.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+from typing import Any
+
+from kvplan.errors import DoesNotFitError, KvplanError
+from kvplan.semantics.engine.config import EngineConfig
+from kvplan.semantics.engine.trace import CONFIG_KEYS, parse_config
+from kvplan.usecases.simulate.json_fields import WorkloadError, as_bool, as_int, as_object, child, get
+from kvplan.usecases.simulate.workload import EngineSpec, parse_calibration
+
+PROFILE_KIND = "kvplan.profile"
+PROFILE_SCHEMA_VERSIONS = (1,)
+DEFAULT_UTILIZATION = 0.9
+# knobs a saved profile or a plan fixes along with the pool size
+POOL_KNOBS = ("block_size", "max_model_len", "max_num_batched_tokens", "max_num_seqs", "enable_prefix_caching")
+# `kvplan plan`'s sizing flags: they only matter when the pool is planned from engine.model
+SIZING_KNOBS = ("kv_cache_dtype", "dtype", "tensor_parallel_size", "pipeline_parallel_size")
+
+
+@dataclass(frozen=True)
+class EngineOverrides:
+    """Command-line options; None leaves the workload's value."""
+
+    num_gpu_blocks: int | None = None
+    block_size: int | None = None
+    enable_prefix_caching: bool | None = None
+    max_num_batched_tokens: int | None = None
+    max_num_seqs: int | None = None
+    max_model_len: int | None = None
+    enable_chunked_prefill: bool | None = None
+    gpu: str | None = None
+    gpu_memory_utilization: float | None = None
+    gpu_memory: int | None = None
+    kv_cache_memory: int | None = None
+    kv_cache_dtype: str | None = None
+    dtype: str | None = None
+    tensor_parallel_size: int | None = None
+    pipeline_parallel_size: int | None = None
+
+    def knobs(self) -> dict[str, Any]:
+        skip = ("num_gpu_blocks", "gpu", "gpu_memory_utilization", "gpu_memory", "kv_cache_memory")
+        return {f.name: getattr(self, f.name) for f in fields(self)
+                if f.name not in skip and getattr(self, f.name) is not None}
+
+
+@dataclass(frozen=True)
+class ModelFacts:
+    """What the step-time model needs to know about the model and the GPU the pool was sized on."""
+
+    model: str | None = None
+    gpu: str | None = None
+    weights_bytes: int | None = None
+    kv_bytes_per_token: int | None = None
+    calibration: tuple[tuple[int, float], ...] = ()
+
+
+@dataclass(frozen=True)
+class ResolvedEngine:
+    config: EngineConfig
+    source: str  # "num_gpu_blocks", "profile", "plan", or "--num-gpu-blocks"
+    facts: ModelFacts
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class PlannedPool:
+    """The part of a plan (or a saved profile's plan record) that the simulation uses."""
+
+    num_blocks: int
+    knobs: dict[str, Any]
+    facts: ModelFacts
+
+
+def resolve_engine(spec: EngineSpec, overrides: EngineOverrides, where: str) -> ResolvedEngine:
+    """The effective engine: file < its pool source < command line, one line on any mistake."""
+    notes: list[str] = []
+    file_knobs = dict(spec.knobs)
+    sizing_flags = {
+        "--gpu-memory-utilization": overrides.gpu_memory_utilization, "--gpu-memory": overrides.gpu_memory,
+        "--kv-cache-memory": overrides.kv_cache_memory, "--kv-cache-dtype": overrides.kv_cache_dtype,
+        "--dtype": overrides.dtype, "--tensor-parallel-size": overrides.tensor_parallel_size,
+        "--pipeline-parallel-size": overrides.pipeline_parallel_size,
+    }
+    given = [flag for flag, value in sizing_flags.items() if value is not None]
+    if given and spec.model is None:
+        raise KvplanError(f"{given[0]} applies only when the workload plans the pool from "
+                          "engine.model; a profile or num_gpu_blocks fixes the pool size")
+    kv_cache_memory = overrides.kv_cache_memory if overrides.kv_cache_memory is not None else spec.kv_cache_memory
+    if kv_cache_memory is not None and (overrides.gpu_memory_utilization or spec.gpu_memory_utilization):
+        raise KvplanError(f"{where}: engine.kv_cache_memory fixes the KV-cache memory, so gpu_memory_utilization "
+                          "would have no effect: give one of them")
+    pool: PlannedPool | None = None
+    source = "num_gpu_blocks"
+    if spec.profile is not None:
+        pool, source = read_profile(spec.profile, where), "profile"
+        if overrides.gpu is not None and pool.facts.gpu not in (None, overrides.gpu):
+            notes.append(f"the pool size is the profile's, measured on {pool.facts.gpu}; "
+                         f"--gpu {overrides.gpu} changes only the step-time estimate")
+    elif spec.model is not None:
+        knobs = {**file_knobs, **overrides.knobs()}
+        pool, source = plan_pool(
+            model=spec.model,
+            gpu=overrides.gpu or spec.gpu,
+            gpu_memory=overrides.gpu_memory or spec.gpu_memory,
+            gpu_memory_utilization=overrides.gpu_memory_utilization or spec.gpu_memory_utilization
+            or DEFAULT_UTILIZATION,
+            kv_cache_memory=kv_cache_memory,
+            knobs={k: v for k, v in knobs.items() if k in (*POOL_KNOBS, *SIZING_KNOBS, "enable_chunked_prefill")},
+        ), "plan"
+
+    merged: dict[str, Any] = dict(pool.knobs) if pool else {}
+    for layer, layer_name in ((file_knobs, "engine"), (overrides.knobs(), "the command line")):
+        for key, value in layer.items():
+            pool_fixed = source == "profile" and overrides.num_gpu_blocks is None
+            if pool_fixed and key in POOL_KNOBS and merged.get(key) != value:
+                if key == "block_size":
+                    raise KvplanError(
+                        f"{where}: block_size {value} from {layer_name} differs from the profile's "
+                        f"({merged[key]}), and the profile's num_blocks holds only for its block size: "
+                        "save a profile with that block size or give --num-gpu-blocks")
+                notes.append(f"{key} is {value} here but {merged.get(key)} in the profile; "
+                             "the profile's block count was measured with its own value")
+            merged[key] = value
+
+    num_gpu_blocks = overrides.num_gpu_blocks or (pool.num_blocks if pool else spec.num_gpu_blocks)
+    if overrides.num_gpu_blocks is not None:
+        source = "--num-gpu-blocks"
+    if num_gpu_blocks is None:
+        raise KvplanError(f"{where}: engine: no pool size: give engine.num_gpu_blocks, engine.profile or "
+                          "engine.model in the workload, or --num-gpu-blocks")
+    merged["num_gpu_blocks"] = num_gpu_blocks
+    config = parse_config({k: v for k, v in merged.items() if k in CONFIG_KEYS}, where)
+    facts = pool.facts if pool else ModelFacts(gpu=spec.gpu)
+    return ResolvedEngine(config, source, facts, tuple(notes))
+
+
+def plan_pool(*, model: str, gpu: str | None, gpu_memory: int | None, gpu_memory_utilization: float,
+              kv_cache_memory: int | None, knobs: dict[str, Any]) -> PlannedPool:
+    """Plan the pool for ``model`` with kvplan's planner: `kvplan plan` on ``kv_cache_memory`` (no
+    torch for catalog models), else the KV memory of ``gpu`` / ``gpu_memory`` at
+    ``gpu_memory_utilization`` as the fake profile run predicts it (needs the `profile` extra)."""
+    from kvplan.usecases.plan import PlanRequest, plan_for_device
+
+    request = PlanRequest(model=model, gpu=gpu, gpu_memory_bytes=gpu_memory,
+                          gpu_memory_utilization=gpu_memory_utilization, kv_cache_memory_bytes=kv_cache_memory,
+                          **knobs)
+    if kv_cache_memory is None and gpu is None and gpu_memory is None:
+        raise KvplanError("engine.model: give engine.gpu (or gpu_memory) or engine.kv_cache_memory to size the pool")
+    record = plan_for_device(request).to_record()
+    if not record.get("fits", True) or record.get("num_blocks") is None:
+        fix = record.get("suggested_fix")
+        raise DoesNotFitError(
+            f"engine.model: {model} does not fit: {record.get('error')}" + (f"; {fix}" if fix else "")
+        )
+    try:
+        return pool_from_plan_record(record, "plan")
+    except WorkloadError as error:
+        raise KvplanError(f"engine.model: the planner's record: {error}") from None
+
+
+def read_profile(path: Path, where: str) -> PlannedPool:
+    """A profile saved by `kvplan profile --save`: its plan record and any step-time calibration."""
+    shown = f"{where}: engine.profile ({path.name})"
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise KvplanError(f"{where}: engine.profile: file not found: {path}") from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise KvplanError(f"{where}: engine.profile: cannot read {path}: {error}") from None
+    except json.JSONDecodeError as error:
+        raise KvplanError(f"{shown}: not valid JSON (line {error.lineno}: {error.msg})") from None
+    try:
+        return _parse_profile(document)
+    except WorkloadError as error:
+        raise KvplanError(f"{shown}: {error}") from None
+
+
+def _parse_profile(document: Any) -> PlannedPool:
+    top = as_object(document, "")
+    if top.get("kind") != PROFILE_KIND:
+        raise WorkloadError("kind", f"expected {PROFILE_KIND!r} (a file written by `kvplan profile --save`), "
+                                    f"got {top.get('kind')!r}")
+    version = top.get("schema_version")
+    if type(version) is not int or version not in PROFILE_SCHEMA_VERSIONS:
+        raise WorkloadError("schema_version", f"unsupported profile version {version!r} "
+                                              f"(this kvplan reads {', '.join(map(str, PROFILE_SCHEMA_VERSIONS))})")
+    pool = pool_from_plan_record(top.get("plan"), "plan")
+    raw_calibration = top.get("calibration")
+    if isinstance(raw_calibration, dict) and "step_time" in raw_calibration:
+        calibration = parse_calibration(raw_calibration["step_time"], child("calibration", "step_time"))
+        pool = replace(pool, facts=replace(pool.facts, calibration=calibration))
+    return pool
+
+
+def pool_from_plan_record(raw: Any, path: str) -> PlannedPool:
+    """The pool size, its knobs and the model facts from a plan record (`kvplan plan --json`)."""
+    plan = as_object(raw, path)
+    knobs: dict[str, Any] = {key: get(plan, key, path, as_int, minimum=1)
+                             for key in POOL_KNOBS if key != "enable_prefix_caching"}
+    knobs["enable_prefix_caching"] = get(plan, "enable_prefix_caching", path, as_bool)
+    model = plan.get("model")
+    # the step time is per GPU: with tensor parallelism each GPU reads its share of the weights
+    weights_key = "weights_per_gpu_bytes" if plan.get("weights_per_gpu_bytes") is not None else "weights_bytes"
+    return PlannedPool(
+        num_blocks=get(plan, "num_blocks", path, as_int, minimum=2),
+        knobs=knobs,
+        facts=ModelFacts(
+            model=model if isinstance(model, str) else None,
+            gpu=_gpu_key(plan.get("gpu")),
+            weights_bytes=get(plan, weights_key, path, as_int, None, minimum=0),
+            kv_bytes_per_token=get(plan, "kv_bytes_per_token", path, as_int, None, minimum=1),
+        ),
+    )
+
+
+def _gpu_key(gpu: Any) -> str | None:
+    if isinstance(gpu, dict):
+        key = gpu.get("key")
+        return key if isinstance(key, str) else None
+    return gpu if isinstance(gpu, str) else None

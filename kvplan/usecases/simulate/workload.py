@@ -1,0 +1,418 @@
+"""The workload file (schema_version 1): reading, validation, and the plan of what arrives when.
+
+A workload is either a request mix (``classes`` + ``arrival``) or an explicit request list
+(``requests``: inline, or a path to a trace-replay JSON file or a JSON Lines file), plus the
+engine it runs on (``engine``), an optional step-time model (``timing``) and a ``seed``. Every
+mistake is one line naming the field (exit code 2). ``docs/workload.md`` is the reference.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from kvplan.errors import KvplanError
+from kvplan.units import parse_bytes
+from kvplan.usecases.simulate.arrivals import ArrivalProcess, arrival_times, parse_arrival
+from kvplan.usecases.simulate.distributions import Distribution, parse_distribution
+from kvplan.usecases.simulate.json_fields import (
+    WorkloadError,
+    as_bool,
+    as_int,
+    as_list,
+    as_number,
+    as_object,
+    as_str,
+    child,
+    get,
+    reject_unknown,
+)
+
+SCHEMA_VERSION = 1
+TOP_KEYS = ("schema_version", "description", "seed", "engine", "timing", "classes", "arrival", "requests")
+ENGINE_SOURCES = ("num_gpu_blocks", "profile", "model")
+ENGINE_KNOBS = (
+    "block_size", "max_num_batched_tokens", "max_num_seqs", "max_model_len",
+    "enable_prefix_caching", "enable_chunked_prefill", "hash_algo", "hash_seed",
+)
+PLANNING_KEYS = ("gpu_memory", "gpu_memory_utilization", "kv_cache_memory")
+ENGINE_KEYS = (*ENGINE_SOURCES, "gpu", *PLANNING_KEYS, *ENGINE_KNOBS)
+TIMING_KEYS = ("step_time_ms", "calibration", "gpu", "weights_bytes", "kv_bytes_per_token", "overhead_ms")
+CLASS_KEYS = ("name", "weight", "prompt_tokens", "output_tokens", "shared_prefix", "turns")
+
+
+@dataclass(frozen=True)
+class EngineSpec:
+    """The ``engine`` section as written: at most one pool source, planning inputs, vLLM knobs."""
+
+    num_gpu_blocks: int | None = None
+    profile: Path | None = None
+    model: str | None = None
+    gpu: str | None = None
+    gpu_memory: int | None = None
+    gpu_memory_utilization: float | None = None
+    kv_cache_memory: int | None = None
+    knobs: tuple[tuple[str, Any], ...] = ()
+
+    def knob(self, name: str) -> Any:
+        return dict(self.knobs).get(name)
+
+
+@dataclass(frozen=True)
+class TimingSpec:
+    step_time_ms: float | None = None
+    calibration: tuple[tuple[int, float], ...] = ()
+    gpu: str | None = None
+    weights_bytes: int | None = None
+    kv_bytes_per_token: int | None = None
+    overhead_ms: float | None = None
+
+
+@dataclass(frozen=True)
+class SharedPrefix:
+    """A system prompt of ``tokens`` tokens, identical for every request naming it."""
+
+    name: str
+    tokens: int
+
+
+@dataclass(frozen=True)
+class Turns:
+    """Multi-turn conversations: turn k+1's prompt is turn k's prompt and output plus new user tokens."""
+
+    count: Distribution
+    user_tokens: Distribution
+    think_time_s: Distribution
+
+
+@dataclass(frozen=True)
+class RequestClass:
+    name: str
+    weight: float
+    prompt_tokens: Distribution  # user tokens of the first turn, after the shared prefix
+    output_tokens: Distribution
+    shared_prefix: SharedPrefix | None
+    turns: Turns | None
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    seed: int
+    engine: EngineSpec
+    timing: TimingSpec
+    classes: tuple[RequestClass, ...] = ()
+    arrival: ArrivalProcess | None = None
+    # an explicit request list: trace-replay request objects, validated against the engine later
+    requests: tuple[dict[str, Any], ...] = ()
+    requests_source: str = ""
+    inputs: tuple[Path, ...] = ()  # every file the workload was read from, never to be overwritten
+
+    @property
+    def is_explicit(self) -> bool:
+        return not self.classes
+
+    @property
+    def arrivals_in_steps(self) -> bool:
+        """True for explicit lists timed by ``arrival_step`` (the trace-replay format)."""
+        return self.is_explicit and not any("arrival_time" in r for r in self.requests)
+
+
+# ---------------------------------------------------------------------------- reading files
+
+
+def load_workload(path: Path) -> Workload:
+    """Read a workload file, a trace-replay file or a JSON Lines request list."""
+    if path.suffix == ".jsonl":
+        requests = _read_jsonl(path, path.name)
+        workload = Workload(path.name, 0, EngineSpec(), TimingSpec(), requests=requests, requests_source=path.name)
+    else:
+        document = _read_json(path, path.name)
+        if isinstance(document, dict) and "schema_version" not in document and "config" in document:
+            workload = _from_trace(document, path.name)
+        else:
+            try:
+                workload = parse_workload(document, path.parent, path.name)
+            except WorkloadError as error:
+                raise KvplanError(f"{path.name}: {error}") from None
+    inputs = [path, *([workload.engine.profile] if workload.engine.profile else [])]
+    if workload.requests_source not in ("", path.name):
+        inputs.append(path.parent / workload.requests_source)
+    return replace(workload, inputs=tuple(inputs))
+
+
+def _read_text(path: Path, shown: str) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise KvplanError(f"{shown}: file not found") from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise KvplanError(f"{shown}: cannot read it ({error})") from None
+
+
+def _read_json(path: Path, shown: str) -> Any:
+    text = _read_text(path, shown)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        raise KvplanError(f"{shown}: not valid JSON (line {error.lineno}, column {error.colno}: {error.msg})") from None
+
+
+def _read_jsonl(path: Path, shown: str) -> tuple[dict[str, Any], ...]:
+    rows = []
+    for number, line in enumerate(_read_text(path, shown).splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise KvplanError(f"{shown}: line {number} is not valid JSON ({error.msg})") from None
+        if not isinstance(row, dict):
+            raise KvplanError(f"{shown}: line {number} must be a JSON object (one request per line)")
+        rows.append(row)
+    if not rows:
+        raise KvplanError(f"{shown}: no requests in the file")
+    return _with_ids(rows)
+
+
+def _from_trace(document: dict[str, Any], name: str) -> Workload:
+    """A trace-replay file: its ``config`` is the engine, its ``requests`` the explicit list."""
+    config = document.get("config", {})
+    if not isinstance(config, dict):
+        raise KvplanError(f"{name}: config: expected an object")
+    requests = document.get("requests")
+    if not isinstance(requests, list) or not requests:
+        raise KvplanError(f"{name}: requests: expected a non-empty list of request objects")
+    try:
+        engine = _parse_engine(config, "config", Path("."))
+    except WorkloadError as error:
+        raise KvplanError(f"{name}: {error}") from None
+    return Workload(name, 0, engine, TimingSpec(), requests=_with_ids(requests), requests_source=name)
+
+
+def _with_ids(rows: list[Any]) -> tuple[dict[str, Any], ...]:
+    # A user's log rarely names its requests; the ordinal does, as in the trace format's token ids.
+    return tuple(
+        {"request_id": f"r{i}", **row} if isinstance(row, dict) and "request_id" not in row else row
+        for i, row in enumerate(rows)
+    )
+
+
+# ---------------------------------------------------------------------------- parsing
+
+
+def parse_workload(document: Any, base_dir: Path, name: str = "workload") -> Workload:
+    top = as_object(document, "")
+    reject_unknown(top, "", TOP_KEYS)
+    version = get(top, "schema_version", "", as_int)
+    if version != SCHEMA_VERSION:
+        raise WorkloadError("schema_version", f"unsupported version {version} (this kvplan reads {SCHEMA_VERSION})")
+    get(top, "description", "", as_str, "")
+    seed = get(top, "seed", "", as_int, 0, minimum=0)
+    engine = _parse_engine(top.get("engine", {}), "engine", base_dir)
+    timing = _parse_timing(top.get("timing", {}), "timing")
+    has_mix = "classes" in top or "arrival" in top
+    if has_mix == ("requests" in top):
+        raise WorkloadError("requests", "give either classes + arrival (a request mix) or requests (a list), not both")
+    if "requests" in top:
+        requests, source = _parse_request_list(top["requests"], "requests", base_dir, name)
+        return Workload(name, seed, engine, timing, requests=requests, requests_source=source)
+    classes = _parse_classes(top.get("classes"), "classes")
+    arrival = parse_arrival(top.get("arrival"), "arrival")
+    return Workload(name, seed, engine, timing, classes=classes, arrival=arrival)
+
+
+def _parse_engine(raw: Any, path: str, base_dir: Path) -> EngineSpec:
+    obj = as_object(raw, path)
+    reject_unknown(obj, path, ENGINE_KEYS)
+    sources = [key for key in ENGINE_SOURCES if key in obj]
+    if len(sources) > 1:
+        raise WorkloadError(child(path, sources[1]), f"give one pool source, not both {sources[0]} and {sources[1]}")
+    profile = get(obj, "profile", path, as_str, None)
+    model = get(obj, "model", path, as_str, None)
+    planning = [key for key in PLANNING_KEYS if key in obj]
+    if planning and model is None:
+        raise WorkloadError(child(path, planning[0]), "only applies when the engine is planned from engine.model")
+    if "gpu" in obj and "gpu_memory" in obj:
+        raise WorkloadError(child(path, "gpu_memory"), "give either gpu or gpu_memory, not both")
+    sizes = {key: _bytes(obj[key], child(path, key)) for key in ("gpu_memory", "kv_cache_memory") if key in obj}
+    utilization = get(obj, "gpu_memory_utilization", path, as_number, None, positive=True)
+    if utilization is not None and utilization > 1:
+        raise WorkloadError(child(path, "gpu_memory_utilization"), f"must be in (0, 1], got {utilization:g}")
+    knobs: list[tuple[str, Any]] = []
+    for key in ENGINE_KNOBS:
+        if key not in obj:
+            continue
+        if key.startswith("enable_"):
+            knobs.append((key, as_bool(obj[key], child(path, key))))
+        elif key.startswith("hash_"):
+            knobs.append((key, as_str(obj[key], child(path, key))))
+        else:
+            knobs.append((key, as_int(obj[key], child(path, key), minimum=1)))
+    return EngineSpec(
+        num_gpu_blocks=get(obj, "num_gpu_blocks", path, as_int, None, minimum=2),
+        profile=(base_dir / profile) if profile is not None else None,
+        model=model,
+        gpu=get(obj, "gpu", path, as_str, None),
+        gpu_memory=sizes.get("gpu_memory"),
+        gpu_memory_utilization=utilization,
+        kv_cache_memory=sizes.get("kv_cache_memory"),
+        knobs=tuple(knobs),
+    )
+
+
+def _bytes(value: Any, path: str) -> int:
+    """A byte count: an integer or a size such as "24GiB"."""
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise WorkloadError(path, f"expected a byte count or a size such as \"24GiB\", got {value!r}")
+    try:
+        size = parse_bytes(value, path)
+    except KvplanError as error:
+        raise WorkloadError("", str(error)) from None
+    if size <= 0:
+        raise WorkloadError(path, "must be more than 0 bytes")
+    return size
+
+
+def _parse_timing(raw: Any, path: str) -> TimingSpec:
+    obj = as_object(raw, path)
+    reject_unknown(obj, path, TIMING_KEYS)
+    if "step_time_ms" in obj and "calibration" in obj:
+        raise WorkloadError(child(path, "calibration"), "give either step_time_ms or calibration, not both")
+    calibration = ()
+    if "calibration" in obj:
+        calibration = parse_calibration(obj["calibration"], child(path, "calibration"))
+    return TimingSpec(
+        step_time_ms=get(obj, "step_time_ms", path, as_number, None, positive=True),
+        calibration=calibration,
+        gpu=get(obj, "gpu", path, as_str, None),
+        weights_bytes=get(obj, "weights_bytes", path, as_int, None, minimum=1),
+        kv_bytes_per_token=get(obj, "kv_bytes_per_token", path, as_int, None, minimum=1),
+        overhead_ms=get(obj, "overhead_ms", path, as_number, None, minimum=0),
+    )
+
+
+def parse_calibration(raw: Any, path: str) -> tuple[tuple[int, float], ...]:
+    """``[{"num_tokens": 1, "ms": 6.1}, ...]``: step times measured at a few token counts."""
+    points = []
+    for i, item in enumerate(as_list(raw, path)):
+        point_path = child(path, i)
+        point = as_object(item, point_path)
+        reject_unknown(point, point_path, ("num_tokens", "ms"))
+        points.append((get(point, "num_tokens", point_path, as_int, minimum=1),
+                       get(point, "ms", point_path, as_number, positive=True)))
+    return tuple(points)
+
+
+def _parse_classes(raw: Any, path: str) -> tuple[RequestClass, ...]:
+    classes = []
+    names: set[str] = set()
+    for i, item in enumerate(as_list(raw, path)):
+        class_path = child(path, i)
+        obj = as_object(item, class_path)
+        reject_unknown(obj, class_path, CLASS_KEYS)
+        name = get(obj, "name", class_path, as_str, f"class{i}")
+        if name in names:
+            raise WorkloadError(child(class_path, "name"), f"class name {name!r} is used twice")
+        names.add(name)
+        classes.append(RequestClass(
+            name=name,
+            weight=get(obj, "weight", class_path, as_number, 1.0, positive=True),
+            prompt_tokens=parse_distribution(_required(obj, "prompt_tokens", class_path),
+                                             child(class_path, "prompt_tokens"), minimum=1),
+            output_tokens=parse_distribution(_required(obj, "output_tokens", class_path),
+                                             child(class_path, "output_tokens"), minimum=1),
+            shared_prefix=_parse_prefix(obj["shared_prefix"], child(class_path, "shared_prefix"))
+            if "shared_prefix" in obj else None,
+            turns=_parse_turns(obj["turns"], child(class_path, "turns")) if "turns" in obj else None,
+        ))
+    return tuple(classes)
+
+
+def _required(obj: dict[str, Any], key: str, path: str) -> Any:
+    if key not in obj:
+        raise WorkloadError(child(path, key), "required key is missing")
+    return obj[key]
+
+
+def _parse_prefix(raw: Any, path: str) -> SharedPrefix:
+    obj = as_object(raw, path)
+    reject_unknown(obj, path, ("name", "tokens"))
+    return SharedPrefix(get(obj, "name", path, as_str), get(obj, "tokens", path, as_int, minimum=1))
+
+
+def _parse_turns(raw: Any, path: str) -> Turns:
+    obj = as_object(raw, path)
+    reject_unknown(obj, path, ("count", "user_tokens", "think_time_s"))
+    return Turns(
+        count=parse_distribution(_required(obj, "count", path), child(path, "count"), minimum=1),
+        user_tokens=parse_distribution(_required(obj, "user_tokens", path), child(path, "user_tokens"), minimum=1),
+        think_time_s=parse_distribution(obj.get("think_time_s", 0), child(path, "think_time_s"), integer=False),
+    )
+
+
+def _parse_request_list(raw: Any, path: str, base_dir: Path, name: str) -> tuple[tuple[dict[str, Any], ...], str]:
+    if isinstance(raw, str):
+        file = base_dir / raw
+        if file.suffix == ".jsonl":
+            return _read_jsonl(file, raw), raw
+        document = _read_json(file, raw)
+        if isinstance(document, dict) and "requests" in document:
+            document = document["requests"]  # a trace-replay file: its request list
+        rows = as_list(document, raw)
+        return _with_ids(rows), raw
+    return _with_ids(as_list(raw, path)), name
+
+
+# ---------------------------------------------------------------------------- the plan of arrivals
+
+
+@dataclass(frozen=True)
+class PlannedTurn:
+    user_tokens: int
+    output_tokens: int
+    think_time_s: float  # the gap before this turn, after the previous turn finished (0 for turn 0)
+
+
+@dataclass(frozen=True)
+class PlannedConversation:
+    """One arrival of a request mix: a single request, or the turns of one conversation."""
+
+    ordinal: int
+    class_index: int
+    arrival_time: float
+    turns: tuple[PlannedTurn, ...]
+
+
+def plan_conversations(workload: Workload, seed: int, rate_factor: float = 1.0) -> list[PlannedConversation]:
+    """Draw the arrivals and lengths of a request mix.
+
+    Independent random streams (arrivals, class choice, one per class) keep a change to one part
+    of the file from reshuffling the others; ``rate_factor`` scales the offered rate only."""
+    assert workload.arrival is not None
+    times = arrival_times(workload.arrival, random.Random(f"kvplan:{seed}:arrivals"), rate_factor)
+    choose = random.Random(f"kvplan:{seed}:classes")
+    class_rngs = [random.Random(f"kvplan:{seed}:class:{c.name}") for c in workload.classes]
+    cumulative = []
+    total = 0.0
+    for request_class in workload.classes:
+        total += request_class.weight
+        cumulative.append(total)
+    plans = []
+    for ordinal, time in enumerate(times):
+        draw = choose.random() * total
+        index = next((i for i, c in enumerate(cumulative) if draw < c), len(cumulative) - 1)
+        request_class = workload.classes[index]
+        rng = class_rngs[index]
+        prompt = request_class.prompt_tokens.sample_int(rng)
+        turns = [PlannedTurn(prompt, request_class.output_tokens.sample_int(rng), 0.0)]
+        if request_class.turns is not None:
+            spec = request_class.turns
+            for _ in range(spec.count.sample_int(rng) - 1):
+                turns.append(PlannedTurn(spec.user_tokens.sample_int(rng), request_class.output_tokens.sample_int(rng),
+                                         spec.think_time_s.sample(rng)))
+        plans.append(PlannedConversation(ordinal, index, time, tuple(turns)))
+    return plans

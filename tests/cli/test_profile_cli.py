@@ -1,0 +1,95 @@
+"""`kvplan profile` from the command line: output modes, --save, exit codes, lazy imports."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+REQUIRED = (
+    "schema_version", "weights_bytes", "activation_peak_bytes", "non_torch_bytes", "requested_bytes",
+    "available_kv_bytes", "num_blocks", "page_size_bytes", "plan", "backend", "provenance",
+)
+
+
+def test_json_is_the_whole_record_and_nothing_else(kvplan, tiny_model_dir):
+    code, out, _err = kvplan("profile", "--model", str(tiny_model_dir), "--backend", "fake",
+                             "--gpu-memory", "64MiB", "--json")
+    assert code == 0
+    record = json.loads(out)
+    assert all(key in record for key in REQUIRED)
+    assert isinstance(record["schema_version"], int) and record["kind"] == "kvplan.profile"
+    assert record["plan"]["kind"] == "kvplan.plan" and record["plan"]["num_blocks"] == record["num_blocks"]
+    provenance = record["provenance"]
+    assert provenance["vllm_semantics"] == "0.17.1" and len(provenance["config_sha256"]) == 64
+    assert provenance["torch_version"] and provenance["transformers_version"]
+
+
+def test_human_report_shows_breakdown_layout_log_and_check(kvplan, tiny_model_dir):
+    code, out, _err = kvplan("profile", "--model", str(tiny_model_dir), "--backend", "cpu", "--gpu-memory",
+                             "32MiB", "--load-format", "auto", "--attention-backend", "flashinfer")
+    assert code == 0
+    for text in ("MEASURED", "activation peak", "KV cache groups", "flashinfer layout", "allocated in RAM",
+                 "round trip PASSED", "Model loading took", "Available KV cache memory", "GPU KV cache size",
+                 "Maximum concurrency for 4,096 tokens", "Largest max_model_len that fits"):
+        assert text in out, text
+
+
+def test_save_writes_a_profile_and_never_clobbers_other_files(kvplan, tiny_model_dir, tmp_path):
+    target = tmp_path / "profile.json"
+    args = ("profile", "--model", str(tiny_model_dir), "--backend", "fake", "--gpu-memory", "64MiB", "--no-allocate")
+    code, _out, _err = kvplan(*args, "--save", str(target))
+    assert code == 0
+    saved = json.loads(target.read_text())
+    assert saved["kind"] == "kvplan.profile" and saved["provenance"]["knobs"]["allocate"] is False
+    code, _out, _err = kvplan(*args, "--save", str(target))   # a profile may be replaced
+    assert code == 0
+    notes = tmp_path / "notes.json"
+    notes.write_text('{"mine": true}')
+    code, out, err = kvplan(*args, "--save", str(notes), "--json")
+    assert code == 2 and out == ""
+    assert "not a kvplan profile; refusing to overwrite" in err and len(err.strip().splitlines()) == 1
+    assert notes.read_text() == '{"mine": true}'
+
+
+def test_does_not_fit_is_exit_1_with_vllms_text(kvplan, tiny_model_dir):
+    code, out, _err = kvplan("profile", "--model", str(tiny_model_dir), "--backend", "fake", "--gpu-memory", "2MiB")
+    assert code == 1
+    assert "No available memory for the cache blocks" in out
+
+
+def test_bad_input_is_one_line_and_exit_2(kvplan, tiny_model_dir, tmp_path):
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "config.json").write_text('{"model_type": "qwen2", "architectures": ["Qwen2ForCausalLM"]}')
+    cases = [
+        ("--model", str(tmp_path / "missing")),
+        ("--model", str(broken)),
+        ("--model", str(tiny_model_dir), "--gpu-memory-utilization", "0"),
+        ("--model", str(tiny_model_dir), "--gpu", "no-such-gpu"),
+        ("--model", str(tiny_model_dir), "--backend", "tpu"),
+    ]
+    for args in cases:
+        code, out, err = kvplan("profile", "--backend", "fake", *args) if "--backend" not in args else kvplan(
+            "profile", *args)
+        assert code == 2, (args, err)
+        assert out == "" and len(err.strip().splitlines()) == 1 and "Traceback" not in err, (args, err)
+
+
+def test_cli_and_saved_profiles_do_not_import_torch():
+    code = (
+        "import sys\n"
+        "from kvplan.cli import app\n"
+        "import kvplan.usecases.profile_record\n"
+        "assert 'torch' not in sys.modules and 'transformers' not in sys.modules, 'torch imported'\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_quick_assertions_judge_the_profile_record(kvplan, tiny_model_dir):
+    args = ("profile", "--model", str(tiny_model_dir), "--backend", "fake", "--gpu-memory", "64MiB",
+            "--no-allocate", "--json")
+    code, out, _err = kvplan(*args, "--assert-min-kv-tokens=1000")
+    assert code == 0 and json.loads(out)["gpu_kv_cache_tokens"] >= 1000
+    code, out, err = kvplan(*args, "--assert-min-kv-tokens=100000000")
+    assert code == 1 and json.loads(out)["kind"] == "kvplan.profile" and "min_kv_tokens" in err

@@ -1,0 +1,73 @@
+"""The fake backend's prediction: golden numbers from profiling-notes.md section 10, and
+agreement with a real CPU forward of the same model."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from kvplan.measure.backend import ModelSource
+from kvplan.measure.cpu import CpuBackend
+from kvplan.measure.dummy_run import profile_batch
+from kvplan.measure.fake import CHECK_POOL_BLOCKS, FakeBackend
+from kvplan.semantics.kv.specs import FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec, KVCacheTensor
+from kvplan.semantics.models.catalog import CATALOG_DIR
+
+H100 = 85_045_477_376
+
+
+def bundled_config(name):
+    return json.loads((CATALOG_DIR / name / "config.json").read_text())
+
+
+@pytest.mark.parametrize(
+    ("name", "parameters", "peak"),
+    [
+        # 8192 tokens in one sequence, logits at its last position only (keep=1)
+        ("Qwen--Qwen2-0.5B-Instruct", 988_065_536, 299_958_272),
+        ("meta-llama--Meta-Llama-3-8B-Instruct", 16_060_522_496, 977_338_368),
+    ],
+)
+def test_golden_fake_peaks(name, parameters, peak):
+    config = bundled_config(name)
+    backend = FakeBackend(H100, "h100-sxm-80gb")
+    weights = backend.load_model(ModelSource(name, config, "bfloat16"))
+    assert weights.parameter_bytes == parameters
+    # every parameter and buffer rounded to 512 bytes: a little above the parameter bytes
+    assert parameters <= weights.weights_bytes < parameters + 512 * 1000
+    measured = backend.profile(profile_batch(8192, 1), 132)
+    assert measured.activation_peak_bytes == peak
+    assert measured.non_torch_increase_bytes is None
+
+
+def test_tied_embeddings_count_once(make_tiny_config):
+    tied = FakeBackend(H100, "x").load_model(ModelSource("t", make_tiny_config(), "bfloat16"))
+    untied = FakeBackend(H100, "x").load_model(
+        ModelSource("u", make_tiny_config(tie_word_embeddings=False), "bfloat16")
+    )
+    assert untied.parameter_bytes - tied.parameter_bytes == 1024 * 64 * 2
+
+
+@pytest.mark.parametrize(("tokens", "seqs"), [(2048, 1), (2048, 256), (300, 7), (512, 64)])
+def test_fake_and_cpu_agree_on_the_activation_peak(tiny_config, tokens, seqs):
+    batch = profile_batch(tokens, seqs)
+    peaks = []
+    for backend in (FakeBackend(1 << 30, "x"), CpuBackend(1 << 30, "x")):
+        backend.load_model(ModelSource("tiny", tiny_config, "bfloat16"))
+        peaks.append(backend.profile(batch, 132).activation_peak_bytes)
+    fake, cpu = peaks
+    assert abs(fake - cpu) <= 0.01 * cpu
+
+
+def test_allocation_is_exact_on_meta_and_checked_on_a_small_real_pool():
+    spec = FullAttentionSpec(block_size=16, num_kv_heads=2, head_size=64, dtype="bfloat16")
+    names = tuple(f"model.layers.{i}.self_attn.attn" for i in range(24))
+    config = KVCacheConfig(
+        680_593, tuple(KVCacheTensor(8192 * 680_593, (n,)) for n in names), (KVCacheGroupSpec(names, spec),)
+    )
+    report = FakeBackend(H100, "x").allocate(config, "flash_attn")
+    assert not report.real and report.device == "meta" and report.committed_bytes is None
+    assert report.pool_bytes == 24 * 8192 * 680_593 and report.num_tensors == 24
+    assert report.layouts[0].shapes == ((2, 680_593, 16, 2, 64),)
+    assert report.check.passed and report.check_pool_blocks == CHECK_POOL_BLOCKS

@@ -1,0 +1,100 @@
+"""The block pool against vLLM 0.17.1's documented behaviour (semantics section 6)."""
+
+from __future__ import annotations
+
+import pytest
+
+from kvplan.semantics.engine.block_pool import BlockPool
+
+
+def h(n: int) -> bytes:
+    return n.to_bytes(32, "big")
+
+
+def test_block_zero_is_the_null_block_and_never_handed_out() -> None:
+    pool = BlockPool(5, enable_caching=True)
+    assert pool.null_block.block_id == 0 and pool.null_block.is_null
+    assert pool.free_block_ids() == [1, 2, 3, 4]
+    assert [b.block_id for b in pool.get_new_blocks(4)] == [1, 2, 3, 4]
+    with pytest.raises(ValueError, match="Cannot get 1 free blocks"):
+        pool.get_new_blocks(1)
+
+
+def test_freed_blocks_join_the_tail_in_the_given_order() -> None:
+    pool = BlockPool(8, enable_caching=True)
+    first = pool.get_new_blocks(3)  # 1, 2, 3
+    pool.free_blocks(reversed(first))
+    assert pool.free_block_ids() == [4, 5, 6, 7, 3, 2, 1]
+    assert pool.num_free_blocks == 7 and pool.num_used_blocks == 0
+
+
+def test_usage_counts_cached_free_blocks_as_free() -> None:
+    pool = BlockPool(11, enable_caching=True)
+    blocks = pool.get_new_blocks(4)
+    pool.cache_full_blocks(blocks, [h(1), h(2), h(3)], 0, 3)
+    assert pool.get_usage() == pytest.approx(0.4)
+    pool.free_blocks(blocks)
+    assert pool.get_usage() == 0.0
+    assert (pool.num_cached_blocks, pool.num_evictable_cached_blocks) == (3, 3)
+
+
+def test_hash_survives_free_until_the_block_is_reused() -> None:
+    pool = BlockPool(4, enable_caching=True)
+    a, b, c = pool.get_new_blocks(3)
+    pool.cache_full_blocks([a, b], [h(10), h(11)], 0, 2)
+    pool.free_blocks([c, b, a])
+    assert pool.get_cached_block(h(10)) is a
+    assert pool.free_block_ids() == [3, 2, 1]
+    # Reusing the head (c, never hashed) keeps both hashes; reusing b evicts its hash only.
+    assert pool.get_new_blocks(2) == [c, b]
+    assert pool.get_cached_block(h(11)) is None and b.block_hash is None
+    assert pool.get_cached_block(h(10)) is a
+    assert (pool.num_cached_blocks, pool.num_evictable_cached_blocks) == (1, 1)
+
+
+def test_touch_resurrects_an_evictable_block_without_copying() -> None:
+    pool = BlockPool(5, enable_caching=True)
+    blocks = pool.get_new_blocks(2)
+    pool.cache_full_blocks(blocks, [h(1), h(2)], 0, 2)
+    pool.free_blocks(reversed(blocks))
+    assert pool.free_block_ids() == [3, 4, 2, 1]
+    pool.touch([blocks[0]])
+    assert blocks[0].ref_cnt == 1 and pool.free_block_ids() == [3, 4, 2]
+    assert pool.num_evictable_cached_blocks == 1
+    pool.touch([blocks[0]])  # shared by a second request: no queue change
+    assert blocks[0].ref_cnt == 2 and pool.num_free_blocks == 3
+
+
+def test_identical_full_blocks_are_not_merged_and_the_first_inserted_hits() -> None:
+    pool = BlockPool(6, enable_caching=True)
+    a = pool.get_new_blocks(1)
+    b = pool.get_new_blocks(1)
+    pool.cache_full_blocks(a, [h(7)], 0, 1)
+    pool.cache_full_blocks(b, [h(7)], 0, 1)
+    assert pool.num_cached_blocks == 2
+    assert pool.get_cached_block(h(7)) is a[0]
+    pool.free_blocks(a)
+    pool.get_new_blocks(4)  # 3, 4, 5 then a's block 1: evicts a only
+    assert pool.get_cached_block(h(7)) is b[0]
+
+
+def test_cache_full_blocks_skips_already_cached_prefix_and_null_blocks() -> None:
+    pool = BlockPool(6, enable_caching=True)
+    blocks = [pool.null_block, *pool.get_new_blocks(2)]
+    pool.cache_full_blocks(blocks, [h(1), h(2), h(3)], 0, 3)
+    assert pool.null_block.block_hash is None
+    assert pool.num_cached_blocks == 2
+    with pytest.raises(AssertionError):
+        pool.cache_full_blocks(blocks, [h(1), h(2), h(3)], 1, 2)
+
+
+def test_reset_prefix_cache_only_when_no_block_is_in_use() -> None:
+    pool = BlockPool(4, enable_caching=True)
+    blocks = pool.get_new_blocks(2)
+    pool.cache_full_blocks(blocks, [h(1), h(2)], 0, 2)
+    assert pool.reset_prefix_cache() is False
+    pool.free_blocks(blocks)
+    assert pool.reset_prefix_cache() is True
+    assert pool.get_cached_block(h(1)) is None
+    assert (pool.num_cached_blocks, pool.num_evictable_cached_blocks) == (0, 0)
+    assert all(block.block_hash is None for block in pool.blocks)

@@ -1,0 +1,92 @@
+"""Trace validation: every mistake is one clear KvplanError (the CLI turns it into exit code 2)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kvplan.errors import KvplanError
+from kvplan.semantics.engine.trace import OUTPUT_TOKEN_BASE, load_trace, parse_trace
+
+CONFIG = {"num_gpu_blocks": 14, "max_num_batched_tokens": 64, "max_num_seqs": 4, "max_model_len": 512}
+
+
+def doc(*requests: dict[str, Any], **config: Any) -> dict[str, Any]:
+    return {"config": {**CONFIG, **config}, "requests": list(requests)}
+
+
+def req(request_id: str = "r0", **fields: Any) -> dict[str, Any]:
+    return {"request_id": request_id, "arrival_step": 0, "prefix_len": 16, "unique_len": 8,
+            "max_tokens": 4, **fields}
+
+
+def test_defaults_and_token_id_rules() -> None:
+    trace = parse_trace({"config": {"num_gpu_blocks": 100}, "requests": [
+        {"request_id": "a", "prefix_id": 2, "prefix_len": 2, "unique_len": 2, "max_tokens": 3},
+        {"request_id": "b", "prompt_token_ids": [7, 8], "max_tokens": 2,
+         "output_token_ids": [5, 6, 9]},
+    ]})
+    config = trace.config
+    assert (config.block_size, config.max_num_batched_tokens, config.max_num_seqs, config.max_model_len) == (
+        16, 2048, 128, 4096)
+    assert config.enable_prefix_caching and config.enable_chunked_prefill and config.hash_seed == "0"
+    a, b = trace.requests
+    assert list(a.prompt()) == [1_002_000_000, 1_002_000_001, 2_000_000_000, 2_000_000_001]
+    assert list(a.outputs()) == [OUTPUT_TOKEN_BASE, OUTPUT_TOKEN_BASE + 1, OUTPUT_TOKEN_BASE + 2]
+    assert list(b.prompt()) == [7, 8] and list(b.outputs()) == [5, 6, 9] and b.arrival_step == 0
+    assert list(trace.requests[0].to_request().output_token_ids) == list(a.outputs())
+
+
+def test_overrides_replace_the_trace_config() -> None:
+    overrides = {"num_gpu_blocks": 99, "enable_prefix_caching": False, "block_size": None}
+    trace = parse_trace(doc(req()), overrides)
+    assert trace.config.num_gpu_blocks == 99 and not trace.config.enable_prefix_caching
+    assert trace.config.block_size == 16
+
+
+@pytest.mark.parametrize(("document", "message"), [
+    (doc(req(max_token=4)), "unknown key 'max_token' (did you mean 'max_tokens'?)"),
+    ({"config": {**CONFIG, "max_num_seq": 4}, "requests": []}, "did you mean 'max_num_seqs'?"),
+    ({"config": CONFIG, "request": []}, "did you mean 'requests'?"),
+    (doc(req(unique_len=-5)), "unique_len must be a non-negative integer, got -5"),
+    (doc(req(arrival_step=-1)), "arrival_step must be a non-negative integer"),
+    (doc(req(max_tokens=0)), "max_tokens must be at least 1"),
+    (doc(req(prefix_len=500, unique_len=12)),
+     "the prompt (512 tokens) must be shorter than max_model_len (512)"),
+    (doc(req(prefix_len=0, unique_len=0)), "the prompt is empty"),
+    (doc(req("a"), req("a")), "request id 'a' appears twice"),
+    (doc(req(), max_num_batched_tokens=2, max_num_seqs=4), "must be greater than or equal to max_num_seqs"),
+    (doc(req(), enable_chunked_prefill=False), "with chunked prefill off"),
+    (doc({"request_id": "p", "prompt_token_ids": [1, 2], "prefix_len": 4, "max_tokens": 1}),
+     "either prompt_token_ids or prefix_id/prefix_len/unique_len, not both"),
+    ({"config": {"block_size": 16}, "requests": []}, "config needs num_gpu_blocks"),
+    (doc(req(), num_gpu_blocks=True), "num_gpu_blocks must be an integer, got true"),
+    (doc(req(), block_size=12), "block_size must be one of 1, 8, 16, 32, 64, 128, 256"),
+    (doc(req(), hash_algo="md5"), "hash_algo must be one of"),
+    (doc(req(), num_gpu_blocks=1), "num_gpu_blocks must be at least 2"),
+    (doc(req(output_token_ids=[1, 2])), "output_token_ids holds 2 ids but max_tokens is 4"),
+    (doc({"request_id": "p", "prompt_token_ids": [1, -2], "max_tokens": 1}),
+     "token ids are integers in [0, 2**63)"),
+    (doc(req(request_id=5)), "request_id must be a non-empty string"),
+    ([1, 2], "a trace is a JSON object"),
+])
+def test_invalid_traces_are_one_clear_error(document: Any, message: str) -> None:
+    with pytest.raises(KvplanError) as error:
+        parse_trace(document, source="t.json")
+    text = str(error.value)
+    assert message in text and "\n" not in text and text.startswith("t.json")
+
+
+def test_unreadable_files(tmp_path: Path) -> None:
+    with pytest.raises(KvplanError, match="no such trace file"):
+        load_trace(tmp_path / "missing.json")
+    broken = tmp_path / "broken.json"
+    broken.write_text('{"config": {"num_gpu_blocks": 4},')
+    with pytest.raises(KvplanError, match=r"not valid JSON \(line 1"):
+        load_trace(broken)
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps(doc(req())))
+    assert load_trace(good).requests[0].request_id == "r0"

@@ -1,0 +1,135 @@
+"""The 40 sizing cases computed by vLLM 0.17.1's own functions, field by field."""
+
+from __future__ import annotations
+
+import pytest
+
+from kvplan.semantics.config.rules import (
+    ConfigRejected,
+    resolve_model_dtype,
+    verify_max_model_len,
+    verify_tensor_parallel,
+)
+from kvplan.semantics.kv.layer_specs import CacheKnobs, build_worker_specs, resolve_cache_layout
+from kvplan.semantics.kv.sizing import size_kv_cache
+from kvplan.semantics.kv.specs import (
+    GroupSpec,
+    MambaSpec,
+    MLAAttentionSpec,
+    SizingLimits,
+    SlidingWindowSpec,
+)
+
+
+def describe(spec: GroupSpec) -> dict:
+    """A spec in the vocabulary of the cases file."""
+    out: dict = {
+        "type": spec.type_name, "block_size": spec.block_size, "page_size_bytes": spec.page_size_bytes
+    }
+    if isinstance(spec, MambaSpec):
+        out |= {
+            "dtypes": list(spec.dtypes), "shapes": [list(shape) for shape in spec.shapes],
+            "mamba_type": spec.mamba_type, "mamba_cache_mode": spec.mamba_cache_mode,
+            "page_size_padded": spec.page_size_padded,
+        }
+        return out
+    out |= {"dtype": spec.dtype, "head_size": spec.head_size, "num_kv_heads": spec.num_kv_heads}
+    if isinstance(spec, SlidingWindowSpec):
+        out["sliding_window"] = spec.sliding_window
+    if isinstance(spec, MLAAttentionSpec):
+        out["cache_dtype_str"] = spec.cache_dtype_str
+    return out
+
+
+def layer_spec_summary(specs: dict) -> list[dict]:
+    """Distinct specs in order of first appearance, with their layer counts."""
+    summary: list[dict] = []
+    for spec in specs.values():
+        entry = describe(spec)
+        for seen in summary:
+            if {k: v for k, v in seen.items() if k != "num_layers"} == entry:
+                seen["num_layers"] += 1
+                break
+        else:
+            summary.append(entry | {"num_layers": 1})
+    return summary
+
+
+def plan(shape, args: dict, derived_max_len: float):
+    model_dtype = resolve_model_dtype("auto", shape.config_dtype, shape.model_type).dtype
+    max_model_len = verify_max_model_len(args["max_model_len"], derived_max_len, "max_position_embeddings")
+    verify_tensor_parallel(shape, args["tensor_parallel_size"])
+    knobs = CacheKnobs(
+        max_model_len=max_model_len, model_dtype=model_dtype, block_size=args["block_size"],
+        cache_dtype=args["kv_cache_dtype"], tensor_parallel_size=args["tensor_parallel_size"],
+    )
+    workers = build_worker_specs(shape, knobs)
+    limits = SizingLimits(max_model_len=max_model_len, max_num_batched_tokens=args["max_num_batched_tokens"])
+    result = size_kv_cache(workers, [args["kv_cache_memory_bytes"]] * len(workers), limits)
+    return knobs, resolve_cache_layout(shape, knobs), workers, result
+
+
+def test_case_matches_vllm(sizing_case: dict, sizing_file: dict, catalog_shape) -> None:
+    args, expect = sizing_case["args"], sizing_case["expect"]
+    model = sizing_file["models"][sizing_case["model"]]
+    shape = catalog_shape(sizing_case["model"])
+    # vLLM's derived length is a float once RoPE scaling (factor 1.0 here) has been applied
+    derived = model["max_position_embeddings"] * 1.0
+    if not expect["ok"]:
+        assert expect["stage"] == "config"
+        with pytest.raises(ConfigRejected) as rejected:
+            plan(shape, args, derived)
+        vllm_text = expect["error"].split("Value error, ", 1)[1].removesuffix(" [ty")
+        assert str(rejected.value) == vllm_text
+        return
+
+    knobs, layout, workers, result = plan(shape, args, derived)
+    (specs,) = workers
+    config = result.config
+    assert result.fits and config is not None
+    assert knobs.model_dtype == expect["model_dtype"] == model["vllm_model_dtype"]
+    assert layout.kv_dtype == expect["kv_dtype"]
+    assert layout.cache_dtype == expect["resolved_cache_dtype"]
+    assert layout.block_size == expect["effective_block_size"]
+    assert result.max_model_len == expect["max_model_len"]
+    assert layer_spec_summary(specs) == expect["layer_specs"]
+    assert len(specs) == expect["num_kv_cache_layers"]
+    groups = [describe(g.kv_cache_spec) | {"num_layers": len(g.layer_names)} for g in result.groups]
+    assert groups == expect["groups"]
+    assert len(result.groups) == expect["num_groups"]
+    assert result.bytes_needed_for_one_max_len_request == expect["bytes_needed_for_one_max_len_request"]
+    assert config.num_blocks == expect["num_blocks"]
+    assert sorted({g.kv_cache_spec.page_size_bytes for g in result.groups}) == expect["page_size_bytes"]
+    assert [t.size for t in config.kv_cache_tensors] == expect["kv_cache_tensors"]
+    assert [len(t.shared_by) for t in config.kv_cache_tensors] == expect["kv_cache_tensor_shared_by"]
+    assert sum(t.size for t in config.kv_cache_tensors) == expect["kv_cache_tensors_total_bytes"]
+    assert result.max_concurrency == expect["max_concurrency"]
+    assert result.gpu_kv_cache_tokens == expect["gpu_kv_cache_tokens"]
+    assert list(result.log_lines) == expect["vllm_log"]
+    assert config.needs_kv_cache_zeroing == expect["needs_kv_cache_zeroing"]
+    assert expect["disable_hybrid_kv_cache_manager"] is False
+    if shape.is_hybrid:
+        assert layout.mamba_cache_mode == expect["mamba_cache_mode"]
+        assert layout.mamba_block_size == expect["mamba_block_size"]
+        assert layout.mamba_page_size_padded == expect["mamba_page_size_padded"]
+        assert layout.enable_prefix_caching == expect["enable_prefix_caching"]
+
+
+def test_excluded_tensor_parallel_sizes_are_rejected_with_vllm_text(sizing_file: dict, catalog_shape) -> None:
+    excluded = [
+        (model_id, entry)
+        for model_id, model in sizing_file["models"].items()
+        for entry in model.get("excluded", [])
+    ]
+    assert excluded
+    for model_id, entry in excluded:
+        with pytest.raises(ConfigRejected) as rejected:
+            verify_tensor_parallel(catalog_shape(model_id), entry["tensor_parallel_size"])
+        assert f"Value error, {rejected.value} [type=value_error" in entry["why"]
+
+
+def test_every_catalog_dtype_resolves_as_vllm_did(sizing_file: dict) -> None:
+    for model in sizing_file["models"].values():
+        model_type = {"GptOssForCausalLM": "gpt_oss"}.get(model["architecture"], "")
+        choice = resolve_model_dtype("auto", model["config_torch_dtype"], model_type)
+        assert choice.dtype == model["vllm_model_dtype"]
