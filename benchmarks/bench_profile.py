@@ -47,8 +47,8 @@ def _fake_vs_cpu(tokens: int = 1024, seqs: int = 4) -> dict[str, Any]:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from kvplan.measure.backend import ModelSource
     from kvplan.measure.cpu import CpuBackend
-    from kvplan.measure.dummy_run import profile_batch
     from kvplan.measure.fake import FakeBackend
+    from kvplan.semantics.memory.profile_batch import profile_batch
     from kvplan.semantics.models.resolve import resolve_config
 
     config = resolve_config(QWEN).config

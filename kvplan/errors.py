@@ -14,6 +14,10 @@ class KvplanError(Exception):
     exit_code = EXIT_BAD_INPUT
 
 
+class ConfigRejected(KvplanError):
+    """vLLM would refuse these arguments before sizing anything (exit code 2), in vLLM's words."""
+
+
 class DoesNotFitError(KvplanError):
     """A configuration that does not fit, found while preparing another command's input. Exit 1."""
 

@@ -1,7 +1,9 @@
-"""Byte sizes as people write them, and as vLLM logs them."""
+"""Byte sizes as people write them and as vLLM logs them, and the integer arithmetic that sizes are
+computed with (ceil division, rounding up to a granularity)."""
 
 from __future__ import annotations
 
+import math
 import re
 
 from kvplan.errors import KvplanError
@@ -47,3 +49,18 @@ def human_bytes(num_bytes: int | float) -> str:
             return f"{value:,.0f} {unit}" if unit == "B" else f"{value:,.2f} {unit}"
         value /= 1024
     raise AssertionError("unreachable")
+
+
+def cdiv(a: int, b: int) -> int:
+    """Ceil division of integers, vLLM's `cdiv`."""
+    return -(-a // b)
+
+
+def round_up(value: int, granularity: int) -> int:
+    """`value` rounded up to a multiple of `granularity`."""
+    return cdiv(value, granularity) * granularity
+
+
+def significant(value: float, digits: int = 6) -> float | None:
+    """A float to `digits` significant digits, as kvplan's documents carry them (None if not finite)."""
+    return float(f"{value:.{digits}g}") if math.isfinite(value) else None

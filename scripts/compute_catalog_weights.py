@@ -14,7 +14,7 @@ import time
 from kvplan.measure.meta_build import build_layout
 from kvplan.semantics.models.catalog import catalog_ids
 from kvplan.semantics.models.resolve import resolve_config
-from kvplan.semantics.models.weights import WEIGHTS_FILE, WEIGHTS_SCHEMA_VERSION, layout_to_json
+from kvplan.semantics.weights import WEIGHTS_FILE, WEIGHTS_SCHEMA_VERSION, layout_to_json
 
 
 def main() -> int:

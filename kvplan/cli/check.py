@@ -23,8 +23,9 @@ def check_command(
 
     Exit codes: 0 every assertion holds, 1 one failed, 2 the spec or its inputs are invalid.
     With $GITHUB_STEP_SUMMARY set, a Markdown summary is appended to it."""
+    from kvplan.report.check_json import check_record
     from kvplan.report.check_markdown import append_step_summary
-    from kvplan.usecases.check.evaluate import check_record, evaluate
+    from kvplan.usecases.check.evaluate import evaluate
     from kvplan.usecases.check.spec import load_spec
 
     spec = load_spec(spec_path)

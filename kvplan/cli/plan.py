@@ -4,9 +4,11 @@ import typer
 
 from kvplan.cli import options
 from kvplan.cli.app import app
+from kvplan.cli.quick_asserts import verdict_exit_code
 from kvplan.report.jsonout import emit_json
-from kvplan.usecases.check.quick import QUICK_ASSERTS, evaluate_quick, parse_quick_asserts, quick_help
-from kvplan.usecases.plan import plan_for_device
+from kvplan.report.plan_json import plan_record
+from kvplan.usecases.check.quick import QUICK_ASSERTS, parse_quick_asserts, plan_report, quick_help
+from kvplan.usecases.profile import plan_for_device
 
 
 @app.command("plan", context_settings=QUICK_ASSERTS, epilog=quick_help("plan"))
@@ -38,13 +40,12 @@ def plan_command(
     assertions = parse_quick_asserts(ctx.args, "plan")
     request = options.plan_request(ctx.params)
     result = plan_for_device(request)
-    record = result.to_record()
     if json_output:
-        emit_json(record)
+        emit_json(plan_record(result))
     else:
         from kvplan.report.plan_console import render_plan
 
-        render_plan(record)
-    code = evaluate_quick(assertions, record, finding=not result.fits, request=request)
+        render_plan(result)
+    code = verdict_exit_code(plan_report(assertions, result) if assertions else None, finding=not result.fits)
     if code:
         raise typer.Exit(code)

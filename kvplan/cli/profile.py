@@ -7,9 +7,10 @@ import typer
 
 from kvplan.cli import options
 from kvplan.cli.app import app
+from kvplan.cli.quick_asserts import verdict_exit_code
 from kvplan.errors import EXIT_STALLED, require_profile_extra
 from kvplan.report.jsonout import emit_json
-from kvplan.usecases.check.quick import QUICK_ASSERTS, evaluate_quick, parse_quick_asserts, quick_help
+from kvplan.usecases.check.quick import QUICK_ASSERTS, parse_quick_asserts, profile_report, quick_help
 
 BACKEND = typer.Option(
     "auto", "--backend",
@@ -81,12 +82,12 @@ def profile_command(
     """Load the model, measure non-KV memory with vLLM's profile run, size and really allocate the KV cache."""
     assertions = parse_quick_asserts(ctx.args, "profile")
     require_profile_extra("kvplan profile")
-    from kvplan.usecases.profile import ProfileOptions, run_profile
-    from kvplan.usecases.profile_record import profile_record, save_profile
+    from kvplan.report.profile_json import profile_record, save_profile
+    from kvplan.usecases.profile import ProfileRequest, run_profile
 
     request = options.plan_request(ctx.params)
-    profile_options = ProfileOptions(
-        request=request, backend=backend, device_index=device, load_format=load_format,
+    profile_request = ProfileRequest(
+        plan=request, backend=backend, device_index=device, load_format=load_format,
         attention_backend=attention_backend, allocate=not no_allocate,
         non_torch_bytes=options.parse_optional_bytes(non_torch_bytes, "--non-torch-bytes"),
         cuda_graph_bytes=options.parse_optional_bytes(cuda_graph_bytes, "--cuda-graph-bytes"),
@@ -105,18 +106,15 @@ def profile_command(
 
     progress = Console(stderr=True, highlight=False)
     with progress.status("profiling", spinner="dots") as status:
-        result = run_profile(profile_options, progress=lambda stage: status.update(stage))
-    record = profile_record(result)
+        result = run_profile(profile_request, progress=lambda stage: status.update(stage))
     check = None
-    if workload is not None:
-        record["workload_check"] = None  # not run: the configuration does not fit
-        if result.fits:
-            from kvplan.usecases.profile_workload import run_workload_check, workload_check_record
+    if workload is not None and result.fits:
+        from kvplan.usecases.profile_workload import run_workload_check
 
-            with progress.status(f"simulating {workload.name} on the allocated pool", spinner="dots") as status:
-                check = run_workload_check(result, workload, progress=lambda done, total: status.update(
-                    f"simulating {workload.name} on the allocated pool: {done:,} of {total:,} requests done"))
-            record["workload_check"] = workload_check_record(check)
+        with progress.status(f"simulating {workload.name} on the allocated pool", spinner="dots") as status:
+            check = run_workload_check(result, workload, progress=lambda done, total: status.update(
+                f"simulating {workload.name} on the allocated pool: {done:,} of {total:,} requests done"))
+    record = profile_record(result, check, workload_requested=workload is not None)
     if save is not None:
         save_profile(record, save)
     if json_output:
@@ -124,11 +122,11 @@ def profile_command(
     else:
         from kvplan.report.profile_console import render_profile
 
-        render_profile(record)
+        render_profile(result, check, workload_requested=workload is not None)
         if save is not None:
             print(f"saved {save}")
     finding = not result.fits or (check is not None and check.finding is not None)
-    code = evaluate_quick(assertions, record, finding=finding, request=request)
+    code = verdict_exit_code(profile_report(assertions, result.summary) if assertions else None, finding=finding)
     if code:
         raise typer.Exit(code)
     if check is not None and check.metrics.stalled:

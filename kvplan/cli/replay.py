@@ -15,9 +15,10 @@ from kvplan.cli import options
 from kvplan.cli.app import app
 from kvplan.errors import EXIT_STALLED, KvplanError
 from kvplan.report.replay_records import RecordEncoder, summary_record
-from kvplan.semantics.engine.replay import ReplaySummary, StepObserver, replay
+from kvplan.semantics.engine.replay import ReplaySummary, StepObserver
 from kvplan.semantics.engine.scheduler import Scheduler, StepResult
-from kvplan.semantics.engine.trace import Trace, load_trace
+from kvplan.semantics.engine.trace import Trace
+from kvplan.usecases.replay import EngineSettings, ReplayRequest, load_replay, replay_trace
 
 WRITE_BUFFER_BYTES = 1 << 20
 
@@ -40,23 +41,25 @@ def replay_command(
     """Replay a request trace step by step; JSON Lines when piped or with -o, a summary on a terminal.
 
     Exit codes: 0 done, 2 bad trace or options, 3 the run stalled."""
-    overrides = {
-        "num_gpu_blocks": num_gpu_blocks,
-        "block_size": block_size,
-        "enable_prefix_caching": options.on_off(prefix_caching),
-        "max_num_batched_tokens": max_num_batched_tokens,
-        "max_num_seqs": max_num_seqs,
-        "max_model_len": max_model_len,
-        "enable_chunked_prefill": False if no_chunked_prefill else None,
-    }
+    settings = EngineSettings(
+        num_gpu_blocks=num_gpu_blocks,
+        block_size=block_size,
+        enable_prefix_caching=options.on_off(prefix_caching),
+        max_num_batched_tokens=max_num_batched_tokens,
+        max_num_seqs=max_num_seqs,
+        max_model_len=max_model_len,
+        enable_chunked_prefill=False if no_chunked_prefill else None,
+    )
     if output is not None:
         options.check_output("-o", output, (trace_path,), "the input trace")
-    trace = load_trace(trace_path, overrides)
+    trace = load_replay(ReplayRequest(trace_path, settings))
 
     records = json_output or summary_only or dump_free_queue or output is not None or not sys.stdout.isatty()
     if not records:
-        summary = replay(trace)
-        _print_terminal_summary(summary, trace_path)
+        from kvplan.report.replay_console import render_replay_summary
+
+        summary = replay_trace(trace)
+        render_replay_summary(summary, trace_path.name)
     elif output is None:
         try:
             summary = _replay_to(sys.stdout, trace, summary_only, dump_free_queue)
@@ -87,31 +90,8 @@ def _replay_to(stream: IO[str], trace: Trace, summary_only: bool, dump_free_queu
         def observe(result: StepResult, scheduler: Scheduler, arrived: list[str]) -> None:
             write(encode(result, scheduler, arrived))
             write("\n")
-    summary = replay(trace, observe)
+    summary = replay_trace(trace, observe)
     write(json.dumps(summary_record(summary)))
     write("\n")
     stream.flush()
     return summary
-
-
-def _print_terminal_summary(summary: ReplaySummary, trace_path: Path) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    config = summary.config
-    usable = config.num_gpu_blocks - 1
-    table = Table(title=f"kvplan replay {trace_path.name}", show_header=False, title_justify="left")
-    table.add_column(style="bold")
-    table.add_column(justify="right")
-    table.add_row("steps", f"{summary.num_steps:,}" + (" (stalled)" if summary.stalled else ""))
-    table.add_row("finished", f"{summary.num_finished:,} / {summary.num_requests:,}")
-    table.add_row("preemptions", f"{summary.total_preemptions:,}")
-    hit_rate = (f"{summary.prefix_cache_hit_rate:.1%} ({summary.prefix_cache_hits:,} / "
-                f"{summary.prefix_cache_queries:,} tokens)")
-    table.add_row("prefix-cache hit rate", hit_rate if config.enable_prefix_caching else "caching off")
-    peak = summary.max_used_blocks
-    table.add_row("peak blocks in use", f"{peak:,} / {usable:,} ({peak / usable:.1%})")
-    table.add_row("pool", f"{config.num_gpu_blocks:,} blocks x {config.block_size} tokens")
-    console = Console()
-    console.print(table)
-    console.print("[dim]JSON Lines: pipe the output, or use -o FILE or --json[/dim]", highlight=False)

@@ -13,12 +13,14 @@ import typer
 
 from kvplan.cli import options
 from kvplan.cli.app import app
+from kvplan.cli.quick_asserts import verdict_exit_code
 from kvplan.errors import EXIT_STALLED, KvplanError
 from kvplan.report.jsonout import dumps
 from kvplan.report.simulate_json import result_document
-from kvplan.usecases.check.quick import QUICK_ASSERTS, evaluate_quick, parse_quick_asserts, quick_help
-from kvplan.usecases.simulate.driver import SimOptions, prepare, simulate
+from kvplan.usecases.check.quick import QUICK_ASSERTS, parse_quick_asserts, quick_help, simulation_report
+from kvplan.usecases.simulate.driver import SimOptions, prepare
 from kvplan.usecases.simulate.engine_source import EngineOverrides
+from kvplan.usecases.simulate.simulation import SimResult, simulate
 from kvplan.usecases.simulate.workload import load_workload
 
 REPORT_WIDTH = 110
@@ -101,34 +103,33 @@ def simulate_command(
     with _writable(timeline) as timeline_stream, _progress() as progress:
         result = simulate(setup, find_max_rate=find_max_rate, progress=progress, timeline=timeline_stream,
                           stage=_stage)
-    document = result_document(result)
 
     if report is not None:
         from kvplan.report.sim_html import render_html
 
         with _writable(report) as stream:
-            stream.write(render_html(document))  # type: ignore[union-attr]
+            stream.write(render_html(result))  # type: ignore[union-attr]
         print(f"kvplan: wrote the report to {report}", file=sys.stderr)
     if timeline is not None:
-        print(f"kvplan: wrote {document['num_steps']:,} steps to {timeline}", file=sys.stderr)
+        print(f"kvplan: wrote {result.metrics.num_steps:,} steps to {timeline}", file=sys.stderr)
     if output is not None:
         with _writable(output) as stream:
-            _emit(document, json_output, stream)  # type: ignore[arg-type]
+            _emit(result, json_output, stream)  # type: ignore[arg-type]
         print(f"kvplan: wrote the result to {output}", file=sys.stderr)
     else:
-        _emit(document, json_output, sys.stdout)
-    code = evaluate_quick(assertions, document)
+        _emit(result, json_output, sys.stdout)
+    code = verdict_exit_code(simulation_report(assertions, result) if assertions else None)
     if result.stalled:
-        print(f"kvplan: the simulation stalled after {document['num_steps']:,} steps: a request cannot be "
+        print(f"kvplan: the simulation stalled after {result.metrics.num_steps:,} steps: a request cannot be "
               "scheduled even alone (too few blocks or tokens per step for it)", file=sys.stderr)
         raise typer.Exit(EXIT_STALLED)
     if code:
         raise typer.Exit(code)
 
 
-def _emit(document: dict[str, Any], as_json: bool, stream: TextIO) -> None:
+def _emit(result: SimResult, as_json: bool, stream: TextIO) -> None:
     if as_json:
-        stream.write(dumps(document) + "\n")
+        stream.write(dumps(result_document(result)) + "\n")
         return
     from rich.console import Console
 
@@ -137,7 +138,7 @@ def _emit(document: dict[str, Any], as_json: bool, stream: TextIO) -> None:
     to_terminal = stream is sys.stdout and stream.isatty()
     console = Console(file=stream, width=None if to_terminal else REPORT_WIDTH,
                       color_system="auto" if to_terminal else None)
-    render(document, console)
+    render(result, console)
 
 
 def _stage(message: str) -> None:

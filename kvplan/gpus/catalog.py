@@ -34,6 +34,9 @@ class GpuSpec:
     # non-torch memory vLLM's profile adds (cuBLAS/NCCL workspaces, attention buffers); empty until
     # measured on that GPU with `kvplan profile --backend cuda` (no sourced value exists yet)
     non_torch_bytes: int | None = None
+    # streaming multiprocessors (NVIDIA) or compute units (AMD); they size the dummy sampler's
+    # top-k/top-p scratch buffer, which vLLM reads from the device
+    multiprocessors: int | None = None
 
     @property
     def memory_gib(self) -> float:
@@ -85,6 +88,7 @@ def _catalog() -> dict[str, GpuSpec]:
             compute_capability=_capability(row["compute_capability"]),
             arch=row["compute_capability"],
             non_torch_bytes=int(row["non_torch_bytes"]) if row["non_torch_bytes"].strip() else None,
+            multiprocessors=int(row["multiprocessors"]) if row["multiprocessors"].strip() else None,
         )
     return gpus
 

@@ -8,17 +8,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from kvplan.measure.dummy_run import ProfileBatch
-from kvplan.measure.dummy_sampler import SamplerSpec
-from kvplan.measure.kv_tensors import KvCacheAllocation, LayerLayout, SlotCheck
 from kvplan.semantics.kv.specs import KVCacheConfig
+from kvplan.semantics.memory.profile_batch import ProfileBatch
+from kvplan.semantics.memory.sampler import SamplerSpec
+
+if TYPE_CHECKING:
+    from kvplan.measure.kv_tensors import KvCacheAllocation
 
 BackendName = Literal["cuda", "cpu", "fake"]
 LoadFormat = Literal["dummy", "auto"]
 BACKENDS = ("auto", "cuda", "cpu", "fake")
 LOAD_FORMATS = ("dummy", "auto")
+LayerKind = Literal["attention", "mla", "mamba"]
 
 
 @dataclass(frozen=True)
@@ -63,6 +66,37 @@ class ActivationMeasurement:
     how: str
     sampler: SamplerSpec               # the dummy sampler run's vocabulary and SM count
     cross_checks: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class LayerLayout:
+    """How one layer sees its tensor: logical shape, strides (elements) and dtype."""
+
+    layer_name: str
+    tensor_index: int
+    kind: LayerKind
+    dtype: str
+    shapes: tuple[tuple[int, ...], ...]     # one per state for Mamba, else one
+    strides: tuple[tuple[int, ...], ...]
+    block_size: int
+    kernel_block_size: int
+
+
+@dataclass(frozen=True)
+class SlotCheck:
+    """The slot-mapping round trip: K/V written through `slot = block * block_size + offset`
+    into random blocks, read back from each layer's view and from the raw bytes."""
+
+    passed: bool
+    layers_checked: int
+    tokens: int
+    block_table: tuple[int, ...]
+    first_slots: tuple[int, ...]            # the slot mapping's first entries, for the report
+    view_round_trip: bool
+    raw_bytes_match: bool
+    untouched_blocks_zero: bool
+    shared_storage: bool
+    detail: str = ""
 
 
 @dataclass(frozen=True)

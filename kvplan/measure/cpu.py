@@ -22,7 +22,7 @@ from kvplan.measure.backend import (
     PlannedGpu,
     WeightsMeasurement,
 )
-from kvplan.measure.dummy_run import ProfileBatch, make_inputs, profile_step
+from kvplan.measure.dummy_run import make_inputs, profile_step
 from kvplan.measure.hf import (
     build_dummy_model,
     build_meta_model,
@@ -36,6 +36,7 @@ from kvplan.measure.hf import (
 from kvplan.measure.kv_tensors import allocate_kv_cache, slot_mapping_check
 from kvplan.measure.tracker import CUDA_ALLOCATOR_ROUNDING, LiveBytes
 from kvplan.semantics.kv.specs import KVCacheConfig
+from kvplan.semantics.memory.profile_batch import ProfileBatch
 from kvplan.units import format_gib
 
 _STATUS = Path("/proc/self/status")

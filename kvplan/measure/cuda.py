@@ -24,7 +24,7 @@ from kvplan.measure.backend import (
     ModelSource,
     WeightsMeasurement,
 )
-from kvplan.measure.dummy_run import ProfileBatch, make_inputs, profile_step
+from kvplan.measure.dummy_run import make_inputs, profile_step
 from kvplan.measure.hf import (
     build_dummy_model,
     hf_config,
@@ -34,6 +34,7 @@ from kvplan.measure.hf import (
 )
 from kvplan.measure.kv_tensors import allocate_kv_cache, slot_mapping_check
 from kvplan.semantics.kv.specs import KVCacheConfig
+from kvplan.semantics.memory.profile_batch import ProfileBatch
 
 PEAK_KEY = "allocated_bytes.all.peak"
 

@@ -19,7 +19,7 @@ from kvplan.measure.backend import (
     PlannedGpu,
     WeightsMeasurement,
 )
-from kvplan.measure.dummy_run import ProfileBatch, make_inputs, profile_step
+from kvplan.measure.dummy_run import make_inputs, profile_step
 from kvplan.measure.hf import (
     build_meta_model,
     hf_config,
@@ -29,9 +29,11 @@ from kvplan.measure.hf import (
     weight_tensors,
     weights_bytes,
 )
-from kvplan.measure.kv_tensors import allocate_kv_cache, shrink_kv_cache_config, slot_mapping_check
+from kvplan.measure.kv_tensors import allocate_kv_cache, slot_mapping_check
 from kvplan.measure.tracker import CUDA_ALLOCATOR_ROUNDING, LiveBytes
+from kvplan.semantics.kv.sizing import shrink_pool
 from kvplan.semantics.kv.specs import KVCacheConfig
+from kvplan.semantics.memory.profile_batch import ProfileBatch
 
 # blocks in the real CPU pool that stands in for the meta pool during the round trip
 CHECK_POOL_BLOCKS = 8
@@ -80,7 +82,7 @@ class FakeBackend(PlannedGpu):
         start = time.perf_counter()
         pool = allocate_kv_cache(config, attention_backend, "meta")
         small_blocks = min(config.num_blocks, CHECK_POOL_BLOCKS)
-        small = allocate_kv_cache(shrink_kv_cache_config(config, small_blocks), attention_backend, "cpu")
+        small = allocate_kv_cache(shrink_pool(config, small_blocks), attention_backend, "cpu")
         check = slot_mapping_check(small)
         return AllocationReport(
             device="meta", attention_backend=attention_backend, pool_bytes=pool.total_bytes,

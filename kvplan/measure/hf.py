@@ -14,7 +14,7 @@ import torch
 
 from kvplan.errors import KvplanError
 from kvplan.measure.attention import register_flashlike_attention
-from kvplan.measure.tracker import round_up
+from kvplan.units import round_up
 
 # vLLM's dummy loader fills every parameter uniformly in this range (model_loader/weight_utils.py)
 DUMMY_WEIGHT_RANGE = (-1e-3, 1e-3)

@@ -4,80 +4,37 @@ attention backend's layout; and a round trip through a slot mapping that proves 
 real and addressed the way the kernels address it.
 
 Public API:
-    ATTENTION_BACKENDS
-    kv_cache_shape(backend, num_blocks, block_size, num_kv_heads, head_size) -> shape
-    kernel_block_size(backend, block_size) -> int
-    layer_specs(config) -> {layer name: spec}
     allocate_kv_cache(config, backend, device) -> KvCacheAllocation
-    shrink_kv_cache_config(config, num_blocks) -> KVCacheConfig   (same layout, fewer blocks)
     slot_mapping_check(allocation, seed=0) -> SlotCheck
     slot_index(layout, backend, which, slots) -> the view index of K (0) or V (1) at those slots"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from itertools import islice
 from math import prod
-from typing import Literal
 
 import torch
 
 from kvplan.errors import KvplanError
+from kvplan.measure.backend import LayerKind, LayerLayout, SlotCheck
+from kvplan.semantics.dtypes import dtype_size
+from kvplan.semantics.kv.layout import (
+    BLOCK_FIRST,
+    KV_FIRST,
+    check_backend,
+    kernel_block_size,
+    kv_cache_shape,
+    mla_row_width,
+    specs_by_layer,
+)
 from kvplan.semantics.kv.specs import (
     AttentionSpec,
     KVCacheConfig,
     KVCacheSpec,
     MambaSpec,
     MLAAttentionSpec,
-    UniformTypeKVCacheSpecs,
-    dtype_size,
 )
-
-ATTENTION_BACKENDS = ("flash_attn", "flashinfer", "triton", "flex", "cpu")
-AttentionBackend = Literal["flash_attn", "flashinfer", "triton", "flex", "cpu"]
-# where K/V sits in each backend's logical shape: (2, blocks, ...), (blocks, 2, ...), or CPU's
-# (2, blocks, heads, block_size, head)
-_KV_FIRST = ("flash_attn", "flex")
-_BLOCK_FIRST = ("flashinfer", "triton")
-# FlashInfer kernels take these block sizes; a larger manager block is split into kernel blocks
-_FLASHINFER_KERNEL_BLOCKS = (64, 32, 16)
-
-LayerKind = Literal["attention", "mla", "mamba"]
-
-
-def kv_cache_shape(
-    backend: str, num_blocks: int, block_size: int, num_kv_heads: int, head_size: int
-) -> tuple[int, ...]:
-    """`AttentionBackend.get_kv_cache_shape` of vLLM 0.17.1 (NHD layout, the default)."""
-    if backend in _KV_FIRST:
-        return (2, num_blocks, block_size, num_kv_heads, head_size)
-    if backend in _BLOCK_FIRST:
-        return (num_blocks, 2, block_size, num_kv_heads, head_size)
-    if backend == "cpu":
-        return (2, num_blocks, num_kv_heads, block_size, head_size)
-    raise KvplanError(f"unknown attention backend {backend!r}; choose one of {', '.join(ATTENTION_BACKENDS)}")
-
-
-def kernel_block_size(backend: str, block_size: int) -> int:
-    """The kernel's block size for a manager block (`prepare_kernel_block_sizes`)."""
-    if backend == "flashinfer" and block_size not in _FLASHINFER_KERNEL_BLOCKS:
-        for size in _FLASHINFER_KERNEL_BLOCKS:
-            if block_size % size == 0:
-                return size
-        raise KvplanError(f"FlashInfer cannot split {block_size}-token blocks into 16, 32 or 64-token blocks")
-    if backend in ("flash_attn", "triton") and block_size % 16:
-        raise KvplanError(f"the {backend} backend needs a block size that is a multiple of 16, not {block_size}")
-    return block_size
-
-
-def layer_specs(config: KVCacheConfig) -> dict[str, KVCacheSpec]:
-    """Each layer's own spec (a uniform-type group holds one per layer)."""
-    specs: dict[str, KVCacheSpec] = {}
-    for group in config.kv_cache_groups:
-        spec = group.kv_cache_spec
-        for name in group.layer_names:
-            specs[name] = spec.kv_cache_specs[name] if isinstance(spec, UniformTypeKVCacheSpecs) else spec
-    return specs
 
 
 def _torch_dtype(name: str) -> torch.dtype:
@@ -88,20 +45,6 @@ def _kind(spec: KVCacheSpec) -> LayerKind:
     if isinstance(spec, MambaSpec):
         return "mamba"
     return "mla" if isinstance(spec, MLAAttentionSpec) else "attention"
-
-
-@dataclass(frozen=True)
-class LayerLayout:
-    """How one layer sees its tensor: logical shape, strides (elements) and dtype."""
-
-    layer_name: str
-    tensor_index: int
-    kind: LayerKind
-    dtype: str
-    shapes: tuple[tuple[int, ...], ...]     # one per state for Mamba, else one
-    strides: tuple[tuple[int, ...], ...]
-    block_size: int
-    kernel_block_size: int
 
 
 @dataclass
@@ -124,8 +67,8 @@ def _attention_view(
 ) -> tuple[torch.Tensor, int]:
     if isinstance(spec, MLAAttentionSpec):
         num_blocks = raw.numel() // spec.page_size_bytes
-        width = spec.page_size_bytes // spec.block_size // dtype_size(spec.dtype)
-        return raw.view(_torch_dtype(spec.dtype)).view(num_blocks, spec.block_size, width), spec.block_size
+        rows = raw.view(_torch_dtype(spec.dtype)).view(num_blocks, spec.block_size, mla_row_width(spec))
+        return rows, spec.block_size
     kernel = kernel_block_size(backend, spec.block_size)
     num_blocks = raw.numel() // spec.page_size_bytes * (spec.block_size // kernel)
     shape = kv_cache_shape(backend, num_blocks, kernel, spec.num_kv_heads, spec.head_size)
@@ -136,8 +79,8 @@ def _attention_view(
         return elements.view(shape), kernel
     # With Mamba layers present, one block's K and V sit together and blocks are one (padded)
     # page apart (`_update_hybrid_attention_mamba_layout`).
-    if backend not in _KV_FIRST:
-        raise KvplanError(f"hybrid attention/Mamba layouts are only modelled for {', '.join(_KV_FIRST)}")
+    if backend not in KV_FIRST:
+        raise KvplanError(f"hybrid attention/Mamba layouts are only modelled for {', '.join(KV_FIRST)}")
     half = kernel * spec.num_kv_heads * spec.head_size
     page = spec.page_size_bytes // dtype_size(spec.dtype) // (spec.block_size // kernel)
     stride = (half, page, spec.num_kv_heads * spec.head_size, spec.head_size, 1)
@@ -164,9 +107,8 @@ def allocate_kv_cache(
 ) -> KvCacheAllocation:
     """`_allocate_kv_cache_tensors` + `_reshape_kv_cache_tensors`. On `meta` nothing is allocated
     but every shape, stride and byte count is exact."""
-    if backend not in ATTENTION_BACKENDS:
-        raise KvplanError(f"unknown attention backend {backend!r}; choose one of {', '.join(ATTENTION_BACKENDS)}")
-    specs = layer_specs(config)
+    check_backend(backend)
+    specs = specs_by_layer(config)
     hybrid = any(isinstance(spec, MambaSpec) for spec in specs.values())
     allocation = KvCacheAllocation(config=config, backend=backend, raw=[])
     for index, kv_tensor in enumerate(config.kv_cache_tensors):
@@ -188,38 +130,14 @@ def allocate_kv_cache(
     return allocation
 
 
-def shrink_kv_cache_config(config: KVCacheConfig, num_blocks: int) -> KVCacheConfig:
-    """The same layers and layout with `num_blocks` blocks (a small pool to check for real)."""
-    old = config.num_blocks
-    tensors = tuple(replace(t, size=t.size // old * num_blocks) for t in config.kv_cache_tensors)
-    return replace(config, num_blocks=num_blocks, kv_cache_tensors=tensors)
-
-
-@dataclass(frozen=True)
-class SlotCheck:
-    """The slot-mapping round trip: K/V written through `slot = block * block_size + offset`
-    into random blocks, read back from each layer's view and from the raw bytes."""
-
-    passed: bool
-    layers_checked: int
-    tokens: int
-    block_table: tuple[int, ...]
-    first_slots: tuple[int, ...]            # the slot mapping's first entries, for the report
-    view_round_trip: bool
-    raw_bytes_match: bool
-    untouched_blocks_zero: bool
-    shared_storage: bool
-    detail: str = ""
-
-
 def _index(kind: LayerKind, backend: str, which: int | torch.Tensor, blocks: torch.Tensor,
            offsets: torch.Tensor) -> tuple:
     """The logical index of (K or V, block, offset) -> an (n, heads, head) or (n, width) selection."""
     if kind == "mla":
         return (blocks, offsets)
-    if backend in _KV_FIRST:
+    if backend in KV_FIRST:
         return (which, blocks, offsets)
-    if backend in _BLOCK_FIRST:
+    if backend in BLOCK_FIRST:
         return (blocks, which, offsets)
     return (which, blocks, slice(None), offsets)
 

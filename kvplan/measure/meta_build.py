@@ -1,5 +1,6 @@
-"""Build a Hugging Face model on the meta device (no memory, no weights) and describe its parameters
-as a WeightLayout. Needs the `profile` extra; kvplan's catalog ships these layouts precomputed.
+"""Weight bytes of any model: the catalog's precomputed layout, else a Hugging Face model built on the
+meta device (no memory, no weights) and described as a WeightLayout. The build needs the `profile`
+extra; kvplan's catalog ships these layouts precomputed, so a catalog model imports no torch.
 
 `torch.device("meta")` keeps tied embeddings tied, so they are counted once
 (`accelerate.init_empty_weights` would untie them: profiling-notes P8)."""
@@ -7,13 +8,14 @@ as a WeightLayout. Needs the `profile` extra; kvplan's catalog ships these layou
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from typing import Any
 
 from kvplan.errors import KvplanError, require_profile_extra
-from kvplan.semantics.models.reader import architecture_of, hf_config_from, shape_from_config
-from kvplan.semantics.models.resolve import ResolvedConfig
-from kvplan.semantics.models.weights import ParamGroup, WeightLayout
+from kvplan.measure.hf_config import config_directory, hf_config_from, model_shape
+from kvplan.semantics.models.reader import architecture_of
+from kvplan.semantics.models.resolve import ResolvedConfig, resolve_config
+from kvplan.semantics.models.shape import ModelShape
+from kvplan.semantics.weights import ParamGroup, WeightEstimate, WeightLayout, catalog_layouts, estimate, quant_scheme
 
 _REPEATED = re.compile(r"^(?P<prefix>.*?)\.(?P<stack>layers|blocks|h)\.(?P<index>\d+)\.(?P<rest>.+)$")
 
@@ -23,9 +25,9 @@ def build_layout(resolved: ResolvedConfig, *, trust_remote_code: bool = False) -
     import torch
     import transformers
 
-    config_dir = str(Path(resolved.path).parent) if resolved.source != "hub" else None
-    shape = shape_from_config(resolved.config, resolved.model_id, trust_remote_code=trust_remote_code,
-                              config_dir=config_dir)
+    config_dir = config_directory(resolved)
+    shape = model_shape(resolved.config, resolved.model_id, trust_remote_code=trust_remote_code,
+                        config_dir=config_dir)
     architecture = architecture_of(resolved.config)
     hf_config = hf_config_from(resolved.config, architecture, trust_remote_code, config_dir)
     model_class = getattr(transformers, architecture, None)
@@ -89,3 +91,18 @@ def describe_parameters(model: Any, build_dtype: Any) -> tuple[ParamGroup, ...]:
                    copies=max(1, len(copies)))
         for (pattern, shape, module, fixed), (layers, copies) in found.items()
     )
+
+
+def weights_for(
+    model: ModelShape | ResolvedConfig, dtype: str, tensor_parallel_size: int = 1, pipeline_parallel_size: int = 1,
+    *, trust_remote_code: bool = False,
+) -> WeightEstimate:
+    """Weight bytes for `dtype` (float32 / float16 / bfloat16, already resolved from "auto")."""
+    resolved = model if isinstance(model, ResolvedConfig) else resolve_config(model.model_id)
+    layout = catalog_layouts().get(resolved.sha256)
+    source = "catalog: meta-device build, precomputed"
+    if layout is None:
+        layout = build_layout(resolved, trust_remote_code=trust_remote_code)
+        source = "meta-device build"
+    return estimate(layout, dtype, tensor_parallel_size, pipeline_parallel_size, quant_scheme(resolved.config),
+                    source)

@@ -17,11 +17,9 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
+from kvplan.units import round_up
+
 CUDA_ALLOCATOR_ROUNDING = 512
-
-
-def round_up(num_bytes: int, granularity: int) -> int:
-    return -(-num_bytes // granularity) * granularity
 
 
 class LiveBytes(TorchDispatchMode):

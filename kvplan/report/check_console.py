@@ -14,7 +14,7 @@ from kvplan.usecases.check.evaluate import CheckReport
 
 def render_check(report: CheckReport, console: Console) -> None:
     if report.target is not None:
-        console.print(f"[bold]target:[/] {escape(report.target['label'])}")
+        console.print(f"[bold]target:[/] {escape(report.target.label)}")
     table = Table(title=f"kvplan check {escape(report.name)}", title_justify="left")
     for column in ("assertion", "group", "required", "measured", "result", "margin"):
         table.add_column(column, justify="right" if column in ("measured", "margin") else "left")

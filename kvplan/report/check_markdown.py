@@ -32,7 +32,7 @@ def markdown_summary(report: CheckReport) -> str:
     verdict = f"all {total} assertions hold" if not failed else f"{failed} of {total} assertions failed"
     lines = [f"### {'✅' if not failed else '❌'} kvplan check `{report.name}`: {verdict}", ""]
     if report.target is not None:
-        lines += [f"Target: {report.target['label']}", ""]
+        lines += [f"Target: {report.target.label}", ""]
     lines += ["| | assertion | group | required | measured | margin |", "|---|---|---|---|---|---|"]
     for result in report.results:
         lines.append("| " + " | ".join(_cell(cell) for cell in (

@@ -1,14 +1,20 @@
 """`kvplan simulate --report report.html`: one self-contained HTML file (inline CSS and SVG, no
 scripts, nothing fetched) with charts of KV usage, queues and latency over time and the summary
-tables. Rendering only: it reads the same result document as ``--json``."""
+tables. Rendering only: the figures are the simulation's, rounded as ``--json`` rounds them."""
 
 from __future__ import annotations
 
 import html
 import math
+from collections.abc import Callable
 from typing import Any
 
-from kvplan.report.sim_console import _num, _pct, _seconds, _timing
+from kvplan import VLLM_SEMANTICS
+from kvplan.report.sim_console import _num, _pct, _seconds, series_end, timing_text
+from kvplan.report.simulate_json import SeriesRow, round_floats, series_rows
+from kvplan.usecases.simulate.capacity_search import Capacity
+from kvplan.usecases.simulate.metrics import RunMetrics
+from kvplan.usecases.simulate.simulation import SimResult
 
 WIDTH, HEIGHT = 920, 250
 LEFT, RIGHT, TOP, BOTTOM = 64, 16, 16, 40
@@ -116,57 +122,62 @@ def chart(series: list[dict[str, Any]], x_max: float, x_title: str, y_title: str
     return "".join(parts) + f'<div class="legend">{legend}</div>'
 
 
-def _rows(document: dict[str, Any]) -> list[dict[str, float]]:
-    series = document["series"]
-    return [dict(zip(series["columns"], row, strict=True)) for row in series["rows"]]
+def _half_bucket(metrics: RunMetrics) -> float:
+    return series_end(metrics, 1) / 2
 
 
-def _midpoints(document: dict[str, Any], rows: list[dict[str, float]], key: str) -> list[tuple[float, float]]:
-    half = document["series"]["bucket"] / 2
-    return [(r["start"] + half, r[key]) for r in rows if r["coverage"] > 0]
+def _midpoints(metrics: RunMetrics, rows: tuple[SeriesRow, ...], value: Callable[[SeriesRow], float]
+               ) -> list[tuple[float, float]]:
+    half = _half_bucket(metrics)
+    return [(r.start + half, value(r)) for r in rows if r.coverage > 0]
 
 
-def _x_title(document: dict[str, Any]) -> str:
-    return "step" if document["series"]["x"] == "step" else "time (s, estimated)"
+def _x_title(result: SimResult) -> str:
+    return "step" if result.setup.timer is None else "time (s, estimated)"
 
 
-def usage_chart(document: dict[str, Any]) -> str:
-    rows = [r for r in _rows(document) if r["coverage"] > 0]
-    usable = document["kv_usage"]["usable_blocks"]
-    half = document["series"]["bucket"] / 2
-    used = [(r["start"] + half, r["used_blocks_mean"]) for r in rows]
-    cached = [(r["start"] + half, r["used_blocks_mean"] + r["evictable_cached_blocks_mean"]) for r in rows]
-    x_max = document["series"]["bucket"] * len(document["series"]["rows"])
+def usage_chart(result: SimResult) -> str:
+    metrics = result.metrics
+    all_rows = series_rows(metrics)
+    rows = [r for r in all_rows if r.coverage > 0]
+    usable = metrics.kv.usable_blocks
+    half = _half_bucket(metrics)
+    used = [(r.start + half, r.used_blocks) for r in rows]
+    cached = [(r.start + half, r.used_blocks + r.evictable_cached_blocks) for r in rows]
+    x_max = series_end(metrics, len(all_rows))
     return chart([
         {"name": "cached, free (evictable) blocks", "color": COLORS["cached"], "kind": "area", "points": cached,
          "base": [y for _, y in used]},
         {"name": "used blocks (mean)", "color": COLORS["used"], "kind": "area", "points": used},
         {"name": "used blocks (peak in bucket)", "color": COLORS["peak"],
-         "points": _midpoints(document, rows, "used_blocks_max")},
-    ], x_max, _x_title(document), "KV blocks", y_max=usable, reference=(usable, f"pool: {usable:,} usable blocks"))
+         "points": _midpoints(metrics, all_rows, lambda r: r.used_blocks_peak)},
+    ], x_max, _x_title(result), "KV blocks", y_max=usable, reference=(usable, f"pool: {usable:,} usable blocks"))
 
 
-def queue_chart(document: dict[str, Any]) -> str:
-    rows = _rows(document)
-    x_max = document["series"]["bucket"] * len(rows)
+def queue_chart(result: SimResult) -> str:
+    metrics = result.metrics
+    rows = series_rows(metrics)
+    x_max = series_end(metrics, len(rows))
     return chart([
-        {"name": "running requests", "color": COLORS["running"], "points": _midpoints(document, rows, "running_mean")},
-        {"name": "waiting requests", "color": COLORS["waiting"], "points": _midpoints(document, rows, "waiting_mean")},
-    ], x_max, _x_title(document), "requests")
+        {"name": "running requests", "color": COLORS["running"],
+         "points": _midpoints(metrics, rows, lambda r: r.running)},
+        {"name": "waiting requests", "color": COLORS["waiting"],
+         "points": _midpoints(metrics, rows, lambda r: r.waiting)},
+    ], x_max, _x_title(result), "requests")
 
 
-def latency_chart(document: dict[str, Any]) -> str:
-    latency = document["latency_series"]
-    rows = latency["rows"]
-    half = document["series"]["bucket"] / 2
-    x_max = document["series"]["bucket"] * len(document["series"]["rows"])
-    unit = "s, estimated" if latency["unit"] == "s_estimate" else "steps"
+def latency_chart(result: SimResult) -> str:
+    metrics = result.metrics
+    rows = round_floats(metrics.latency_series)
+    half = _half_bucket(metrics)
+    x_max = series_end(metrics, len(metrics.series))
+    unit = "s, estimated" if result.setup.timer is not None else "steps"
     return chart([
         {"name": "time to first token, median", "color": COLORS["ttft"],
          "points": [(r[0] + half, r[1]) for r in rows if r[1] is not None]},
         {"name": "end-to-end latency, median", "color": COLORS["e2e"],
          "points": [(r[0] + half, r[2]) for r in rows if r[2] is not None]},
-    ], x_max, "arrival " + _x_title(document), f"latency ({unit})")
+    ], x_max, "arrival " + _x_title(result), f"latency ({unit})")
 
 
 def _table(header: list[str], rows: list[list[Any]], css_class: str = "") -> str:
@@ -176,135 +187,135 @@ def _table(header: list[str], rows: list[list[Any]], css_class: str = "") -> str
     return f"<table{attribute}><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-def _cards(document: dict[str, Any]) -> str:
-    kv = document["kv_usage"]
-    prefix = document["prefix_cache"]
-    preemptions = document["preemptions"]
-    latency = document["latency"]
-    timed = latency["ttft_s_estimate"] is not None
-    ttft = (_seconds(latency["ttft_s_estimate"]["p95"]) + " (est.)" if timed
-            else f"{_num(latency['ttft_steps']['p95'])} steps")
-    throughput = document["throughput"]
+def _cards(metrics: RunMetrics) -> str:
+    kv = metrics.kv
+    prefix = metrics.prefix_cache
+    preemptions = metrics.preemptions
+    latency = metrics.latency
+    ttft = (_seconds(latency.ttft_s_estimate.p95) + " (est.)" if latency.ttft_s_estimate is not None
+            else f"{_num(latency.ttft_steps.p95)} steps")
+    throughput = metrics.throughput
     cards = [
-        ("peak KV usage", _pct(kv["peak_usage"]), f"{kv['peak_used_blocks']:,} of {kv['usable_blocks']:,} blocks"),
-        ("mean KV usage", f"{_pct(kv['mean_usage'])}", f"full {_pct(kv['time_at_full_fraction'])} of the time"),
-        ("preemptions", f"{preemptions['total']:,}", f"{preemptions['recomputed_tokens']:,} tokens recomputed"),
-        ("prefix-cache hit rate", _pct(prefix["prefix_cache_hit_rate"]),
-         f"{_pct(prefix['first_admission_hit_rate'])} at first admission"),
+        ("peak KV usage", _pct(kv.peak_usage), f"{kv.peak_used_blocks:,} of {kv.usable_blocks:,} blocks"),
+        ("mean KV usage", f"{_pct(kv.mean_usage)}", f"full {_pct(kv.time_at_full_fraction)} of the time"),
+        ("preemptions", f"{preemptions.total:,}", f"{preemptions.recomputed_tokens:,} tokens recomputed"),
+        ("prefix-cache hit rate", _pct(prefix.prefix_cache_hit_rate),
+         f"{_pct(prefix.first_admission_hit_rate)} at first admission"),
         ("TTFT p95", ttft, "time to first token"),
-        ("finished", f"{document['num_finished']:,} / {document['num_requests']:,}",
-         f"{document['num_steps']:,} steps"
-         + (f", {_seconds(throughput['duration_s_estimate'])} (est.)" if throughput["duration_s_estimate"] else "")),
+        ("finished", f"{metrics.num_finished:,} / {metrics.num_requests:,}",
+         f"{metrics.num_steps:,} steps"
+         + (f", {_seconds(throughput.duration_s_estimate)} (est.)" if throughput.duration_s_estimate else "")),
     ]
     return '<div class="cards">' + "".join(
         f'<div class="card"><div class="k">{_esc(k)}</div><div class="v">{_esc(v)}</div>'
         f'<div class="k">{_esc(d)}</div></div>' for k, v, d in cards) + "</div>"
 
 
-def _latency_table(document: dict[str, Any]) -> str:
-    latency = document["latency"]
-    timed = latency["ttft_s_estimate"] is not None
+def _latency_table(metrics: RunMetrics) -> str:
+    latency = metrics.latency
+    timed = latency.ttft_s_estimate is not None
     rows = []
-    for name, key in (("queueing", "queueing"), ("time to first token", "ttft"),
-                      ("time per output token", "tpot"), ("end to end", "e2e")):
-        steps = latency[f"{key}_steps"]
+    for name, seconds, steps in (("queueing", latency.queueing_s_estimate, latency.queueing_steps),
+                                 ("time to first token", latency.ttft_s_estimate, latency.ttft_steps),
+                                 ("time per output token", latency.tpot_s_estimate, latency.tpot_steps),
+                                 ("end to end", latency.e2e_s_estimate, latency.e2e_steps)):
         row: list[Any] = [name]
-        if timed:
-            row += [_seconds(latency[f"{key}_s_estimate"][q]) for q in ("mean", "p50", "p95", "p99")]
-        row += [_num(steps[q]) for q in ("p50", "p95", "p99")]
+        if timed and seconds is not None:
+            row += [_seconds(value) for value in (seconds.mean, seconds.p50, seconds.p95, seconds.p99)]
+        row += [_num(value) for value in (steps.p50, steps.p95, steps.p99)]
         rows.append(row)
     header = ["", *(["mean (est.)", "p50 (est.)", "p95 (est.)", "p99 (est.)"] if timed else []),
               "p50 steps", "p95 steps", "p99 steps"]
     return _table(header, rows)
 
 
-def _class_table(document: dict[str, Any]) -> str:
-    timed = document["latency"]["ttft_s_estimate"] is not None
+def _class_table(metrics: RunMetrics) -> str:
+    timed = metrics.latency.ttft_s_estimate is not None
     rows = []
-    for item in document["classes"]:
-        latency = item["latency"]
-        if timed:
-            ttft, e2e = _seconds(latency["ttft_s_estimate"]["p95"]), _seconds(latency["e2e_s_estimate"]["p95"])
+    for item in metrics.classes:
+        latency = item.latency
+        if timed and latency.ttft_s_estimate is not None and latency.e2e_s_estimate is not None:
+            ttft, e2e = _seconds(latency.ttft_s_estimate.p95), _seconds(latency.e2e_s_estimate.p95)
         else:
-            ttft, e2e = _num(latency["ttft_steps"]["p95"]), _num(latency["e2e_steps"]["p95"])
-        rows.append([item["name"], _num(item["num_requests"]), _num(item["num_finished"]),
-                     _num(item["mean_prompt_tokens"], 4), _num(item["mean_output_tokens"], 4),
-                     _num(item["preemptions"]),
-                     _pct(item["prefix_cache_hit_rate"]), _pct(item["first_admission_hit_rate"]), ttft, e2e])
+            ttft, e2e = _num(latency.ttft_steps.p95), _num(latency.e2e_steps.p95)
+        rows.append([item.name, _num(item.num_requests), _num(item.num_finished),
+                     _num(item.mean_prompt_tokens, 4), _num(item.mean_output_tokens, 4),
+                     _num(item.preemptions),
+                     _pct(item.prefix_cache_hit_rate), _pct(item.first_admission_hit_rate), ttft, e2e])
     suffix = " (est.)" if timed else " (steps)"
     return _table(["class", "requests", "finished", "mean prompt", "mean output", "preemptions", "hit rate",
                    "first-admission hits", "TTFT p95" + suffix, "E2E p95" + suffix], rows)
 
 
-def _config_table(document: dict[str, Any]) -> str:
-    engine = document["engine"]
-    workload = document["workload"]
+def _config_table(result: SimResult) -> str:
+    setup = result.setup
+    config, facts, workload = setup.config, setup.engine.facts, setup.workload
     rows = [
-        ["pool", f"{engine['num_gpu_blocks']:,} blocks ({engine['usable_blocks']:,} usable) × {engine['block_size']} "
-                 f"tokens, from {engine['source']}"],
-        ["model / GPU", f"{engine.get('model') or '-'} / {engine.get('gpu') or '-'}"],
-        ["scheduler", f"max_num_seqs {engine['max_num_seqs']}, "
-                      f"max_num_batched_tokens {engine['max_num_batched_tokens']:,}, "
-                      f"max_model_len {engine['max_model_len']:,}"],
-        ["features", f"prefix caching {'on' if engine['enable_prefix_caching'] else 'off'}, chunked prefill "
-                     f"{'on' if engine['enable_chunked_prefill'] else 'off'}"],
-        ["step time", _timing(document["timing"])],
-        ["workload", f"{workload['name']} ({workload['kind']}), seed {workload['seed']}"],
+        ["pool", f"{config.num_gpu_blocks:,} blocks ({config.num_usable_blocks:,} usable) × {config.block_size} "
+                 f"tokens, from {setup.engine.source}"],
+        ["model / GPU", f"{facts.model or '-'} / {facts.gpu or '-'}"],
+        ["scheduler", f"max_num_seqs {config.max_num_seqs}, "
+                      f"max_num_batched_tokens {config.max_num_batched_tokens:,}, "
+                      f"max_model_len {config.max_model_len:,}"],
+        ["features", f"prefix caching {'on' if config.enable_prefix_caching else 'off'}, chunked prefill "
+                     f"{'on' if config.enable_chunked_prefill else 'off'}"],
+        ["step time", timing_text(setup.timer)],
+        ["workload", f"{workload.name} ({'requests' if workload.is_explicit else 'mix'}), seed {setup.seed}"],
     ]
     return _table(["", "value"], rows, "kv")
 
 
-def _capacity(document: dict[str, Any]) -> str:
-    capacity = document["capacity"]
-    zero = capacity["zero_preemption"]
+def _capacity(capacity: Capacity) -> str:
+    zero = capacity.zero_preemption
     rows = []
-    if zero["num_gpu_blocks"] is None:
-        rows.append(["blocks for zero preemptions", zero["method"]])
+    if zero.num_gpu_blocks is None:
+        rows.append(["blocks for zero preemptions", zero.method])
     else:
-        memory = f" = {zero['kv_bytes'] / 2**30:.2f} GiB" if zero["kv_bytes"] is not None else ""
+        memory = f" = {zero.kv_bytes / 2**30:.2f} GiB" if zero.kv_bytes is not None else ""
         rows.append(["blocks for zero preemptions",
-                     f"num_gpu_blocks {zero['num_gpu_blocks']:,} ({zero['kv_tokens']:,} tokens{memory}); "
-                     + ("the configured pool is enough" if zero["configured_is_enough"] else "more than configured")])
-        rows.append(["how", zero["method"]])
-    rate = capacity["max_rate"]
+                     f"num_gpu_blocks {zero.num_gpu_blocks:,} ({zero.kv_tokens:,} tokens{memory}); "
+                     + ("the configured pool is enough" if zero.configured_is_enough else "more than configured")])
+        rows.append(["how", zero.method])
+    rate = capacity.max_rate
     if rate is not None:
-        value = rate["max_sustained_rate_rps_estimate"]
+        value = rate.max_sustained_rate_rps_estimate
         rows.append(["highest sustained rate (est.)",
                      "none of the rates tried" if value is None
-                     else f"{value:.3g} requests/s" + ("" if rate["bounded_above"] else " or more")])
-        rows.append(["criterion", rate["criterion"]])
+                     else f"{value:.3g} requests/s" + ("" if rate.bounded_above else " or more")])
+        rows.append(["criterion", rate.criterion])
     return _table(["capacity", "answer"], rows, "kv")
 
 
-def render_html(document: dict[str, Any]) -> str:
-    workload = document["workload"]
+def render_html(result: SimResult) -> str:
+    workload = result.setup.workload
+    metrics = round_floats(result.metrics)
     stalled = ('<p class="stalled"><b>The simulation stalled:</b> a request cannot be scheduled even alone '
                '(too few blocks or tokens per step for it). The numbers cover the steps before the stall.</p>'
-               if document["stalled"] else "")
-    warnings = "".join(f'<li class="warn">{_esc(w)}</li>' for w in document["warnings"])
-    timed = document["timing"] is not None
+               if metrics.stalled else "")
+    warnings = "".join(f'<li class="warn">{_esc(w)}</li>' for w in result.notes)
+    timed = result.setup.timer is not None
     body = [
-        f"<h1>kvplan simulate: {_esc(workload['name'])}</h1>",
-        f'<p class="sub">vLLM {_esc(document["vllm_semantics"])} scheduler and block-manager semantics · seed '
-        f"{_esc(workload['seed'])} · "
+        f"<h1>kvplan simulate: {_esc(workload.name)}</h1>",
+        f'<p class="sub">vLLM {_esc(VLLM_SEMANTICS)} scheduler and block-manager semantics · seed '
+        f"{_esc(result.setup.seed)} · "
         f"{'times are estimates from the step-time model' if timed else 'no time model: steps only'}</p>",
         stalled,
-        _cards(document),
-        "<h2>KV-cache usage over time</h2>", usage_chart(document),
+        _cards(metrics),
+        "<h2>KV-cache usage over time</h2>", usage_chart(result),
         '<p class="note">Used blocks are held by running requests during a step; cached, free blocks keep a '
         "prefix-cache hash but can be evicted. vLLM's usage gauge counts only the used ones.</p>",
-        "<h2>Queues over time</h2>", queue_chart(document),
-        "<h2>Latency by arrival time</h2>", latency_chart(document),
-        "<h2>Latency per request</h2>", _latency_table(document),
-        "<h2>Per class</h2>", _class_table(document),
-        "<h2>Capacity</h2>", _capacity(document),
-        "<h2>Configuration</h2>", _config_table(document),
+        "<h2>Queues over time</h2>", queue_chart(result),
+        "<h2>Latency by arrival time</h2>", latency_chart(result),
+        "<h2>Latency per request</h2>", _latency_table(metrics),
+        "<h2>Per class</h2>", _class_table(metrics),
+        "<h2>Capacity</h2>", _capacity(round_floats(result.capacity)),
+        "<h2>Configuration</h2>", _config_table(result),
     ]
     if warnings:
         body += ["<h2>Warnings</h2>", f"<ul>{warnings}</ul>"]
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-        f"<title>kvplan simulate: {_esc(workload['name'])}</title>"
+        f"<title>kvplan simulate: {_esc(workload.name)}</title>"
         f'<meta name="viewport" content="width=device-width, initial-scale=1"><style>{CSS}</style></head>'
         f"<body>{''.join(body)}</body></html>\n"
     )

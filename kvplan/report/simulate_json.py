@@ -2,25 +2,38 @@
 
 Floats are rounded to 6 significant digits, and nothing in the document depends on the machine,
 the wall clock or the path the workload was given by, so the same workload and seed give the
-same bytes.
+same bytes. The console and HTML reports show the same rounded figures (`round_floats`,
+`series_rows`), so every number a person reads is the one the document carries.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any
+from dataclasses import dataclass, fields, is_dataclass, replace
+from typing import Any, TypeVar
 
 from kvplan import VLLM_SEMANTICS
 from kvplan.report.jsonout import to_jsonable
-from kvplan.usecases.simulate.driver import RESULT_SCHEMA_VERSION, SimResult, describe_engine, describe_setup
+from kvplan.semantics.engine.trace import CONFIG_KEYS
+from kvplan.units import significant
+from kvplan.usecases.simulate.arrivals import ArrivalProcess
+from kvplan.usecases.simulate.distributions import Distribution
+from kvplan.usecases.simulate.driver import PreparedWorkload
 from kvplan.usecases.simulate.metrics import SERIES_NAMES, RunMetrics
+from kvplan.usecases.simulate.simulation import SimResult
+from kvplan.usecases.simulate.timing import CalibratedStepTime, ConstantStepTime, RooflineStepTime, StepTimeModel
 
+RESULT_SCHEMA_VERSION = 1
+SIMULATION_KIND = "kvplan.simulation"
 SERIES_COLUMNS = ("start", "coverage", *(f"{n}_mean" for n in SERIES_NAMES), *(f"{n}_max" for n in SERIES_NAMES))
+T = TypeVar("T")
+_USED, _EVICTABLE, _RUNNING, _WAITING = (SERIES_NAMES.index(name) for name in (
+    "used_blocks", "evictable_cached_blocks", "running", "waiting"))
 
 
 def rounded(value: Any) -> Any:
     if isinstance(value, float):
-        return float(f"{value:.6g}") if math.isfinite(value) else None
+        return significant(value)
     if isinstance(value, dict):
         return {k: rounded(v) for k, v in value.items()}
     if isinstance(value, list):
@@ -28,12 +41,68 @@ def rounded(value: Any) -> Any:
     return value
 
 
+def round_floats(value: T) -> T:
+    """The same frozen result with every float to 6 significant digits, as the document holds it."""
+    if isinstance(value, float):
+        return significant(value)  # type: ignore[return-value]
+    if isinstance(value, tuple):
+        return tuple(round_floats(item) for item in value)  # type: ignore[return-value]
+    if is_dataclass(value) and not isinstance(value, type):
+        return replace(value, **{f.name: round_floats(getattr(value, f.name)) for f in fields(value) if f.init})
+    return value
+
+
+@dataclass(frozen=True)
+class SeriesRow:
+    """One bucket of the time series, as the document's `series.rows` holds it."""
+
+    start: float
+    coverage: float                  # how much of the bucket the run covered (0..1)
+    means: tuple[float, ...]         # one per SERIES_NAMES
+    maxima: tuple[float, ...]
+
+    @property
+    def used_blocks(self) -> float:
+        return self.means[_USED]
+
+    @property
+    def used_blocks_peak(self) -> float:
+        return self.maxima[_USED]
+
+    @property
+    def evictable_cached_blocks(self) -> float:
+        return self.means[_EVICTABLE]
+
+    @property
+    def running(self) -> float:
+        return self.means[_RUNNING]
+
+    @property
+    def waiting(self) -> float:
+        return self.means[_WAITING]
+
+
+def series_rows(metrics: RunMetrics) -> tuple[SeriesRow, ...]:
+    bucket = metrics.series_bucket
+
+    def figure(value: float) -> float:
+        rounded_value = significant(value)
+        assert rounded_value is not None
+        return rounded_value
+
+    return tuple(
+        SeriesRow(figure(p.start), figure(p.weight / bucket), tuple(figure(v) for v in p.means),
+                  tuple(figure(v) for v in p.maxima))
+        for p in metrics.series
+    )
+
+
 def series_table(metrics: RunMetrics, timed: bool) -> dict[str, Any]:
     return {
         "x": "time_s_estimate" if timed else "step",
         "bucket": metrics.series_bucket,
         "columns": list(SERIES_COLUMNS),
-        "rows": [[p.start, p.weight / metrics.series_bucket, *p.means, *p.maxima] for p in metrics.series],
+        "rows": [[row.start, row.coverage, *row.means, *row.maxima] for row in series_rows(metrics)],
     }
 
 
@@ -41,10 +110,10 @@ def result_document(result: SimResult) -> dict[str, Any]:
     setup = result.setup
     metrics = result.metrics
     timed = setup.timer is not None
-    timing = {"estimate": True, **setup.timer.describe()} if setup.timer is not None else None
+    timing = {"estimate": True, **describe_timer(setup.timer)} if setup.timer is not None else None
     document = {
         "schema_version": RESULT_SCHEMA_VERSION,
-        "kind": "kvplan.simulation",
+        "kind": SIMULATION_KIND,
         "vllm_semantics": VLLM_SEMANTICS,
         "workload": describe_setup(setup),
         "engine": describe_engine(setup),
@@ -71,3 +140,103 @@ def result_document(result: SimResult) -> dict[str, Any]:
         "warnings": list(result.notes),
     }
     return rounded(document)
+
+
+def describe_timer(timer: StepTimeModel) -> dict[str, Any]:
+    if isinstance(timer, ConstantStepTime):
+        return {"model": "constant", "source": timer.source, "step_time_ms": timer.step_s * 1e3}
+    if isinstance(timer, CalibratedStepTime):
+        return {
+            "model": "calibrated",
+            "source": timer.source,
+            "points": [{"num_tokens": t, "ms": s * 1e3} for t, s in timer.points],
+        }
+    assert isinstance(timer, RooflineStepTime)
+    return {
+        "model": "roofline",
+        "gpu": timer.gpu,
+        "weights_bytes": timer.weights_bytes,
+        "kv_bytes_per_token": timer.kv_bytes_per_token,
+        "bandwidth_gbps": timer.bandwidth_bytes_per_s / 1e9,
+        "bf16_tflops": timer.flops_per_s / 1e12,
+        "overhead_ms": timer.overhead_s * 1e3,
+    }
+
+
+def describe_arrival(arrival: ArrivalProcess) -> dict[str, Any]:
+    out: dict[str, Any] = {"process": arrival.process}
+    for key, value in (("rate", arrival.rate), ("burst_size", arrival.burst_size), ("interval_s", arrival.interval_s),
+                       ("count", arrival.count), ("duration_s", arrival.duration_s)):
+        if value is not None:
+            out[key] = value
+    if arrival.process == "timestamps":
+        out["num_times"] = len(arrival.times_s)
+    return out
+
+
+def _plain(value: float) -> float | int:
+    return int(value) if value.is_integer() else value
+
+
+def describe_distribution(dist: Distribution) -> dict[str, Any]:
+    """The distribution as it would be written in a workload file (tables summarised)."""
+    out: dict[str, Any] = {"dist": dist.kind}
+    if dist.kind == "constant":
+        out["value"] = _plain(dist.params[0])
+        return out
+    if dist.kind in ("uniform",):
+        out["min"], out["max"] = (_plain(v) for v in dist.params)
+        return out
+    if dist.kind in ("normal", "lognormal"):
+        out["mean"], out["std"] = (_plain(v) for v in dist.params)
+    elif dist.kind == "empirical":
+        out["num_values"] = len(dist.table)
+    else:
+        out["num_bins"] = len(dist.table)
+    out["min"] = _plain(dist.low)
+    if math.isfinite(dist.high):
+        out["max"] = _plain(dist.high)
+    return out
+
+
+def describe_setup(setup: PreparedWorkload) -> dict[str, Any]:
+    workload = setup.workload
+    out: dict[str, Any] = {"name": workload.name, "seed": setup.seed}
+    if workload.is_explicit:
+        out["kind"] = "requests"
+        out["arrivals"] = "steps" if setup.in_steps else "seconds"
+        out["num_requests"] = len(setup.explicit)
+    else:
+        out["kind"] = "mix"
+        out["arrival"] = describe_arrival(workload.arrival) if workload.arrival else None
+        out["classes"] = [
+            {
+                "name": c.name,
+                "weight": c.weight,
+                "prompt_tokens": describe_distribution(c.prompt_tokens),
+                "output_tokens": describe_distribution(c.output_tokens),
+                "shared_prefix": {"name": c.shared_prefix.name, "tokens": c.shared_prefix.tokens}
+                if c.shared_prefix else None,
+                "turns": {
+                    "count": describe_distribution(c.turns.count),
+                    "user_tokens": describe_distribution(c.turns.user_tokens),
+                    "think_time_s": describe_distribution(c.turns.think_time_s),
+                } if c.turns else None,
+            }
+            for c in workload.classes
+        ]
+    return out
+
+
+def describe_engine(setup: PreparedWorkload) -> dict[str, Any]:
+    config = setup.config
+    facts = setup.engine.facts
+    return {
+        "source": setup.engine.source,
+        **{k: getattr(config, k) for k in CONFIG_KEYS},
+        "usable_blocks": config.num_usable_blocks,
+        "model": facts.model,
+        "gpu": facts.gpu,
+        "kv_bytes_per_token": setup.kv_bytes_per_token,
+        "weights_bytes": facts.weights_bytes,
+    }

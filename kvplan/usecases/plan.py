@@ -1,4 +1,4 @@
-"""`kvplan plan`: from a model config and the serving knobs to vLLM 0.17.1's KV-cache
+"""`kvplan plan`: from a model config and the serving settings to vLLM 0.17.1's KV-cache
 configuration, without a GPU and without torch (for catalog models).
 
 The order follows vLLM's start-up: resolve dtype and lengths (`ModelConfig`), batch defaults and
@@ -8,32 +8,20 @@ size), per-worker specs, then `get_kv_cache_configs` on `kv_cache_memory_bytes` 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field, replace
-from pathlib import Path
-from typing import Any
+from dataclasses import dataclass, field
 
-from kvplan import VLLM_SEMANTICS, __version__
 from kvplan.errors import KvplanError
 from kvplan.gpus.catalog import GpuSpec, get_gpu
-from kvplan.semantics.config import rules
+from kvplan.measure.hf_config import config_directory, model_shape
+from kvplan.semantics.config.model import long_max_model_len_warning, resolve_model_dtype, verify_max_model_len
+from kvplan.semantics.config.parallel import verify_tensor_parallel
+from kvplan.semantics.config.scheduler import BatchLimits, resolve_batch_limits, verify_batch_limits
 from kvplan.semantics.kv.layer_specs import CacheKnobs, CacheLayout, build_worker_specs, resolve_cache_layout
 from kvplan.semantics.kv.sizing import SizingResult, kv_bytes_per_token, size_kv_cache
-from kvplan.semantics.kv.specs import (
-    AttentionSpec,
-    GroupSpec,
-    KVCacheConfig,
-    KVCacheSpec,
-    MambaSpec,
-    MLAAttentionSpec,
-    SizingLimits,
-    UniformTypeKVCacheSpecs,
-)
-from kvplan.semantics.models.reader import shape_from_config
+from kvplan.semantics.kv.specs import KVCacheConfig, KVCacheSpec, SizingLimits
 from kvplan.semantics.models.resolve import ResolvedConfig, resolve_config
 from kvplan.semantics.models.shape import ModelShape
-from kvplan.semantics.models.weights import WeightEstimate
-
-PLAN_SCHEMA_VERSION = 1
+from kvplan.semantics.weights import WeightEstimate
 
 
 @dataclass(frozen=True)
@@ -86,7 +74,7 @@ class Setup:
     model_dtype: str
     max_model_len: int                 # the model's (or the user's) length; auto-fit may reduce it
     auto_fit: bool
-    batch: rules.BatchLimits
+    batch: BatchLimits
     knobs: CacheKnobs
     layout: CacheLayout
     worker_specs: tuple[dict[str, KVCacheSpec], ...]
@@ -131,8 +119,69 @@ class PlanResult:
     def suggested_fix(self) -> str | None:
         return suggested_fix(self)
 
-    def to_record(self) -> dict[str, Any]:
-        return plan_record(self)
+    @property
+    def summary(self) -> PlanSummary:
+        return summarize(self)
+
+
+@dataclass(frozen=True)
+class PlanSummary:
+    """What the other use cases read of a plan: the pool, the settings vLLM settled on and the
+    model's bytes. The plan record carries each under its field name (`gpu` as `gpu.key`, the
+    groups' block sizes as `kv_cache_groups[].spec.block_size`), so a saved profile's plan reads back
+    into this (`kvplan.usecases.profile_summary`)."""
+
+    model: str | None
+    config_sha256: str | None
+    gpu: str | None                            # the catalog key of the GPU the plan was made for
+    fits: bool
+    error: str | None
+    block_size: int
+    max_model_len: int
+    max_num_batched_tokens: int
+    max_num_seqs: int
+    enable_prefix_caching: bool
+    enable_chunked_prefill: bool
+    kv_cache_memory_bytes: int | None
+    num_blocks: int | None
+    num_usable_blocks: int | None
+    gpu_kv_cache_tokens: int | None
+    max_concurrency: float | None
+    kv_bytes_per_token: int | float | None
+    weights_bytes: int | None
+    weights_per_gpu_bytes: int | None
+    bytes_needed_for_one_max_len_request: int | None
+    estimated_max_model_len: int | None
+    group_block_sizes: tuple[int, ...]
+
+
+def summarize(result: PlanResult) -> PlanSummary:
+    setup, sizing, weights = result.setup, result.sizing, result.weights
+    num_blocks = sizing.num_blocks
+    return PlanSummary(
+        model=setup.shape.model_id,
+        config_sha256=setup.resolved.sha256,
+        gpu=setup.device.gpu.key if setup.device.gpu else None,
+        fits=sizing.fits,
+        error=sizing.finding,
+        block_size=setup.layout.block_size,
+        max_model_len=sizing.max_model_len,
+        max_num_batched_tokens=setup.batch.max_num_batched_tokens,
+        max_num_seqs=setup.batch.max_num_seqs,
+        enable_prefix_caching=setup.layout.enable_prefix_caching,
+        enable_chunked_prefill=result.request.enable_chunked_prefill,
+        kv_cache_memory_bytes=result.kv_cache_memory_bytes,
+        num_blocks=num_blocks,
+        num_usable_blocks=None if num_blocks is None else max(num_blocks - 1, 0),
+        gpu_kv_cache_tokens=sizing.gpu_kv_cache_tokens,
+        max_concurrency=sizing.max_concurrency,
+        kv_bytes_per_token=result.kv_bytes_per_token,
+        weights_bytes=None if weights is None else weights.total_bytes,
+        weights_per_gpu_bytes=None if weights is None else weights.per_rank_bytes,
+        bytes_needed_for_one_max_len_request=sizing.bytes_needed_for_one_max_len_request,
+        estimated_max_model_len=sizing.estimated_max_model_len,
+        group_block_sizes=tuple(group.kv_cache_spec.block_size for group in sizing.groups),
+    )
 
 
 def setup_kv_bytes_per_token(setup: Setup) -> int | float:
@@ -171,13 +220,13 @@ def settle(request: PlanRequest) -> Setup:
     """Every decision vLLM makes before it measures memory, with its refusals (exit 2)."""
     _check_request(request)
     resolved = resolve_config(request.model)
-    config_dir = str(Path(resolved.path).parent) if resolved.source != "hub" else None
-    shape = shape_from_config(
-        resolved.config, resolved.model_id, trust_remote_code=request.trust_remote_code, config_dir=config_dir
+    shape = model_shape(
+        resolved.config, resolved.model_id, trust_remote_code=request.trust_remote_code,
+        config_dir=config_directory(resolved),
     )
     device = _device(request)
     logs: list[str] = []
-    dtype = rules.resolve_model_dtype(
+    dtype = resolve_model_dtype(
         request.dtype, shape.config_dtype, shape.model_type, device.capability,
         gpu_name=device.name or "cuda",
     )
@@ -186,18 +235,18 @@ def settle(request: PlanRequest) -> Setup:
     # parameters, which makes it a float in its error text; gemma3 is exempt from the scaling
     derived: float = shape.max_model_len if "gemma3" in shape.model_type else float(shape.max_model_len)
     allow_long = os.environ.get("VLLM_ALLOW_LONG_MAX_MODEL_LEN", "").strip().lower() in ("1", "true")
-    max_model_len = rules.verify_max_model_len(
+    max_model_len = verify_max_model_len(
         request.max_model_len, derived, "max_position_embeddings", allow_long=allow_long
     )
     if max_model_len > derived:
-        logs.append(rules.long_max_model_len_warning(max_model_len, derived, "max_position_embeddings"))
-    rules.verify_tensor_parallel(shape, request.tensor_parallel_size)
-    batch = rules.resolve_batch_limits(
+        logs.append(long_max_model_len_warning(max_model_len, derived, "max_position_embeddings"))
+    verify_tensor_parallel(shape, request.tensor_parallel_size)
+    batch = resolve_batch_limits(
         max_model_len, request.max_num_batched_tokens, request.max_num_seqs,
         gpu_total_bytes=device.total_bytes, gpu_name=device.name,
         enable_chunked_prefill=request.enable_chunked_prefill,
     )
-    logs.extend(rules.verify_batch_limits(
+    logs.extend(verify_batch_limits(
         batch.max_num_batched_tokens, batch.max_num_seqs, max_model_len, request.enable_chunked_prefill
     ))
     knobs = CacheKnobs(
@@ -242,7 +291,7 @@ def plan(request: PlanRequest, setup: Setup | None = None) -> PlanResult:
     )
     weights = None
     if request.with_weights:
-        from kvplan.semantics.models.weights import weights_for
+        from kvplan.measure.meta_build import weights_for
 
         weights = weights_for(
             setup.resolved, setup.model_dtype, request.tensor_parallel_size, request.pipeline_parallel_size,
@@ -266,113 +315,6 @@ def suggested_fix(result: PlanResult) -> str | None:
     if sizing.estimated_max_model_len:
         parts.append(f"lower --max-model-len to {sizing.estimated_max_model_len}")
     return " or ".join(parts)
-
-
-# --- the JSON record -------------------------------------------------------------------------
-
-
-def spec_record(spec: GroupSpec) -> dict[str, Any]:
-    record: dict[str, Any] = {
-        "type": spec.type_name, "block_size": spec.block_size, "page_size_bytes": spec.page_size_bytes,
-    }
-    if isinstance(spec, AttentionSpec):
-        record |= {"num_kv_heads": spec.num_kv_heads, "head_size": spec.head_size, "dtype": spec.dtype}
-        for name in ("head_size_v", "sliding_window", "attention_chunk_size", "cache_dtype_str"):
-            value = getattr(spec, name, None)
-            if value is not None:
-                record[name] = value
-    elif isinstance(spec, MambaSpec):
-        record |= {
-            "mamba_type": spec.mamba_type, "shapes": [list(shape) for shape in spec.shapes],
-            "dtypes": list(spec.dtypes), "mamba_cache_mode": spec.mamba_cache_mode,
-            "real_page_size_bytes": spec.real_page_size_bytes,
-        }
-    elif isinstance(spec, UniformTypeKVCacheSpecs):
-        record["layers"] = {name: spec_record(member) for name, member in spec.kv_cache_specs.items()}
-    return record
-
-
-def flash_attn_view_shape(spec: GroupSpec, num_blocks: int) -> list[int] | None:
-    """The default backend's logical shape of one layer's tensor (FlashAttention; MLA backends)."""
-    if isinstance(spec, MLAAttentionSpec):
-        width = 656 if spec.cache_dtype_str == "fp8_ds_mla" else spec.head_size
-        return [num_blocks, spec.block_size, width]
-    if isinstance(spec, AttentionSpec):
-        return [2, num_blocks, spec.block_size, spec.num_kv_heads, spec.head_size]
-    return None
-
-
-def plan_record(result: PlanResult) -> dict[str, Any]:
-    setup, sizing, request = result.setup, result.sizing, result.request
-    config = sizing.config
-    num_blocks = sizing.num_blocks
-    gpu = setup.device.gpu
-    groups = [
-        {
-            "layer_names": list(group.layer_names),
-            "num_layers": len(group.layer_names),
-            "spec": spec_record(group.kv_cache_spec),
-            "tensor_shape": None if num_blocks is None else flash_attn_view_shape(group.kv_cache_spec, num_blocks),
-        }
-        for group in sizing.groups
-    ]
-    weights = result.weights
-    return {
-        "schema_version": PLAN_SCHEMA_VERSION,
-        "kind": "kvplan.plan",
-        "kvplan_version": __version__,
-        "vllm_semantics": VLLM_SEMANTICS,
-        "model": setup.shape.model_id,
-        "model_source": setup.resolved.source,
-        "config_sha256": setup.resolved.sha256,
-        "architecture": setup.shape.architecture,
-        "num_hidden_layers": setup.shape.num_hidden_layers,
-        "gpu": None if gpu is None else {
-            "key": gpu.key, "name": gpu.name, "total_bytes": gpu.total_bytes,
-            "total_is_approximate": gpu.total_is_approximate, "bandwidth_gbps": gpu.bandwidth_gbps,
-            "bf16_tflops": gpu.bf16_tflops, "fp8_tflops": gpu.fp8_tflops,
-            "compute_capability": None if gpu.compute_capability is None else list(gpu.compute_capability),
-        },
-        "gpu_memory_bytes": setup.device.total_bytes,
-        "dtype": setup.model_dtype,
-        "kv_cache_dtype": setup.layout.cache_dtype,
-        "kv_dtype": setup.layout.kv_dtype,
-        "block_size": setup.layout.block_size,
-        "block_size_rule": setup.layout.block_size_rule,
-        "max_model_len": sizing.max_model_len,
-        "max_num_batched_tokens": setup.batch.max_num_batched_tokens,
-        "max_num_seqs": setup.batch.max_num_seqs,
-        "enable_prefix_caching": setup.layout.enable_prefix_caching,
-        "enable_chunked_prefill": request.enable_chunked_prefill,
-        "mamba_cache_mode": setup.layout.mamba_cache_mode if setup.shape.is_hybrid else None,
-        "tensor_parallel_size": request.tensor_parallel_size,
-        "pipeline_parallel_size": request.pipeline_parallel_size,
-        "kv_cache_memory_bytes": result.kv_cache_memory_bytes,
-        "kv_cache_memory_source": result.memory_source,
-        "fits": sizing.fits,
-        "error": sizing.finding,
-        "suggested_fix": result.suggested_fix,
-        "estimated_max_model_len": sizing.estimated_max_model_len,
-        "bytes_needed_for_one_max_len_request": sizing.bytes_needed_for_one_max_len_request,
-        "num_blocks": num_blocks,
-        "num_usable_blocks": None if num_blocks is None else max(num_blocks - 1, 0),
-        "page_size_bytes": sizing.page_size_bytes,
-        "kv_cache_groups": groups,
-        "kv_cache_tensors": [] if config is None else [
-            {"size": tensor.size, "shared_by": list(tensor.shared_by)} for tensor in config.kv_cache_tensors
-        ],
-        "kv_cache_tensors_total_bytes": None if config is None else sum(t.size for t in config.kv_cache_tensors),
-        "needs_kv_cache_zeroing": None if config is None else config.needs_kv_cache_zeroing,
-        "gpu_kv_cache_tokens": sizing.gpu_kv_cache_tokens,
-        "max_concurrency": sizing.max_concurrency,
-        "kv_bytes_per_token": result.kv_bytes_per_token,
-        "weights_bytes": None if weights is None else weights.total_bytes,
-        "weights_per_gpu_bytes": None if weights is None else weights.per_rank_bytes,
-        "weights_method": None if weights is None else weights.method,
-        "weights_exact": None if weights is None else weights.exact,
-        "vllm_log": list(setup.logs) + list(sizing.log_lines),
-        "warnings": list(result.warnings),
-    }
 
 
 @dataclass(frozen=True)
@@ -404,22 +346,3 @@ def catalog_entries() -> list[CatalogEntry]:
             kv_bytes_per_token=setup_kv_bytes_per_token(setup),
         ))
     return entries
-
-
-PREDICTED_MEMORY = "predicted: ceil(total x utilization) - weights - activation peak (fake profile run)"
-
-
-def plan_for_device(request: PlanRequest) -> PlanResult:
-    """Like `plan`, but without `kv_cache_memory_bytes` the KV memory of the GPU named by `--gpu` /
-    `--gpu-memory` is predicted by the profile run on the fake backend (needs torch)."""
-    if request.kv_cache_memory_bytes is not None or (request.gpu is None and request.gpu_memory_bytes is None):
-        return plan(request)
-    from kvplan.errors import require_profile_extra
-
-    require_profile_extra("predicting the KV memory of --gpu (no --kv-cache-memory given)")
-    from kvplan.usecases.profile import ProfileOptions, run_profile
-
-    profile = run_profile(ProfileOptions(request=request, backend="fake", allocate=False))
-    if profile.plan is None:
-        raise KvplanError(f"the profile run refused this configuration: {profile.finding}")
-    return replace(profile.plan, memory_source=PREDICTED_MEMORY, warnings=profile.warnings)

@@ -4,18 +4,24 @@ non-KV memory, available KV memory, sizing (the very functions `kvplan plan` use
 KV tensors allocated and checked.
 
 Public API:
-    ProfileOptions(request, backend="auto", device_index=0, load_format="dummy", ...)
+    ProfileRequest(plan, backend="auto", device_index=0, load_format="dummy", ...)
     run_profile(options, progress=None) -> ProfileResult
-    choose_backend(name, ...) -> the backend name "auto" resolves to"""
+    plan_for_device(request) -> PlanResult      (`plan`, predicting the KV memory of a GPU when none is given)
+    choose_backend(name, ...) -> the backend name "auto" resolves to
+    provenance_knobs(result) -> the settings a saved profile records
+    summarize(result) -> ProfileSummary"""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
-from kvplan.errors import KvplanError
+from kvplan import VLLM_SEMANTICS
+from kvplan.errors import KvplanError, require_profile_extra
 from kvplan.gpus.catalog import DEFAULT_GPU, GpuSpec, list_gpus
 from kvplan.measure.backend import (
     BACKENDS,
@@ -27,8 +33,6 @@ from kvplan.measure.backend import (
     ModelSource,
     WeightsMeasurement,
 )
-from kvplan.measure.dummy_run import ProfileBatch, profile_batch
-from kvplan.measure.dummy_sampler import ASSUMED_MULTIPROCESSORS, MULTIPROCESSORS
 from kvplan.measure.nvml import NvmlReport
 from kvplan.semantics.kv.sizing import estimate_max_model_len_from_groups
 from kvplan.semantics.kv.specs import SizingLimits
@@ -43,18 +47,21 @@ from kvplan.semantics.memory.budget import (
     startup_refusal,
     utilization_for,
 )
+from kvplan.semantics.memory.profile_batch import ProfileBatch, profile_batch
+from kvplan.semantics.memory.sampler import ASSUMED_MULTIPROCESSORS
 from kvplan.units import format_gib
 from kvplan.usecases.plan import PlanRequest, PlanResult, Setup, plan, settle
+from kvplan.usecases.profile_summary import ProfileSummary, Provenance, knobs_sha256
 
 Progress = Callable[[str], None]
 
 
 @dataclass(frozen=True)
-class ProfileOptions:
-    """`request` carries vLLM's knobs (its `kv_cache_memory_bytes` is `--kv-cache-memory`);
+class ProfileRequest:
+    """`plan` carries vLLM's settings (its `kv_cache_memory_bytes` is `--kv-cache-memory`);
     the rest is how kvplan measures."""
 
-    request: PlanRequest
+    plan: PlanRequest
     backend: str = "auto"
     device_index: int = 0
     load_format: str = "dummy"
@@ -102,7 +109,7 @@ class TargetKnobs:
 
 @dataclass(frozen=True)
 class ProfileResult:
-    options: ProfileOptions
+    options: ProfileRequest
     setup: Setup
     backend: str
     predicted: bool
@@ -128,6 +135,10 @@ class ProfileResult:
     def fits(self) -> bool:
         return self.finding is None
 
+    @property
+    def summary(self) -> ProfileSummary:
+        return summarize(self)
+
 
 def choose_backend(name: str, cuda_is_usable: Callable[[], bool]) -> str:
     if name not in BACKENDS:
@@ -149,11 +160,11 @@ def _model_directory(setup: Setup) -> Path | None:
     return None
 
 
-def _check_options(options: ProfileOptions) -> None:
-    check_utilization(options.request.gpu_memory_utilization)
+def _check_options(options: ProfileRequest) -> None:
+    check_utilization(options.plan.gpu_memory_utilization)
     if options.load_format not in LOAD_FORMATS:
         raise KvplanError(f"--load-format {options.load_format!r}: choose dummy (random weights) or auto")
-    request = options.request
+    request = options.plan
     if request.tensor_parallel_size != 1 or request.pipeline_parallel_size != 1:
         raise KvplanError(
             "kvplan profile measures one GPU that holds the whole model; for --tensor-parallel-size or "
@@ -167,14 +178,14 @@ def _check_options(options: ProfileOptions) -> None:
             raise KvplanError(f"{flag} must be 0 or more bytes")
 
 
-def _cuda_backend(options: ProfileOptions) -> tuple[MemoryBackend, PlanRequest, NvmlReport]:
+def _cuda_backend(options: ProfileRequest) -> tuple[MemoryBackend, PlanRequest, NvmlReport]:
     """The GPU, and the request planned for its measured total (and its catalog entry, if any)."""
     from kvplan.measure.cuda import CudaBackend
     from kvplan.measure.nvml import query_nvml
 
     backend = CudaBackend(options.device_index)
     _free, total = backend.cuda.mem_get_info(backend.device)
-    request = options.request
+    request = options.plan
     gpu_key = request.gpu or (gpu.key if (gpu := _catalog_gpu_named(backend.device_name)) else None)
     return backend, replace(request, gpu=gpu_key, gpu_memory_bytes=int(total)), query_nvml(options.device_index)
 
@@ -183,7 +194,7 @@ def _host_backend(name: str, setup: Setup) -> MemoryBackend:
     """The fake or cpu backend, planning for the GPU the setup names."""
     total = setup.device.total_bytes
     assert total is not None
-    multiprocessors = MULTIPROCESSORS.get(setup.device.gpu.key) if setup.device.gpu else None
+    multiprocessors = setup.device.gpu.multiprocessors if setup.device.gpu else None
     if name == "fake":
         from kvplan.measure.fake import FakeBackend
 
@@ -200,7 +211,7 @@ def _label(setup: Setup) -> str:
     return f"a {format_gib(setup.device.total_bytes or 0)} GiB GPU (--gpu-memory)"
 
 
-def _outside(options: ProfileOptions, backend: str, snapshot: DeviceSnapshot, headroom: int,
+def _outside(options: ProfileRequest, backend: str, snapshot: DeviceSnapshot, headroom: int,
              nvml: NvmlReport | None) -> OutsideRequested:
     if options.cuda_context_bytes is not None:
         context, context_source = options.cuda_context_bytes, "--cuda-context-bytes"
@@ -219,7 +230,7 @@ def _outside(options: ProfileOptions, backend: str, snapshot: DeviceSnapshot, he
     return OutsideRequested(headroom, context, context_source, graphs, graph_source)
 
 
-def run_profile(options: ProfileOptions, progress: Progress | None = None) -> ProfileResult:
+def run_profile(options: ProfileRequest, progress: Progress | None = None) -> ProfileResult:
     """Everything `kvplan profile` does, as data; bad input raises KvplanError."""
     say = progress or (lambda _stage: None)
     timings: dict[str, float] = {}
@@ -237,7 +248,7 @@ def run_profile(options: ProfileOptions, progress: Progress | None = None) -> Pr
         warnings.extend(nvml.warnings())
         setup = settle(request)
     else:
-        request = options.request
+        request = options.plan
         if request.gpu is None and request.gpu_memory_bytes is None:
             request = replace(request, gpu=DEFAULT_GPU)
             warnings.append(
@@ -274,7 +285,7 @@ def run_profile(options: ProfileOptions, progress: Progress | None = None) -> Pr
     timings["load_s"] = weights.seconds
     weights_bytes = weights.weights_bytes
     if setup.shape.quantization:
-        from kvplan.semantics.models.weights import weights_for
+        from kvplan.measure.meta_build import weights_for
 
         # transformers builds a quantized checkpoint unquantized; its scheme gives the real bytes
         estimate = weights_for(setup.resolved, setup.model_dtype, trust_remote_code=request.trust_remote_code)
@@ -320,7 +331,7 @@ def run_profile(options: ProfileOptions, progress: Progress | None = None) -> Pr
     budget = MemoryBudget(
         total_bytes=snapshot.total_bytes, free_at_start_bytes=snapshot.free_bytes, utilization=utilization,
         weights_bytes=weights_bytes, activation_peak_bytes=activations.activation_peak_bytes,
-        non_torch_bytes=non_torch, kv_cache_memory_override=options.request.kv_cache_memory_bytes,
+        non_torch_bytes=non_torch, kv_cache_memory_override=options.plan.kv_cache_memory_bytes,
     )
 
     # 5. sizing with the functions of `kvplan plan`, then the tensors
@@ -357,7 +368,7 @@ def run_profile(options: ProfileOptions, progress: Progress | None = None) -> Pr
     )
 
 
-def _target(result: PlanResult, setup: Setup, budget: MemoryBudget, options: ProfileOptions) -> TargetKnobs | None:
+def _target(result: PlanResult, setup: Setup, budget: MemoryBudget, options: ProfileRequest) -> TargetKnobs | None:
     groups = result.sizing.groups
     if not groups:
         return None
@@ -371,4 +382,58 @@ def _target(result: PlanResult, setup: Setup, budget: MemoryBudget, options: Pro
         gpu_memory_utilization=utilization_for(budget.total_bytes, budget.non_kv_bytes, max(needed, 1)),
         largest_max_model_len=largest,
         suggestion=kv_cache_memory_suggestion(budget, options.cuda_graph_bytes or 0),
+    )
+
+
+PREDICTED_MEMORY = "predicted: ceil(total x utilization) - weights - activation peak (fake profile run)"
+
+
+def plan_for_device(request: PlanRequest) -> PlanResult:
+    """Like `plan`, but without `kv_cache_memory_bytes` the KV memory of the GPU named by `--gpu` /
+    `--gpu-memory` is predicted by the profile run on the fake backend (needs torch)."""
+    if request.kv_cache_memory_bytes is not None or (request.gpu is None and request.gpu_memory_bytes is None):
+        return plan(request)
+    require_profile_extra("predicting the KV memory of --gpu (no --kv-cache-memory given)")
+    profile = run_profile(ProfileRequest(plan=request, backend="fake", allocate=False))
+    if profile.plan is None:
+        raise KvplanError(f"the profile run refused this configuration: {profile.finding}")
+    return replace(profile.plan, memory_source=PREDICTED_MEMORY, warnings=profile.warnings)
+
+
+def provenance_knobs(result: ProfileResult) -> dict[str, Any]:
+    """The settings a saved profile was made with: vLLM's, then how kvplan measured."""
+    options = result.options
+    knobs = {field.name: getattr(options.plan, field.name) for field in dataclasses.fields(PlanRequest)}
+    knobs.update(
+        backend=result.backend, load_format=options.load_format, attention_backend=options.attention_backend,
+        allocate=options.allocate, non_torch_bytes=options.non_torch_bytes,
+        cuda_graph_bytes=options.cuda_graph_bytes, cuda_context_bytes=options.cuda_context_bytes,
+        device_index=options.device_index if result.backend == "cuda" else None,
+    )
+    return knobs
+
+
+def summarize(result: ProfileResult) -> ProfileSummary:
+    budget, weights, activations = result.budget, result.weights, result.activations
+    knobs = provenance_knobs(result)
+    return ProfileSummary(
+        fits=result.fits,
+        error=result.finding,
+        predicted=result.predicted,
+        device=result.device_label,
+        total_bytes=result.snapshot.total_bytes,
+        gpu_memory_utilization=result.options.plan.gpu_memory_utilization,
+        kv_cache_memory_given=result.options.plan.kv_cache_memory_bytes is not None,
+        weights_bytes=None if weights is None else weights.weights_bytes,
+        activation_peak_bytes=None if activations is None else activations.activation_peak_bytes,
+        non_torch_bytes=None if budget is None else budget.non_torch_bytes,
+        non_kv_bytes=None if budget is None else budget.non_kv_bytes,
+        available_kv_bytes=None if budget is None else budget.available_kv_bytes,
+        largest_max_model_len=None if result.target is None else result.target.largest_max_model_len,
+        profile_run_tokens=result.batch.num_tokens,
+        plan=None if result.plan is None else result.plan.summary,
+        provenance=Provenance(
+            vllm_semantics=VLLM_SEMANTICS, model=result.setup.shape.model_id,
+            config_sha256=result.setup.resolved.sha256, knobs=knobs, knobs_sha256=knobs_sha256(knobs),
+        ),
     )

@@ -52,7 +52,8 @@ def test_a_bad_spec_is_one_line_and_exit_2(tmp_path):
     out = kvplan("check", str(spec))
     assert out.returncode == 2
     assert out.stdout == ""
-    assert out.stderr.startswith("kvplan: error: profile ") and out.stderr.count("\n") == 1
+    assert out.stderr.startswith("kvplan: error: bad.toml: target.profile (missing.json): no such file") \
+        and out.stderr.count("\n") == 1
     spec.write_text("[[assert]]\nmin_kv_tokenz = 10\n")
     out = kvplan("check", str(spec))
     assert (out.returncode, out.stderr.strip()) == (

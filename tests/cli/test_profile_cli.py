@@ -80,7 +80,8 @@ def test_cli_and_saved_profiles_do_not_import_torch():
     code = (
         "import sys\n"
         "from kvplan.cli import app\n"
-        "import kvplan.usecases.profile_record\n"
+        "import kvplan.usecases.profile_summary\n"
+        "import kvplan.usecases.check.target\n"
         "assert 'torch' not in sys.modules and 'transformers' not in sys.modules, 'torch imported'\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -68,7 +68,7 @@ def test_bad_workloads_exit_2_with_one_line_naming_the_field(tmp_path):
     (line,) = [x for x in result.stderr.splitlines() if not x.startswith("HEAVY=")]
     assert line.startswith("kvplan: error: workload.json: classes[0].prompt_tokens.dist: unknown distribution")
     missing = kvplan(write(tmp_path, mix(engine={"profile": "gone.json"})))
-    assert missing.returncode == 2 and "engine.profile: file not found" in missing.stderr
+    assert missing.returncode == 2 and "engine.profile (gone.json): no such file" in missing.stderr
 
 
 def test_a_stalled_run_exits_3_and_still_reports(tmp_path):

@@ -10,6 +10,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
+from kvplan.report.plan_json import plan_record
 from kvplan.usecases.plan import PlanRequest, plan
 
 REPO = Path(__file__).resolve().parents[2]
@@ -59,7 +60,7 @@ def test_plan_cli_output_fitting_and_not():
     ("meta-llama/Llama-3.1-8B-Instruct", {"pipeline_parallel_size": 2}),
 ])
 def test_plan_records_of_every_kind(model, knobs):
-    record = plan(PlanRequest(model=model, kv_cache_memory_bytes=40 * 2**30, with_weights=False, **knobs)).to_record()
+    record = plan_record(plan(PlanRequest(model=model, kv_cache_memory_bytes=40 * 2**30, with_weights=False, **knobs)))
     validator("plan").validate(record)
 
 

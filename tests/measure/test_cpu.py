@@ -8,9 +8,9 @@ import torch
 from kvplan.errors import KvplanError
 from kvplan.measure.backend import ModelSource
 from kvplan.measure.cpu import CpuBackend, check_pool_fits_ram, check_weights_fit_ram, ram_available_bytes
-from kvplan.measure.dummy_run import profile_batch
 from kvplan.measure.hf import build_dummy_model, hf_config, weights_bytes
 from kvplan.semantics.kv.specs import FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec, KVCacheTensor
+from kvplan.semantics.memory.profile_batch import profile_batch
 
 GIB = 1 << 30
 SPEC = FullAttentionSpec(block_size=16, num_kv_heads=2, head_size=16, dtype="bfloat16")

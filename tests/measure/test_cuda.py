@@ -10,8 +10,8 @@ import kvplan.measure.cuda as cuda_backend
 from kvplan.errors import KvplanError
 from kvplan.measure.backend import ModelSource
 from kvplan.measure.cuda import CudaBackend, cuda_usable
-from kvplan.measure.dummy_run import profile_batch
 from kvplan.semantics.kv.specs import FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec, KVCacheTensor
+from kvplan.semantics.memory.profile_batch import profile_batch
 
 GIB = 1 << 30
 

@@ -9,9 +9,9 @@ import pytest
 
 from kvplan.measure.backend import ModelSource
 from kvplan.measure.cpu import CpuBackend
-from kvplan.measure.dummy_run import profile_batch
 from kvplan.measure.fake import CHECK_POOL_BLOCKS, FakeBackend
 from kvplan.semantics.kv.specs import FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec, KVCacheTensor
+from kvplan.semantics.memory.profile_batch import profile_batch
 from kvplan.semantics.models.catalog import CATALOG_DIR
 
 H100 = 85_045_477_376

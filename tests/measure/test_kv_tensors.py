@@ -6,14 +6,9 @@ import pytest
 import torch
 
 from kvplan.errors import KvplanError
-from kvplan.measure.kv_tensors import (
-    ATTENTION_BACKENDS,
-    allocate_kv_cache,
-    kernel_block_size,
-    kv_cache_shape,
-    shrink_kv_cache_config,
-    slot_mapping_check,
-)
+from kvplan.measure.kv_tensors import allocate_kv_cache, slot_mapping_check
+from kvplan.semantics.kv.layout import ATTENTION_BACKENDS, kernel_block_size, kv_cache_shape
+from kvplan.semantics.kv.sizing import shrink_pool
 from kvplan.semantics.kv.specs import (
     FullAttentionSpec,
     KVCacheConfig,
@@ -149,7 +144,7 @@ def test_hybrid_mamba_views_are_strided_per_block():
 
 def test_small_pool_keeps_the_layout():
     config = uniform_config(QWEN2_05B, 2, 131928)
-    small = shrink_kv_cache_config(config, 8)
+    small = shrink_pool(config, 8)
     assert small.num_blocks == 8 and [t.size for t in small.kv_cache_tensors] == [8 * 8192] * 2
     assert small.kv_cache_groups == config.kv_cache_groups
 

@@ -6,7 +6,8 @@ import pytest
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
-from kvplan.measure.tracker import LiveBytes, round_up
+from kvplan.measure.tracker import LiveBytes
+from kvplan.units import round_up
 
 
 def _workload(weight: torch.Tensor) -> None:

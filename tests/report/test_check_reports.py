@@ -8,9 +8,10 @@ import xml.etree.ElementTree as ET
 from rich.console import Console
 
 from kvplan.report.check_console import render_check
+from kvplan.report.check_json import check_record
 from kvplan.report.check_junit import junit_xml, write_junit
 from kvplan.report.check_markdown import append_step_summary, markdown_summary
-from kvplan.usecases.check.evaluate import check_record, evaluate
+from kvplan.usecases.check.evaluate import evaluate
 from tests.usecases.check.factories import QWEN
 
 SPEC = f"""

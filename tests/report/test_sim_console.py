@@ -1,16 +1,19 @@
+from dataclasses import replace
+
 from rich.console import Console
 
 from kvplan.report.sim_console import render, sparkline, usage_chart
-from kvplan.report.simulate_json import result_document
-from kvplan.usecases.simulate.driver import SimOptions, prepare, simulate
+from kvplan.usecases.simulate.driver import SimOptions, prepare
+from kvplan.usecases.simulate.series import SeriesPoint
+from kvplan.usecases.simulate.simulation import simulate
 from kvplan.usecases.simulate.workload import load_workload
 from tests.usecases.simulate.factories import mix, write_workload
 
 
 def test_the_summary_names_every_section(tmp_path):
-    document = result_document(simulate(prepare(load_workload(write_workload(tmp_path, mix())), SimOptions())))
+    result = simulate(prepare(load_workload(write_workload(tmp_path, mix())), SimOptions()))
     console = Console(width=120, record=True, color_system=None)
-    render(document, console)
+    render(result, console)
     text = console.export_text()
     for expected in ("pool", "64 blocks (63 usable)", "step time", "constant 10 ms", "KV usage", "preemptions",
                      "prefix cache", "Latency per request (seconds are estimates)", "Per class", "chat",
@@ -19,11 +22,10 @@ def test_the_summary_names_every_section(tmp_path):
 
 
 def test_the_chart_fills_columns_by_usage(tmp_path):
-    document = result_document(simulate(prepare(load_workload(write_workload(tmp_path, mix())), SimOptions())))
-    full = {**document, "series": {**document["series"], "rows": [
-        [0.0, 1.0, 63.0, 0.0, 1.0, 0.0, 0.0, 63.0, 0.0, 1.0, 0.0, 0.0],
-        [1.0, 1.0, 0.0, 63.0, 0.0, 2.0, 0.0, 0.0, 63.0, 0.0, 2.0, 0.0],
-    ]}}
+    result = simulate(prepare(load_workload(write_workload(tmp_path, mix())), SimOptions()))
+    series = (SeriesPoint(0.0, 1.0, 1.0, (63.0, 0.0, 1.0, 0.0, 0.0), (63.0, 0.0, 1.0, 0.0, 0.0)),
+              SeriesPoint(1.0, 2.0, 1.0, (0.0, 63.0, 0.0, 2.0, 0.0), (0.0, 63.0, 0.0, 2.0, 0.0)))
+    full = replace(result, metrics=replace(result.metrics, series=series, series_bucket=1.0))
     rows = usage_chart(full, width=2, height=4).plain.splitlines()[:4]
     assert [row[-2:] for row in rows] == ["█░", "█░", "█░", "█░"]
 

@@ -1,10 +1,11 @@
+from dataclasses import replace
 from html.parser import HTMLParser
 
 import pytest
 
 from kvplan.report.sim_html import nice_ticks, render_html
-from kvplan.report.simulate_json import result_document
-from kvplan.usecases.simulate.driver import SimOptions, prepare, simulate
+from kvplan.usecases.simulate.driver import SimOptions, prepare
+from kvplan.usecases.simulate.simulation import simulate
 from kvplan.usecases.simulate.workload import load_workload
 from tests.usecases.simulate.factories import mix, write_workload
 
@@ -31,7 +32,7 @@ class Page(HTMLParser):
 
 @pytest.fixture
 def document(tmp_path):
-    return result_document(simulate(prepare(load_workload(write_workload(tmp_path, mix())), SimOptions())))
+    return simulate(prepare(load_workload(write_workload(tmp_path, mix())), SimOptions()))
 
 
 def test_the_report_is_one_self_contained_page_with_three_charts(document):
@@ -47,13 +48,13 @@ def test_the_report_is_one_self_contained_page_with_three_charts(document):
 
 
 def test_a_stalled_run_says_so_first(document):
-    stalled = {**document, "stalled": True}
+    stalled = replace(document, metrics=replace(document.metrics, stalled=True))
     assert "The simulation stalled" in render_html(stalled)
     assert "The simulation stalled" not in render_html(document)
 
 
 def test_text_is_escaped(document):
-    hostile = {**document, "warnings": ["<script>alert(1)</script>"]}
+    hostile = replace(document, notes=("<script>alert(1)</script>",))
     assert "<script>" not in render_html(hostile)
 
 

@@ -10,7 +10,8 @@ from functools import cache
 
 import pytest
 
-from kvplan.semantics.config.rules import ConfigRejected
+from kvplan.errors import ConfigRejected
+from kvplan.report.plan_json import plan_record
 from kvplan.usecases.plan import PlanRequest, plan
 from tests.conftest import DATA
 
@@ -41,7 +42,7 @@ def test_catalog_model_plans_like_vllm(index: int) -> None:
             plan(request_for(case))
         assert str(rejected.value) in expect["error"]
         return
-    record = plan(request_for(case)).to_record()
+    record = plan_record(plan(request_for(case)))
     assert record["fits"]
     assert record["num_blocks"] == expect["num_blocks"]
     assert [t["size"] for t in record["kv_cache_tensors"]] == expect["kv_cache_tensors"]
@@ -101,7 +102,7 @@ def test_golden_qwen2_record_and_one_byte_less() -> None:
 def test_fp8_kv_cache_halves_the_page() -> None:
     result = plan(PlanRequest(model="Qwen/Qwen2-0.5B-Instruct", kv_cache_memory_bytes=25938100224,
                               kv_cache_dtype="fp8", with_weights=False))
-    record = result.to_record()
+    record = plan_record(result)
     assert (record["page_size_bytes"], record["num_blocks"]) == (4096, 263_856)
     assert "Maximum concurrency for 32,768 tokens per request: 128.84x" in record["vllm_log"]
 
@@ -122,7 +123,7 @@ def test_auto_fit_max_model_len() -> None:
     assert result.fits
     assert result.max_model_len == 25600
     assert any(line.startswith("Auto-fit max_model_len: reduced from 32768 to 25600") for line in
-               result.to_record()["vllm_log"])
+               plan_record(result)["vllm_log"])
 
 
 @pytest.mark.parametrize(
@@ -176,7 +177,7 @@ def test_vllm_allow_long_max_model_len_lifts_the_limit(monkeypatch) -> None:
     result = plan(request)
     assert result.max_model_len == 65536
     assert result.num_blocks == (1 << 33) // 8192 // 24
-    assert result.to_record()["vllm_log"][0].startswith(
+    assert plan_record(result)["vllm_log"][0].startswith(
         "User-specified max_model_len (65536) is greater than the derived max_model_len "
         "(max_position_embeddings=32768.0 or model_max_length=None in model's config.json). "
         "VLLM_ALLOW_LONG_MAX_MODEL_LEN must be used with extreme caution."

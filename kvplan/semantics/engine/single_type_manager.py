@@ -10,13 +10,10 @@ from itertools import islice
 from typing import TYPE_CHECKING
 
 from kvplan.semantics.engine.block_pool import BlockHash, BlockPool, KVCacheBlock
+from kvplan.units import cdiv
 
 if TYPE_CHECKING:
     from kvplan.semantics.engine.request import Request
-
-
-def cdiv(a: int, b: int) -> int:
-    return -(-a // b)
 
 
 class SingleTypeKVCacheManager:

@@ -5,7 +5,6 @@ one line and exits with code 2."""
 
 from __future__ import annotations
 
-import difflib
 import json
 from array import array
 from collections.abc import Mapping, Sequence
@@ -14,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from kvplan.errors import KvplanError
+from kvplan.parsing import first_unknown_key
+from kvplan.semantics.config.cache import ALLOWED_BLOCK_SIZES
 from kvplan.semantics.engine.config import EngineConfig
 from kvplan.semantics.engine.request import Request
 
@@ -22,8 +23,6 @@ UNIQUE_TOKEN_BASE = 2_000_000_000
 OUTPUT_TOKEN_BASE = 3_000_000_000
 TOKENS_PER_ID = 1_000_000
 MAX_TOKEN_ID = 2**63 - 1
-# vLLM 0.17.1 `CacheConfig.block_size` (`BlockSize` literal).
-USER_BLOCK_SIZES = (1, 8, 16, 32, 64, 128, 256)
 
 CONFIG_KEYS = {
     "num_gpu_blocks": int, "block_size": int, "enable_prefix_caching": bool,
@@ -137,9 +136,9 @@ def parse_config(raw: Mapping[str, Any], source: str = "trace") -> EngineConfig:
             got = json.dumps(raw[key])
             raise KvplanError(f"{source}: config {key} must be {_kind_name(kind)}, got {got}")
     block_size = raw.get("block_size", 16)
-    if block_size not in USER_BLOCK_SIZES:
+    if block_size not in ALLOWED_BLOCK_SIZES:
         raise KvplanError(f"{source}: config block_size must be one of "
-                          f"{', '.join(map(str, USER_BLOCK_SIZES))} (vLLM's choices), got {block_size}")
+                          f"{', '.join(map(str, ALLOWED_BLOCK_SIZES))} (vLLM's choices), got {block_size}")
     try:
         return EngineConfig(**raw)
     except KvplanError as error:
@@ -195,11 +194,11 @@ def _parse_request(raw: Any, ordinal: int, config: EngineConfig, source: str) ->
 
 
 def _check_keys(mapping: Mapping[str, Any], allowed: Sequence[str], where: str) -> None:
-    for key in mapping:
-        if key not in allowed:
-            close = difflib.get_close_matches(key, allowed, n=1)
-            hint = f"did you mean {close[0]!r}?" if close else f"known keys: {', '.join(allowed)}"
-            raise KvplanError(f"{where}: unknown key {key!r} ({hint})")
+    unknown = first_unknown_key(mapping, allowed)
+    if unknown is not None:
+        key, close = unknown
+        hint = f"did you mean {close!r}?" if close else f"known keys: {', '.join(allowed)}"
+        raise KvplanError(f"{where}: unknown key {key!r} ({hint})")
 
 
 def _is(value: Any, kind: type) -> bool:

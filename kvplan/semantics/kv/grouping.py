@@ -30,8 +30,8 @@ from kvplan.semantics.kv.specs import (
     MLAAttentionSpec,
     SlidingWindowSpec,
     UniformTypeKVCacheSpecs,
-    cdiv,
 )
+from kvplan.units import cdiv
 
 HYBRID_DISABLED_WARNING = (
     "Hybrid KV cache manager is disabled for this hybrid model, This means we do not enable any "

@@ -17,7 +17,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from kvplan.semantics.config import rules
+from kvplan.errors import ConfigRejected
+from kvplan.semantics.config.cache import (
+    DEFAULT_BLOCK_SIZE,
+    MAMBA_PREFIX_CACHING_ARCHITECTURES,
+    check_block_size,
+    hybrid_block_size,
+    kernel_block_alignment,
+    kv_cache_dtype,
+    mla_block_size,
+    resolve_mamba_cache_mode,
+)
+from kvplan.semantics.config.parallel import get_pp_indices, kv_heads_per_rank, verify_tensor_parallel
 from kvplan.semantics.kv.specs import (
     ChunkedLocalAttentionSpec,
     FullAttentionSpec,
@@ -34,7 +45,7 @@ _PLAIN_KV_SPLIT_ARCHITECTURES = frozenset({"GptOssForCausalLM"})
 
 @dataclass(frozen=True)
 class CacheKnobs:
-    """The user's choices. `model_dtype` is already resolved (`rules.resolve_model_dtype`) and
+    """The user's choices. `model_dtype` is already resolved (`resolve_model_dtype`) and
     `max_model_len` is the model's length as vLLM holds it (the derived one when auto-fitting);
     None means "left unset", for which vLLM's defaults apply."""
 
@@ -79,7 +90,7 @@ def _mamba_dtypes(state: MambaState, model_dtype: str, knobs: CacheKnobs) -> tup
 
 def _divide(numerator: int, denominator: int, what: str) -> int:
     if numerator % denominator:
-        raise rules.ConfigRejected(
+        raise ConfigRejected(
             f"{numerator} is not divisible by {denominator} ({what} over tensor parallel size)"
         )
     return numerator // denominator
@@ -123,14 +134,14 @@ def _attention_page_per_token(shape: ModelShape, tp: int, kv_dtype: str) -> int:
             block_size=1, num_kv_heads=1, head_size=shape.head_size, dtype=kv_dtype
         ).page_size_bytes
     return FullAttentionSpec(
-        block_size=1, num_kv_heads=rules.kv_heads_per_rank(shape.num_kv_heads, tp),
+        block_size=1, num_kv_heads=kv_heads_per_rank(shape.num_kv_heads, tp),
         head_size=shape.head_size, dtype=kv_dtype,
     ).page_size_bytes
 
 
 def resolve_cache_layout(shape: ModelShape, knobs: CacheKnobs) -> CacheLayout:
     if knobs.block_size is not None:
-        rules.check_block_size(knobs.block_size)
+        check_block_size(knobs.block_size)
     cache_dtype = knobs.cache_dtype
     if shape.mla_sparse:
         # DeepSeek V3.2's hook: its fp8 cache is the packed 656-byte format
@@ -138,7 +149,7 @@ def resolve_cache_layout(shape: ModelShape, knobs: CacheKnobs) -> CacheLayout:
             cache_dtype = "fp8_ds_mla"
         elif cache_dtype == "bfloat16":
             cache_dtype = "auto"
-    kv_dtype = rules.kv_cache_dtype(cache_dtype, knobs.model_dtype)
+    kv_dtype = kv_cache_dtype(cache_dtype, knobs.model_dtype)
     mambas = [layer.mamba for layer in shape.layers if layer.mamba is not None and layer.kind == "mamba"]
     # 0.17.1 turns prefix caching off by default for hybrid models
     prefix_caching = knobs.enable_prefix_caching
@@ -149,19 +160,19 @@ def resolve_cache_layout(shape: ModelShape, knobs: CacheKnobs) -> CacheLayout:
     mode: Literal["none", "align", "all"] = "none"
     mamba_block_size, padded = None, None
     if shape.is_hybrid and mambas:
-        mamba_mode = rules.resolve_mamba_cache_mode(
-            prefix_caching, shape.architecture in rules.MAMBA_PREFIX_CACHING_ARCHITECTURES,
+        mamba_mode = resolve_mamba_cache_mode(
+            prefix_caching, shape.architecture in MAMBA_PREFIX_CACHING_ARCHITECTURES,
             knobs.mamba_cache_mode, knobs.enable_chunked_prefill,
         )
         mode = mamba_mode.mode
         logs.extend(mamba_mode.logs)
         shapes, dtypes = mamba_state(mambas[0], knobs.tensor_parallel_size, knobs.model_dtype, knobs)
-        hybrid = rules.hybrid_block_size(
+        hybrid = hybrid_block_size(
             _attention_page_per_token(shape, knobs.tensor_parallel_size, kv_dtype),
             _mamba_page(shapes, dtypes),
             block_size=knobs.block_size,
             mamba_cache_mode=mode,
-            alignment=rules.kernel_block_alignment(
+            alignment=kernel_block_alignment(
                 knobs.gpu_capability, shape.head_size, shape.use_mla, knobs.attention_backend
             ),
             max_model_len=knobs.max_model_len,
@@ -174,10 +185,10 @@ def resolve_cache_layout(shape: ModelShape, knobs: CacheKnobs) -> CacheLayout:
         padded = hybrid.mamba_page_size_padded
         logs.extend(hybrid.logs)
     if block_size is None:
-        block_size, rule = rules.DEFAULT_BLOCK_SIZE, "default"
+        block_size, rule = DEFAULT_BLOCK_SIZE, "default"
     mla_backend = None
     if shape.use_mla:
-        choice = rules.mla_block_size(
+        choice = mla_block_size(
             knobs.gpu_capability, block_size, sparse=shape.mla_sparse,
             qk_nope_head_dim=shape.qk_nope_head_dim, backend=knobs.attention_backend,
         )
@@ -197,7 +208,7 @@ def _layer_spec(
 ) -> KVCacheSpec | None:
     tp = knobs.tensor_parallel_size
     replicate = shape.architecture not in _PLAIN_KV_SPLIT_ARCHITECTURES
-    heads = rules.kv_heads_per_rank(layer.num_kv_heads, tp, replicate)
+    heads = kv_heads_per_rank(layer.num_kv_heads, tp, replicate)
     common = {"block_size": layout.block_size, "head_size": layer.head_size, "dtype": layout.kv_dtype}
     if layer.kind == "full":
         head_size_v = layer.head_size_v or layer.head_size
@@ -225,11 +236,11 @@ def _layer_spec(
 
 
 def build_worker_specs(shape: ModelShape, knobs: CacheKnobs) -> list[dict[str, KVCacheSpec]]:
-    rules.verify_tensor_parallel(shape, knobs.tensor_parallel_size)
+    verify_tensor_parallel(shape, knobs.tensor_parallel_size)
     layout = resolve_cache_layout(shape, knobs)
     workers = []
     for rank in range(knobs.pipeline_parallel_size):
-        start, end = rules.get_pp_indices(
+        start, end = get_pp_indices(
             shape.num_hidden_layers, rank, knobs.pipeline_parallel_size, knobs.pp_layer_partition
         )
         specs: dict[str, KVCacheSpec] = {}

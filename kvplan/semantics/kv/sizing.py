@@ -16,6 +16,7 @@ Public API:
     estimate_max_model_len_from_groups(groups, available_bytes, limits) -> int
     estimate_max_model_len(specs, available_bytes, limits) -> int   -- the older per-layer sum
     check_enough_kv_cache_memory(available_bytes, needed_bytes, max_model_len, estimate) -> str | None
+    shrink_pool(config, num_blocks) -> KVCacheConfig    -- the same layout with fewer blocks
     max_concurrency(config, limits) -> float            -- `get_max_concurrency_for_kv_cache_config`
     gpu_kv_cache_tokens(config) -> int                  -- the "GPU KV cache size" figure
     kv_bytes_per_token(worker_specs) -> float           -- sum of page / block size over layers
@@ -35,9 +36,8 @@ from kvplan.semantics.kv.specs import (
     KVCacheTensor,
     SizingLimits,
     UniformTypeKVCacheSpecs,
-    cdiv,
 )
-from kvplan.units import format_gib
+from kvplan.units import cdiv, format_gib
 
 DOCS_HINT = "See https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more details."
 NO_MEMORY = (
@@ -297,7 +297,8 @@ def _auto_fit_max_model_len(
     )
 
 
-def _shrink(config: KVCacheConfig, num_blocks: int) -> KVCacheConfig:
+def shrink_pool(config: KVCacheConfig, num_blocks: int) -> KVCacheConfig:
+    """The same layers and layout with `num_blocks` blocks: every tensor shrinks in proportion."""
     old = config.num_blocks
     tensors = tuple(
         replace(tensor, size=tensor.size // old * num_blocks if old else 0)
@@ -361,7 +362,7 @@ def size_kv_cache(
         configs.append(config)
         logs.extend(override_logs)
     min_blocks = min(config.num_blocks for config in configs)
-    configs = [_shrink(config, min_blocks) for config in configs]
+    configs = [shrink_pool(config, min_blocks) for config in configs]
 
     first = configs[0]
     if not first.kv_cache_groups:

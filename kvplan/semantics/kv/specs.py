@@ -4,7 +4,6 @@ Page sizes are bytes per layer per block; `max_memory_usage_bytes` is what one r
 `max_model_len` tokens may need, the quantity vLLM's memory check and concurrency log use.
 
 Public API:
-    cdiv(a, b), dtype_size(dtype), DTYPE_SIZE          -- dtype names are torch's ("bfloat16", "uint8")
     SizingLimits(max_model_len, max_num_batched_tokens) -- the scheduler knobs specs read
     FullAttentionSpec, MLAAttentionSpec, SlidingWindowSpec, ChunkedLocalAttentionSpec, MambaSpec
                                                         -- one layer's spec (`KVCacheSpec`)
@@ -18,18 +17,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from math import prod
 
-DTYPE_SIZE = {
-    "float32": 4, "float16": 2, "bfloat16": 2,
-    "uint8": 1, "float8_e4m3fn": 1, "float8_e5m2": 1, "int8": 1,
-}
+from kvplan.semantics.dtypes import dtype_size
+from kvplan.units import cdiv
 
-
-def cdiv(a: int, b: int) -> int:
-    return -(-a // b)
-
-
-def dtype_size(dtype: str) -> int:
-    return DTYPE_SIZE[dtype]
+# DeepSeek V3.2's packed fp8 MLA cache: 512 fp8 latent values, 4 float32 scales, 64 bf16 RoPE values
+FP8_DS_MLA_TOKEN_BYTES = 656
 
 
 @dataclass(frozen=True)
@@ -105,7 +97,7 @@ class MLAAttentionSpec(FullAttentionSpec):
     @property
     def real_page_size_bytes(self) -> int:
         if self.cache_dtype_str == "fp8_ds_mla":
-            return self.block_size * 656
+            return self.block_size * FP8_DS_MLA_TOKEN_BYTES
         return self.block_size * self.num_kv_heads * self.head_size * dtype_size(self.dtype)
 
 

@@ -1,8 +1,8 @@
-"""Model configs -> ModelShape (kvplan's view of a model's KV layout), the bundled catalog, and
-weight bytes. Importing this package never imports torch or transformers."""
+"""Model configs -> ModelShape (kvplan's view of a model's KV layout) and the bundled catalog.
+Importing this package never imports torch or transformers."""
 
 from kvplan.semantics.models.catalog import catalog_ids
-from kvplan.semantics.models.reader import load_model_shape, shape_from_config
+from kvplan.semantics.models.reader import shape_from_config
 from kvplan.semantics.models.resolve import ResolvedConfig, resolve_config
 from kvplan.semantics.models.shape import LayerShape, MambaState, ModelShape
 
@@ -12,7 +12,6 @@ __all__ = [
     "ModelShape",
     "ResolvedConfig",
     "catalog_ids",
-    "load_model_shape",
     "resolve_config",
     "shape_from_config",
 ]

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kvplan.errors import KvplanError
+from kvplan.semantics.dtypes import normalize_dtype
 
 _MISSING: Any = object()
 
@@ -154,14 +155,6 @@ class ConfigView:
 
     def optional_integer(self, name: str) -> int | None:
         return None if self.get(name) is None else self.integer(name)
-
-
-def normalize_dtype(value: Any) -> str | None:
-    """'torch.bfloat16' / 'bfloat16' -> 'bfloat16'; the aliases transformers accepts too."""
-    if value is None:
-        return None
-    text = str(value).removeprefix("torch.")
-    return {"half": "float16", "float": "float32", "bf16": "bfloat16", "fp16": "float16"}.get(text, text)
 
 
 def config_dtype(config: Mapping[str, Any]) -> str | None:

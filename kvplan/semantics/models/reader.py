@@ -1,27 +1,18 @@
 """config.json -> ModelShape. The architectures kvplan knows are read without torch or transformers
-(importing them costs seconds); others go through transformers' AutoConfig, with a warning."""
+(importing them costs seconds); others go through transformers' AutoConfig (`kvplan.measure.hf_config`),
+whose config object `shape_from_hf_config` reads generically, with a warning."""
 
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
-from kvplan.errors import KvplanError, MissingExtraError
+from kvplan.errors import KvplanError
+from kvplan.semantics.dtypes import normalize_dtype
 from kvplan.semantics.models.architectures import ARCHITECTURES, Architecture, attention_layer, unsupported_layer
-from kvplan.semantics.models.config_fields import ConfigView, config_dtype, normalize_dtype, rope_parameter_sets
+from kvplan.semantics.models.config_fields import ConfigView, config_dtype, rope_parameter_sets
 from kvplan.semantics.models.maxlen import derive_max_model_len
-from kvplan.semantics.models.resolve import resolve_config
 from kvplan.semantics.models.shape import LayerShape, ModelShape
-
-
-def load_model_shape(model: str, *, trust_remote_code: bool = False) -> ModelShape:
-    """`--model` (hub id, directory or config.json path) -> ModelShape."""
-    resolved = resolve_config(model)
-    config_dir = str(Path(resolved.path).parent) if resolved.source != "hub" else None
-    return shape_from_config(resolved.config, resolved.model_id, trust_remote_code=trust_remote_code,
-                             config_dir=config_dir)
 
 
 def architecture_of(config: Mapping[str, Any]) -> str:
@@ -31,13 +22,20 @@ def architecture_of(config: Mapping[str, Any]) -> str:
     return ""
 
 
-def shape_from_config(
-    config: Mapping[str, Any], model_id: str, *, trust_remote_code: bool = False, config_dir: str | None = None
-) -> ModelShape:
+class UnknownArchitecture(KvplanError):
+    """An architecture kvplan does not read itself: transformers' AutoConfig must (layer 2)."""
+
+    def __init__(self, architecture: str) -> None:
+        super().__init__(f"{architecture or 'this architecture'} is not one kvplan reads without transformers")
+        self.architecture = architecture
+
+
+def shape_from_config(config: Mapping[str, Any], model_id: str) -> ModelShape:
+    """The ModelShape of an architecture kvplan knows; `UnknownArchitecture` for any other."""
     architecture = architecture_of(config)
     known = ARCHITECTURES.get(architecture)
     if known is None:
-        return _shape_via_autoconfig(config, model_id, architecture, trust_remote_code, config_dir)
+        raise UnknownArchitecture(architecture)
     return _shape_light(config, model_id, architecture, known)
 
 
@@ -92,34 +90,9 @@ def _quantization(config: Mapping[str, Any]) -> dict | None:
     return dict(quantization) if isinstance(quantization, Mapping) else None
 
 
-def hf_config_from(config: Mapping[str, Any], architecture: str, trust_remote_code: bool, config_dir: str | None
-                   ) -> Any:
-    """transformers' config object for `config`: its registered class, or the model's own code from
-    `config_dir` when trust_remote_code is given."""
-    if importlib.util.find_spec("transformers") is None:
-        raise MissingExtraError(f"reading {architecture or 'this'} config (an architecture kvplan does not know)",
-                                "transformers")
-    from transformers import CONFIG_MAPPING, AutoConfig
-
-    model_type = config.get("model_type")
-    if trust_remote_code and config_dir is not None and config.get("auto_map"):
-        return AutoConfig.from_pretrained(config_dir, trust_remote_code=True)
-    if isinstance(model_type, str) and model_type in CONFIG_MAPPING:
-        fields = {key: value for key, value in config.items() if key != "model_type"}
-        return CONFIG_MAPPING[model_type].from_dict(fields)
-    hint = "pass --trust-remote-code with a local model directory that holds its configuration code" \
-        if not trust_remote_code else "give a local model directory that holds its configuration code"
-    raise KvplanError(f"architecture {architecture or '?'} (model_type {model_type!r}) is unknown to kvplan and "
-                      f"to the installed transformers: {hint}")
-
-
-def _shape_via_autoconfig(
-    config: Mapping[str, Any], model_id: str, architecture: str, trust_remote_code: bool, config_dir: str | None
-) -> ModelShape:
-    try:
-        hf = hf_config_from(config, architecture, trust_remote_code, config_dir)
-    except (ValueError, TypeError, KeyError, OSError) as error:
-        raise KvplanError(f"transformers cannot read this config ({architecture or '?'}): {error}") from None
+def shape_from_hf_config(hf: Any, config: Mapping[str, Any], model_id: str, architecture: str) -> ModelShape:
+    """A ModelShape from a config object of transformers (any object with its attributes), for the
+    architectures kvplan does not know: fields read generically, Llama-convention layer names."""
     text = hf.get_text_config() if hasattr(hf, "get_text_config") else hf
     model_type = str(getattr(text, "model_type", "") or config.get("model_type") or "")
     warnings = [f"{architecture or model_type or 'this architecture'} is not one kvplan models: fields read "

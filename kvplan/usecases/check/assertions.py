@@ -27,7 +27,8 @@ class AssertionKind:
     value: ValueType
     unit: str                            # how the measured figure reads: "tokens", "s (estimate)"
     meaning: str                         # one sentence: what is measured
-    path: tuple[str, ...] = ()           # workload kinds: where the metric sits in `kvplan simulate --json`
+    path: tuple[str, ...] = ()           # workload kinds: the attributes that lead to the figure in a
+                                         # simulation (`workload_checks.Figures`: metrics, capacity)
     per_usable_block: bool = False       # workload kinds: a block count turned into a share of the pool
     pool_bound: bool = True              # workload kinds: a larger KV pool can change the metric
 
@@ -123,33 +124,33 @@ _CAPACITY = (
 def _workload_kinds() -> tuple[AssertionKind, ...]:
     kinds = [
         AssertionKind("max_preemptions", "workload", "max", "count", "preemptions",
-                      "Preemptions (recompute) over the whole run.", ("preemptions", "total")),
+                      "Preemptions (recompute) over the whole run.", ("metrics", "preemptions", "total")),
         AssertionKind("max_preempted_requests", "workload", "max", "count", "requests",
-                      "Requests preempted at least once.", ("preemptions", "requests_preempted")),
+                      "Requests preempted at least once.", ("metrics", "preemptions", "requests_preempted")),
         AssertionKind("max_recomputed_tokens", "workload", "max", "count", "tokens",
-                      "Tokens computed again after preemptions.", ("preemptions", "recomputed_tokens")),
+                      "Tokens computed again after preemptions.", ("metrics", "preemptions", "recomputed_tokens")),
         AssertionKind("max_peak_kv_usage", "workload", "max", "fraction", "of the pool",
                       "Peak share of usable blocks held by requests (vLLM's KV cache usage).",
-                      ("kv_usage", "peak_usage")),
+                      ("metrics", "kv", "peak_usage")),
         AssertionKind("max_mean_kv_usage", "workload", "max", "fraction", "of the pool",
-                      "Time-weighted mean KV cache usage.", ("kv_usage", "mean_usage")),
+                      "Time-weighted mean KV cache usage.", ("metrics", "kv", "mean_usage")),
     ]
     for q in ("p50", "p95", "p99"):
         kinds.append(AssertionKind(
             f"max_{q}_kv_usage", "workload", "max", "fraction", "of the pool",
-            f"{q} (time-weighted) of the KV cache usage.", ("kv_usage", f"{q}_used_blocks"),
+            f"{q} (time-weighted) of the KV cache usage.", ("metrics", "kv", f"{q}_used_blocks"),
             per_usable_block=True))
     kinds += [
         AssertionKind("max_time_at_full_kv", "workload", "max", "fraction", "of the time",
-                      "Share of the run with every usable block held.", ("kv_usage", "time_at_full_fraction")),
+                      "Share of the run with every usable block held.", ("metrics", "kv", "time_at_full_fraction")),
         AssertionKind("min_prefix_cache_hit_rate", "workload", "min", "fraction", "",
                       "vLLM's prefix-cache hit rate: hit tokens over queried tokens, every lookup.",
-                      ("prefix_cache", "prefix_cache_hit_rate")),
+                      ("metrics", "prefix_cache", "prefix_cache_hit_rate")),
         AssertionKind("min_first_admission_hit_rate", "workload", "min", "fraction", "",
                       "Hit tokens over prompt tokens at each request's first admission (recompute excluded).",
-                      ("prefix_cache", "first_admission_hit_rate")),
+                      ("metrics", "prefix_cache", "first_admission_hit_rate")),
         AssertionKind("max_waiting", "workload", "max", "count", "requests",
-                      "Most requests waiting at once.", ("queues", "max_waiting")),
+                      "Most requests waiting at once.", ("metrics", "queues", "max_waiting")),
     ]
     for metric, what in (("queueing", "queueing delay"), ("ttft", "time to first token"),
                          ("tpot", "time per output token"), ("e2e", "end-to-end latency")):
@@ -157,17 +158,17 @@ def _workload_kinds() -> tuple[AssertionKind, ...]:
             kinds.append(AssertionKind(
                 f"max_{q}_{metric}_s", "workload", "max", "number", "s (estimate)",
                 f"{q} {what} in seconds, estimated by the step-time model.",
-                ("latency", f"{metric}_s_estimate", q)))
+                ("metrics", "latency", f"{metric}_s_estimate", q)))
             kinds.append(AssertionKind(
                 f"max_{q}_{metric}_steps", "workload", "max", "number", "steps",
-                f"{q} {what} in scheduler steps.", ("latency", f"{metric}_steps", q)))
+                f"{q} {what} in scheduler steps.", ("metrics", "latency", f"{metric}_steps", q)))
     kinds += [
         AssertionKind("min_output_tokens_per_s", "workload", "min", "number", "tokens/s (estimate)",
                       "Output tokens per second over the run (estimate).",
-                      ("throughput", "output_tokens_per_s_estimate")),
+                      ("metrics", "throughput", "output_tokens_per_s_estimate")),
         AssertionKind("min_requests_per_s", "workload", "min", "number", "requests/s (estimate)",
                       "Finished requests per second over the run (estimate).",
-                      ("throughput", "requests_per_s_estimate")),
+                      ("metrics", "throughput", "requests_per_s_estimate")),
         AssertionKind("min_sustained_rate_rps", "workload", "min", "number", "requests/s (estimate)",
                       "The highest arrival rate sustained without queues growing (`simulate --find-max-rate`; "
                       "many runs).", ("capacity", "max_rate", "max_sustained_rate_rps_estimate"),

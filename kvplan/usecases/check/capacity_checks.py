@@ -1,5 +1,5 @@
-"""Capacity assertions: one figure of the target's plan (or profile) record each, and for a
-failure the one change that makes it hold, computed with the sizing functions."""
+"""Capacity assertions: one figure of the target's plan (or profile) each, and for a failure the one
+change that makes it hold, computed with the sizing functions."""
 
 from __future__ import annotations
 
@@ -26,47 +26,51 @@ def evaluate_capacity(assertion: Assertion, target: Target) -> AssertionResult:
 
 def measure(assertion: Assertion, target: Target) -> tuple[Any, str]:
     key = assertion.kind.key
-    profile = target.profile
+    profile, plan = target.profile, target.plan
     if key in PROFILE_ONLY:
         if profile is None:
             raise KvplanError(f"{assertion.where}: {key} is measured by a profile only: give target.profile "
                               "(a file from `kvplan profile --save`)")
-        return profile.get(key.removeprefix("max_")), "measured by the profile"
+        measured = profile.activation_peak_bytes if key == "max_activation_peak_bytes" else profile.non_torch_bytes
+        return measured, "measured by the profile"
     if key == "fits":
         return target.fits, ""
     if not target.fits and key in POOL_FIGURES:
         return None, "vLLM would not start: the target does not fit"
     if key == "max_model_len_fits":
         return whatif.largest_max_model_len(target), "vLLM's auto-fit (max_model_len -1)"
+    if plan is None:
+        return None, ""
     if key == "min_kv_tokens":
-        return target.plan_value("gpu_kv_cache_tokens"), ""
+        return plan.gpu_kv_cache_tokens, ""
     if key == "min_num_blocks":
-        return target.plan_value("num_blocks"), ""
+        return plan.num_blocks, ""
     if key == "min_usable_blocks":
-        return target.plan_value("num_usable_blocks"), ""
+        return plan.num_usable_blocks, ""
     if key == "min_concurrency":
         required: Concurrency = assertion.required
         if required.tokens_per_request is None:
-            return target.plan_value("max_concurrency"), f"at max_model_len {target.plan_value('max_model_len'):,}"
+            return plan.max_concurrency, f"at max_model_len {plan.max_model_len:,}"
         tokens = required.tokens_per_request
         return whatif.concurrency_at(target, tokens, assertion.where), f"at {tokens:,} tokens per request"
     if key == "min_kv_cache_memory":
         if profile is not None:
-            return profile.get("available_kv_bytes"), ""
-        return target.plan_value("kv_cache_memory_bytes"), ""
+            return profile.available_kv_bytes, ""
+        return plan.kv_cache_memory_bytes, ""
     if key == "max_kv_bytes_per_token":
-        return target.plan_value("kv_bytes_per_token"), ""
+        return plan.kv_bytes_per_token, ""
     if key == "max_weights_bytes":
         if profile is not None:
-            return profile.get("weights_bytes"), "measured by the profile"
-        return target.plan_value("weights_per_gpu_bytes"), "per GPU"
+            return profile.weights_bytes, "measured by the profile"
+        return plan.weights_per_gpu_bytes, "per GPU"
     raise AssertionError(f"no capacity measurement for {key}")
 
 
 def what_to_change(assertion: Assertion, target: Target) -> str:
     key, required = assertion.kind.key, assertion.required
-    if target.record is None:
-        error = (target.profile or {}).get("error") or "the profile did not reach sizing"
+    plan = target.plan
+    if plan is None:
+        error = (target.profile.error if target.profile else None) or "the profile did not reach sizing"
         return f"vLLM would not start ({error.split('. ')[0]}): lower gpu_memory_utilization or free the GPU"
     if key == "max_kv_bytes_per_token":
         return whatif.smaller_kv_per_token(target, required) or (
@@ -74,7 +78,7 @@ def what_to_change(assertion: Assertion, target: Target) -> str:
     if key == "max_weights_bytes":
         return "the weights alone exceed it: shard them (tensor_parallel_size) or use a quantized checkpoint"
     if key == "max_activation_peak_bytes":
-        tokens = ((target.profile or {}).get("profile_run") or {}).get("num_tokens")
+        tokens = target.profile.profile_run_tokens if target.profile else None
         return f"lower max_num_batched_tokens (the profile run's batch, {tokens:,} tokens here)" if tokens else (
             "lower max_num_batched_tokens (the profile run's batch)")
     if key == "max_non_torch_bytes":
@@ -88,16 +92,15 @@ def what_to_change(assertion: Assertion, target: Target) -> str:
     if blocks is not None and target.request.num_gpu_blocks_override is not None:
         return f"raise num_gpu_blocks_override to {blocks:,}"
     needed = _bytes_needed(assertion, target) if blocks is None else blocks * whatif.bytes_per_block(target)
-    record = target.record
     # vLLM refuses to start until one max_model_len request fits, whatever else is asked
-    fit_needed = 0 if target.fits else record.get("bytes_needed_for_one_max_len_request") or 0
+    fit_needed = 0 if target.fits else plan.bytes_needed_for_one_max_len_request or 0
     purpose = ""
     if blocks is not None and needed >= fit_needed:
         purpose = f"{blocks:,} blocks"
     elif key == "max_model_len_fits":
         purpose = f"one {required:,}-token request"
     advice = whatif.advise_bytes(target, max(needed, fit_needed), purpose)
-    estimated = record.get("estimated_max_model_len")
+    estimated = plan.estimated_max_model_len
     if fit_needed and estimated and needed <= (target.request.kv_cache_memory_bytes or 0):
         advice += f" or lower max_model_len to {estimated}"
     return advice
@@ -113,7 +116,8 @@ def _blocks_needed(assertion: Assertion, target: Target) -> int | None:
     if key == "min_usable_blocks":
         return required + 1
     if key == "min_concurrency":
-        tokens = required.tokens_per_request or target.plan_value("max_model_len")
+        assert target.plan is not None
+        tokens = required.tokens_per_request or target.plan.max_model_len
         return math.ceil(required.at_least * whatif.blocks_per_request(target, tokens, assertion.where))
     return None
 

@@ -2,27 +2,24 @@
 `plan`, `profile` and `simulate`, with the same exit codes, and no spec file.
 
 A command opts in without declaring one option per key: it takes the flags as extra arguments
-(`context_settings=QUICK_ASSERTS`, a `ctx: typer.Context` parameter), parses them before it
-works, and evaluates them on its record after it has printed it:
-
-    assertions = parse_quick_asserts(ctx.args, "profile")
-    ...
-    code = evaluate_quick(assertions, record, finding=not result.fits)
-    if code:
-        raise typer.Exit(code)
-
-The verdict goes to stderr, so that stdout stays one JSON document with --json."""
+(`context_settings=QUICK_ASSERTS`, a `ctx: typer.Context` parameter), parses them before it works
+(`parse_quick_asserts`), and evaluates them on its typed result after it has printed it
+(`plan_report`, `profile_report`, `simulation_report`; `kvplan.cli.quick_asserts` prints the
+verdict to stderr, so that stdout stays one JSON document with --json)."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from kvplan.errors import EXIT_FINDING, EXIT_OK, KvplanError
+from kvplan.errors import KvplanError
+from kvplan.parsing import first_unknown_key
 
 if TYPE_CHECKING:
     from kvplan.usecases.check.assertions import Assertion, AssertionResult
     from kvplan.usecases.check.evaluate import CheckReport
-    from kvplan.usecases.plan import PlanRequest
+    from kvplan.usecases.plan import PlanResult
+    from kvplan.usecases.profile_summary import ProfileSummary
+    from kvplan.usecases.simulate.simulation import SimResult
 
 QUICK_ASSERTS: dict[str, Any] = {"allow_extra_args": True, "ignore_unknown_options": True}
 PREFIX = "--assert-"
@@ -42,8 +39,6 @@ def parse_quick_asserts(args: list[str], command: str) -> tuple[Assertion, ...]:
     """The `--assert-*` flags among a command's extra arguments; anything else is a bad option (exit 2)."""
     if not args:
         return ()
-    import difflib
-
     from kvplan.usecases.check.assertions import KINDS, Assertion
     from kvplan.usecases.check.spec import parse_required
 
@@ -60,8 +55,9 @@ def parse_quick_asserts(args: list[str], command: str) -> tuple[Assertion, ...]:
         kind = KINDS.get(flag.removeprefix(PREFIX).replace("-", "_"))
         if kind is None:
             flags = [k.flag for k in KINDS.values() if k.scope == scope]
-            close = difflib.get_close_matches(flag, flags, n=1)
-            raise KvplanError(f"{flag}: no such assertion" + (f"; did you mean {close[0]}?" if close else
+            unknown = first_unknown_key([flag], flags)
+            close = unknown[1] if unknown else None
+            raise KvplanError(f"{flag}: no such assertion" + (f"; did you mean {close}?" if close else
                                                                "; docs/check.md lists them"))
         if kind.scope != scope:
             applies = " and ".join(f"`kvplan {name}`" for name, s in COMMAND_SCOPES.items() if s == kind.scope)
@@ -79,52 +75,33 @@ def parse_quick_asserts(args: list[str], command: str) -> tuple[Assertion, ...]:
     return tuple(assertions)
 
 
-def evaluate_quick(assertions: tuple[Assertion, ...], record: dict[str, Any], *, finding: bool = False,
-                   request: PlanRequest | None = None) -> int:
-    """Evaluate the flags on a command's record (plan, profile or simulation), print the verdict to
-    stderr, and return the command's exit code: 1 for a failed assertion or a finding of the
-    command itself (`finding`: the configuration does not fit), else 0."""
-    command_code = EXIT_FINDING if finding else EXIT_OK
-    if not assertions:
-        return command_code
-    from rich.console import Console
+def plan_report(assertions: tuple[Assertion, ...], result: PlanResult) -> CheckReport:
+    """Capacity assertions on a plan (its KV memory as the plan used it, also when predicted for --gpu)."""
+    from kvplan.usecases.check.evaluate import evaluate_on
+    from kvplan.usecases.check.target import plan_result_target
 
-    from kvplan.report.check_console import render_check
-
-    report = quick_report(assertions, record, request)
-    render_check(report, Console(stderr=True, highlight=False))
-    return max(command_code, report.exit_code)
+    return evaluate_on(assertions, plan_result_target(result, f"plan of {result.summary.model}"), "plan")
 
 
-def quick_report(assertions: tuple[Assertion, ...], record: dict[str, Any],
-                 request: PlanRequest | None = None) -> CheckReport:
-    from kvplan.usecases.check.evaluate import CheckReport, evaluate_on
+def profile_report(assertions: tuple[Assertion, ...], profile: ProfileSummary) -> CheckReport:
+    from kvplan.usecases.check.evaluate import evaluate_on
+    from kvplan.usecases.check.target import profile_target
 
-    kind = record.get("kind")
-    if kind == "kvplan.simulation":
-        return CheckReport("simulate", "simulate", None, tuple(_on_document(a, record) for a in assertions))
-    from kvplan.usecases.check.target import Target, profile_target
-
-    if kind == "kvplan.profile":
-        return evaluate_on(assertions, profile_target(record, None), "profile")
-    if kind == "kvplan.plan":
-        if request is None:
-            raise ValueError("a plan record is checked with the PlanRequest that made it")
-        from dataclasses import replace
-
-        # the record holds the KV memory the plan used, also when it was predicted for --gpu
-        sized = replace(request, kv_cache_memory_bytes=record["kv_cache_memory_bytes"], with_weights=False)
-        target = Target("plan", f"plan of {record['model']}", record, None, sized)
-        return evaluate_on(assertions, target, "plan")
-    raise ValueError(f"no quick assertions for a record of kind {kind!r}")
+    return evaluate_on(assertions, profile_target(profile, None), "profile")
 
 
-def _on_document(assertion: Assertion, document: dict[str, Any]) -> AssertionResult:
+def simulation_report(assertions: tuple[Assertion, ...], result: SimResult) -> CheckReport:
+    from kvplan.usecases.check.evaluate import CheckReport
+
+    return CheckReport("simulate", "simulate", None, tuple(_on_simulation(a, result) for a in assertions))
+
+
+def _on_simulation(assertion: Assertion, result: SimResult) -> AssertionResult:
     from kvplan.usecases.check.assertions import AssertionResult, verdict
-    from kvplan.usecases.check.workload_checks import document_hint, measure
+    from kvplan.usecases.check.workload_checks import Figures, measure, result_hint
 
-    measured = measure(assertion.kind, document, assertion.where)
+    measured = measure(assertion.kind, Figures.of(result), assertion.where)
     passed, margin = verdict(assertion.kind, assertion.required, measured)
-    hint = None if passed else document_hint(assertion, document)
-    return AssertionResult(assertion.name, document["workload"]["name"], assertion.kind, assertion.required,
+    hint = None if passed else result_hint(assertion, result)
+    return AssertionResult(assertion.name, result.setup.workload.name, assertion.kind, assertion.required,
                            measured, passed, margin, hint)

@@ -13,7 +13,6 @@ names the file and the field. ``docs/check.md`` is the reference."""
 
 from __future__ import annotations
 
-import difflib
 import json
 import math
 import tomllib
@@ -22,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from kvplan.errors import KvplanError
+from kvplan.parsing import first_unknown_key
 from kvplan.units import parse_bytes
 from kvplan.usecases.check.assertions import KINDS, Assertion, AssertionKind, Concurrency
 
@@ -101,7 +101,7 @@ def parse_spec(document: Any, path: Path) -> CheckSpec:
 
     if not isinstance(document, dict):
         raise KvplanError(f"{shown}: expected a table of [target] and [[assert]] blocks")
-    _reject_unknown(document, TOP_KEYS, "", shown)
+    _reject_unknown(document, TOP_KEYS, f"{shown}: ")
     version = document.get("schema_version", SPEC_SCHEMA_VERSION)
     if version != SPEC_SCHEMA_VERSION:
         raise fail("schema_version", f"unsupported version {version!r} (this kvplan reads {SPEC_SCHEMA_VERSION})")
@@ -118,12 +118,13 @@ def parse_spec(document: Any, path: Path) -> CheckSpec:
     return spec
 
 
-def _reject_unknown(table: dict[str, Any], allowed: tuple[str, ...], where: str, shown: str) -> None:
-    for key in table:
-        if key not in allowed:
-            close = difflib.get_close_matches(key, allowed, n=1)
-            hint = f"; did you mean {close[0]}?" if close else f"; known keys: {', '.join(allowed)}"
-            raise KvplanError(f"{shown}: {where}{key}: unknown key{hint}")
+def _reject_unknown(table: dict[str, Any], allowed: tuple[str, ...], where: str) -> None:
+    """`where` names the table, ending where the key's name goes: "spec.toml: target."."""
+    unknown = first_unknown_key(table, allowed)
+    if unknown is not None:
+        key, close = unknown
+        hint = f"; did you mean {close}?" if close else f"; known keys: {', '.join(allowed)}"
+        raise KvplanError(f"{where}{key}: unknown key{hint}")
 
 
 def _relative(base: Path, value: str) -> Path:
@@ -134,7 +135,7 @@ def _relative(base: Path, value: str) -> Path:
 def _parse_target(raw: Any, base: Path, shown: str) -> TargetSpec:
     if not isinstance(raw, dict):
         raise KvplanError(f"{shown}: target: expected a table ([target])")
-    _reject_unknown(raw, TARGET_KEYS, "target.", shown)
+    _reject_unknown(raw, TARGET_KEYS, f"{shown}: target.")
     profile = raw.get("profile")
     model = raw.get("model")
     for key in ("profile", "model", "config_sha256"):
@@ -191,7 +192,7 @@ def _parse_block(raw: Any, index: int, base: Path, shown: str) -> AssertBlock:
     where = f"assert[{index}]"
     if not isinstance(raw, dict):
         raise KvplanError(f"{shown}: {where}: expected a table ([[assert]])")
-    _reject_unknown(raw, (*BLOCK_KEYS, *KINDS), f"{where}.", shown)
+    _reject_unknown(raw, (*BLOCK_KEYS, *KINDS), f"{shown}: {where}.")
     workload = raw.get("workload")
     if workload is not None and (not isinstance(workload, str) or not workload):
         raise KvplanError(f"{shown}: {where}.workload: expected a path to a workload file, got {workload!r}")
@@ -282,7 +283,7 @@ def _concurrency(value: Any, where: str) -> Concurrency:
             raise KvplanError(f"{where}: expected X or X@TOKENS (e.g. 16@8192), got {value!r}") from None
         value = table
     if isinstance(value, dict):
-        _reject_unknown_table(value, ("tokens_per_request", "at_least"), where)
+        _reject_unknown(value, ("tokens_per_request", "at_least"), f"{where}.")
         if "at_least" not in value:
             raise KvplanError(f"{where}.at_least: required key is missing (how many requests at once)")
         tokens = value.get("tokens_per_request")
@@ -294,9 +295,3 @@ def _concurrency(value: Any, where: str) -> Concurrency:
     if isinstance(at_least, bool) or not isinstance(at_least, int | float) or not at_least > 0:
         raise KvplanError(f"{where}: expected a concurrency > 0 (requests at once), got {at_least!r}")
     return Concurrency(float(at_least), tokens)
-
-
-def _reject_unknown_table(table: dict[str, Any], allowed: tuple[str, ...], where: str) -> None:
-    for key in table:
-        if key not in allowed:
-            raise KvplanError(f"{where}.{key}: unknown key; known keys: {', '.join(allowed)}")

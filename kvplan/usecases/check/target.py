@@ -1,10 +1,10 @@
 """What a check evaluates: a plan made on the spot, or a profile saved by `kvplan profile --save`.
 
-Either way the target holds the plan record (`kvplan plan --json`), the profile record when there
-is one, and the `PlanRequest` that reproduces the pool, so that the what-if questions (the
-longest request that fits, the memory a requirement needs) are answered by the same sizing
-functions. A saved profile is refused (exit 2) when its provenance does not match what the spec
-asks for: other vLLM semantics, another model config, other knobs.
+Either way the target holds the plan's summary, the profile's when there is one, and the
+`PlanRequest` that reproduces the pool, so that the what-if questions (the longest request that
+fits, the memory a requirement needs) are answered by the same sizing functions. A saved profile
+is refused (exit 2) when its provenance does not match what the spec asks for: other vLLM
+semantics, another model config, other settings.
 
 Reading a saved profile, or planning a catalog model with `kv_cache_memory`, never imports torch;
 planning from `gpu` + `gpu_memory_utilization` runs the fake profile backend, which does."""
@@ -12,18 +12,27 @@ planning from `gpu` + `gpu_memory_utilization` runs the fake profile backend, wh
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from kvplan.errors import KvplanError
 from kvplan.usecases.check.spec import TargetSpec
-from kvplan.usecases.plan import PlanRequest, plan
+from kvplan.usecases.plan import PlanRequest, PlanResult, PlanSummary, plan
+from kvplan.usecases.profile_summary import ProfileSummary, load_profile, profile_mismatches
 
 # spec knob name -> PlanRequest field, where they differ (the spec takes sizes as `kvplan plan` flags do)
 REQUEST_FIELD = {"kv_cache_memory": "kv_cache_memory_bytes", "gpu_memory": "gpu_memory_bytes"}
 PLAN_FIELDS = tuple(f.name for f in dataclasses.fields(PlanRequest))
-EFFECTIVE_IN_RECORD = ("block_size", "max_model_len", "max_num_batched_tokens", "max_num_seqs", "enable_prefix_caching")
+# settings left unset in a profile's request, and where its plan says what they resolved to
+EFFECTIVE_IN_PLAN: dict[str, Callable[[PlanSummary], Any]] = {
+    "block_size": lambda plan: plan.block_size,
+    "max_model_len": lambda plan: plan.max_model_len,
+    "max_num_batched_tokens": lambda plan: plan.max_num_batched_tokens,
+    "max_num_seqs": lambda plan: plan.max_num_seqs,
+    "enable_prefix_caching": lambda plan: plan.enable_prefix_caching,
+}
 
 
 @dataclass(frozen=True)
@@ -39,33 +48,21 @@ class Budget:
 class Target:
     kind: Literal["plan", "profile"]
     label: str
-    record: dict[str, Any] | None       # the plan record; None when a profile was refused at start-up
-    profile: dict[str, Any] | None      # the profile record
+    plan: PlanSummary | None            # None when a profile was refused at start-up
+    profile: ProfileSummary | None
     request: PlanRequest                # reproduces the pool: kv_cache_memory_bytes is the pool's memory
     budget: Budget | None = None
     path: Path | None = None
 
     @property
     def fits(self) -> bool:
-        source = self.profile if self.profile is not None else self.record
-        return bool(source and source.get("fits"))
+        if self.profile is not None:
+            return self.profile.fits
+        return self.plan is not None and self.plan.fits
 
-    def plan_value(self, key: str) -> Any:
-        return None if self.record is None else self.record.get(key)
-
-    def describe(self) -> dict[str, Any]:
-        record = self.record or {}
-        gpu = record.get("gpu")
-        return {
-            "kind": self.kind,
-            "label": self.label,
-            "profile": None if self.path is None else str(self.path),
-            "model": record.get("model", self.request.model),
-            "config_sha256": record.get("config_sha256"),
-            "gpu": gpu.get("key") if isinstance(gpu, dict) else None,
-            "predicted": None if self.profile is None else self.profile.get("predicted"),
-            "num_blocks": record.get("num_blocks"),
-        }
+    @property
+    def num_blocks(self) -> int | None:
+        return None if self.plan is None else self.plan.num_blocks
 
 
 def load_target(spec: TargetSpec, shown: str) -> Target:
@@ -88,47 +85,49 @@ def plan_target(request: PlanRequest) -> Target:
     if request.kv_cache_memory_bytes is not None:
         result = plan(request)
         memory = f"kv_cache_memory {request.kv_cache_memory_bytes:,} B"
-        return Target("plan", f"plan of {result.setup.shape.model_id} with {memory}", result.to_record(), None,
-                      dataclasses.replace(request, with_weights=False))
+        return plan_result_target(result, f"plan of {result.setup.shape.model_id} with {memory}")
     from kvplan.errors import require_profile_extra
 
     require_profile_extra("a check target planned from gpu and gpu_memory_utilization (without kv_cache_memory)")
-    from kvplan.usecases.profile import ProfileOptions, run_profile
-    from kvplan.usecases.profile_record import profile_record
+    from kvplan.usecases.profile import ProfileRequest, run_profile
 
-    result = run_profile(ProfileOptions(request=request, backend="fake", allocate=False))
-    return profile_target(profile_record(result), None)
+    profiled = run_profile(ProfileRequest(plan=request, backend="fake", allocate=False))
+    return profile_target(profiled.summary, None)
 
 
-def profile_target(document: dict[str, Any], path: Path | None, model: str | None = None) -> Target:
-    """A profile record as a target; `model` replaces the provenance's model for replanning (a
-    config.json beside the spec when the profile's model is not in the catalog)."""
-    provenance = document.get("provenance")
-    if not isinstance(provenance, dict) or not isinstance(provenance.get("knobs"), dict):
+def plan_result_target(result: PlanResult, label: str) -> Target:
+    """A plan at hand; its request is replanned with the KV memory the plan used (also when it was
+    predicted for a GPU)."""
+    request = dataclasses.replace(result.request, kv_cache_memory_bytes=result.kv_cache_memory_bytes,
+                                  with_weights=False)
+    return Target("plan", label, result.summary, None, request)
+
+
+def profile_target(profile: ProfileSummary, path: Path | None, model: str | None = None) -> Target:
+    """A profile as a target; `model` replaces the provenance's model for replanning (a config.json
+    beside the spec when the profile's model is not in the catalog)."""
+    provenance = profile.provenance
+    if provenance.knobs is None:
         where = path.name if path else "the profile"
         raise KvplanError(f"{where}: no provenance.knobs: not a profile saved by `kvplan profile --save`; "
                           "profile again with this kvplan")
-    record = document.get("plan")
-    knobs = {key: value for key, value in provenance["knobs"].items() if key in PLAN_FIELDS}
-    knobs["model"] = model or provenance.get("model") or knobs.get("model")
+    knobs = {key: value for key, value in provenance.knobs.items() if key in PLAN_FIELDS}
+    knobs["model"] = model or provenance.model or knobs.get("model")
     knobs["with_weights"] = False
-    if isinstance(record, dict):
-        knobs["kv_cache_memory_bytes"] = record.get("kv_cache_memory_bytes")
+    if profile.plan is not None:
+        knobs["kv_cache_memory_bytes"] = profile.plan.kv_cache_memory_bytes
     budget = None
-    total, non_kv = document.get("total_bytes"), document.get("non_kv_bytes")
-    if not document.get("kv_cache_memory_given") and isinstance(total, int) and isinstance(non_kv, int):
-        budget = Budget(total, non_kv, float(document.get("gpu_memory_utilization") or knobs["gpu_memory_utilization"]))
-    predicted = " (predicted)" if document.get("predicted") else ""
-    label = f"profile {path.name if path else ''} of {knobs['model']} on {document.get('device')}{predicted}"
-    return Target("profile", " ".join(label.split()), record if isinstance(record, dict) else None, document,
-                  PlanRequest(**knobs), budget, path)
+    total, non_kv = profile.total_bytes, profile.non_kv_bytes
+    if not profile.kv_cache_memory_given and total is not None and non_kv is not None:
+        budget = Budget(total, non_kv, float(profile.gpu_memory_utilization or knobs["gpu_memory_utilization"]))
+    predicted = " (predicted)" if profile.predicted else ""
+    label = f"profile {path.name if path else ''} of {knobs['model']} on {profile.device}{predicted}"
+    return Target("profile", " ".join(label.split()), profile.plan, profile, PlanRequest(**knobs), budget, path)
 
 
 def _saved_profile(spec: TargetSpec, shown: str) -> Target:
-    from kvplan.usecases.profile_record import load_profile, profile_mismatches
-
     assert spec.profile is not None
-    document = load_profile(spec.profile)
+    document = load_profile(spec.profile, f"{shown}: target.profile ({spec.profile.name})")
     expected_sha = spec.config_sha256
     if spec.model is not None:
         from kvplan.semantics.models.resolve import resolve_config
@@ -147,9 +146,8 @@ def _saved_profile(spec: TargetSpec, shown: str) -> Target:
     return profile_target(document, spec.profile, spec.model)
 
 
-def _knob_mismatches(document: dict[str, Any], wanted: dict[str, Any]) -> list[str]:
-    saved = (document.get("provenance") or {}).get("knobs") or {}
-    record = document.get("plan") or {}
+def _knob_mismatches(profile: ProfileSummary, wanted: dict[str, Any]) -> list[str]:
+    saved = profile.provenance.knobs or {}
     reasons = []
     for key, value in wanted.items():
         field = REQUEST_FIELD.get(key, key)
@@ -157,7 +155,9 @@ def _knob_mismatches(document: dict[str, Any], wanted: dict[str, Any]) -> list[s
             reasons.append(f"it does not record {key}")
             continue
         # a knob left at vLLM's default matches the value that default resolved to
-        effective = record.get(field) if saved[field] is None and field in EFFECTIVE_IN_RECORD else saved[field]
+        effective = saved[field]
+        if effective is None and field in EFFECTIVE_IN_PLAN and profile.plan is not None:
+            effective = EFFECTIVE_IN_PLAN[field](profile.plan)
         if effective != value:
             reasons.append(f"{key} is {effective!r} there, the spec asks for {value!r}")
     return reasons

@@ -9,8 +9,8 @@ from functools import lru_cache
 
 from kvplan.errors import KvplanError
 from kvplan.semantics.kv.sizing import max_concurrency
-from kvplan.semantics.kv.specs import SizingLimits, cdiv
-from kvplan.units import format_gib
+from kvplan.semantics.kv.specs import SizingLimits
+from kvplan.units import cdiv, format_gib
 from kvplan.usecases.check.target import Target
 from kvplan.usecases.plan import PlanRequest, PlanResult, plan, settle
 
@@ -31,8 +31,8 @@ def model_limit(target: Target) -> int:
 def largest_max_model_len(target: Target) -> int:
     """The longest request one GPU's KV memory holds: vLLM's auto-fit (`--max-model-len -1`), at
     most the model's limit; 0 when not even one token fits."""
-    if target.profile is not None and isinstance(target.profile.get("largest_max_model_len"), int):
-        return target.profile["largest_max_model_len"]
+    if target.profile is not None and target.profile.largest_max_model_len is not None:
+        return target.profile.largest_max_model_len
     if target.request.kv_cache_memory_bytes is None or target.request.kv_cache_memory_bytes <= 0:
         return 0
     result = planned(replace(target.request, max_model_len=-1))
@@ -67,7 +67,7 @@ def blocks_per_request(target: Target, tokens: int, where: str) -> int:
 
 
 def concurrency_at(target: Target, tokens: int, where: str) -> float | None:
-    num_blocks = target.plan_value("num_blocks")
+    num_blocks = target.num_blocks
     if num_blocks is None:
         return None
     return num_blocks / blocks_per_request(target, tokens, where)
@@ -75,9 +75,9 @@ def concurrency_at(target: Target, tokens: int, where: str) -> float | None:
 
 def blocks_for_kv_tokens(target: Target, tokens: int) -> int:
     """The fewest blocks whose "GPU KV cache size" (blocks // groups * min block size) is >= tokens."""
-    groups = target.plan_value("kv_cache_groups") or []
-    min_block = min(group["spec"]["block_size"] for group in groups)
-    return len(groups) * cdiv(tokens, min_block)
+    assert target.plan is not None
+    block_sizes = target.plan.group_block_sizes
+    return len(block_sizes) * cdiv(tokens, min(block_sizes))
 
 
 # ---------------------------------------------------------------------------- what to change

@@ -14,8 +14,8 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-from kvplan.usecases.simulate.json_fields import (
-    WorkloadError,
+from kvplan.parsing import (
+    FieldError,
     as_int,
     as_list,
     as_number,
@@ -58,16 +58,6 @@ class ArrivalProcess:
             return (len(self.times_s) - 1) / (self.times_s[-1] - self.times_s[0])
         return None
 
-    def describe(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"process": self.process}
-        for key in ("rate", "burst_size", "interval_s", "count", "duration_s"):
-            value = getattr(self, key)
-            if value is not None:
-                out[key] = value
-        if self.process == "timestamps":
-            out["num_times"] = len(self.times_s)
-        return out
-
 
 def parse_arrival(raw: Any, path: str) -> ArrivalProcess:
     obj = as_object(raw, path)
@@ -84,7 +74,7 @@ def parse_arrival(raw: Any, path: str) -> ArrivalProcess:
     count = get(obj, "count", path, as_int, None, minimum=1)
     duration = get(obj, "duration_s", path, as_number, None, positive=True)
     if (count is None) == (duration is None):
-        raise WorkloadError(child(path, "count"), "give exactly one of count and duration_s")
+        raise FieldError(child(path, "count"), "give exactly one of count and duration_s")
     if process == "bursts":
         burst = get(obj, "burst_size", path, as_int, minimum=1)
         interval = get(obj, "interval_s", path, as_number, positive=True)
@@ -99,12 +89,12 @@ def parse_arrival(raw: Any, path: str) -> ArrivalProcess:
 
 def _check_size(expected: float, path: str) -> None:
     if expected > MAX_ARRIVALS:
-        raise WorkloadError(path, f"about {expected:.0f} arrivals; at most {MAX_ARRIVALS:,} are supported")
+        raise FieldError(path, f"about {expected:.0f} arrivals; at most {MAX_ARRIVALS:,} are supported")
 
 
 def _process_name(value: Any, path: str) -> str:
     if value not in PROCESSES:
-        raise WorkloadError(path, f"unknown arrival process {value!r} (expected one of: {', '.join(PROCESSES)})")
+        raise FieldError(path, f"unknown arrival process {value!r} (expected one of: {', '.join(PROCESSES)})")
     return value
 
 

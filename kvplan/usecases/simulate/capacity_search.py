@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from kvplan.errors import KvplanError
-from kvplan.usecases.simulate.driver import RunOutcome, Setup, request_block_sizes, run, with_pool
+from kvplan.usecases.simulate.driver import PreparedWorkload, RunOutcome, request_block_sizes, run, with_pool
 
 MAX_UNBOUNDED_POOL = 4_000_000  # blocks; a pool this large costs seconds and a GB of Python objects
 MIN_REQUESTS_FOR_RATE = 8
@@ -63,13 +63,13 @@ class Capacity:
     max_rate: MaxRate | None
 
 
-def answer_capacity(setup: Setup, outcome: RunOutcome, *, find_max_rate: bool,
+def answer_capacity(setup: PreparedWorkload, outcome: RunOutcome, *, find_max_rate: bool,
                     stage: Callable[[str], None] | None = None) -> Capacity:
     max_rate = search_max_rate(setup, stage) if find_max_rate else None
     return Capacity(zero_preemption_pool(setup, outcome, stage), max_rate)
 
 
-def zero_preemption_pool(setup: Setup, outcome: RunOutcome,
+def zero_preemption_pool(setup: PreparedWorkload, outcome: RunOutcome,
                          stage: Callable[[str], None] | None = None) -> ZeroPreemptionPool:
     config = setup.config
     sizes = sorted(request_block_sizes(setup), reverse=True)
@@ -98,7 +98,7 @@ def zero_preemption_pool(setup: Setup, outcome: RunOutcome,
     )
 
 
-def _nominal_rate(setup: Setup) -> float:
+def _nominal_rate(setup: PreparedWorkload) -> float:
     if setup.in_steps:
         raise KvplanError("--find-max-rate needs arrivals in seconds (a request mix, or arrival_time in the "
                           "request list); this workload's arrivals are scheduler steps")
@@ -137,7 +137,7 @@ def sustained(outcome: RunOutcome) -> tuple[bool, float | None, float | None]:
     return late <= 1.5 * early + 2 * mean_step, early, late
 
 
-def search_max_rate(setup: Setup, stage: Callable[[str], None] | None = None) -> MaxRate:
+def search_max_rate(setup: PreparedWorkload, stage: Callable[[str], None] | None = None) -> MaxRate:
     nominal = _nominal_rate(setup)
     trials: list[RateTrial] = []
     verdicts: dict[float, bool] = {}

@@ -18,8 +18,8 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-from kvplan.usecases.simulate.json_fields import (
-    WorkloadError,
+from kvplan.parsing import (
+    FieldError,
     as_int,
     as_list,
     as_number,
@@ -66,30 +66,6 @@ class Distribution:
 
     def sample_int(self, rng: random.Random) -> int:
         return int(self.sample(rng))
-
-    def describe(self) -> dict[str, Any]:
-        """The distribution as it would be written in a workload file (tables summarised)."""
-        out: dict[str, Any] = {"dist": self.kind}
-        if self.kind == "constant":
-            out["value"] = _plain(self.params[0])
-            return out
-        if self.kind in ("uniform",):
-            out["min"], out["max"] = (_plain(v) for v in self.params)
-            return out
-        if self.kind in ("normal", "lognormal"):
-            out["mean"], out["std"] = (_plain(v) for v in self.params)
-        elif self.kind == "empirical":
-            out["num_values"] = len(self.table)
-        else:
-            out["num_bins"] = len(self.table)
-        out["min"] = _plain(self.low)
-        if math.isfinite(self.high):
-            out["max"] = _plain(self.high)
-        return out
-
-
-def _plain(value: float) -> float | int:
-    return int(value) if value.is_integer() else value
 
 
 def _standard_normal(rng: random.Random) -> float:
@@ -174,24 +150,24 @@ def parse_distribution(raw: Any, path: str, *, minimum: int = 0, integer: bool =
         row_path = child(bins_path, i)
         items = as_list(row, row_path)
         if len(items) != 3:
-            raise WorkloadError(row_path, f"expected [low, high, weight], got {len(items)} items")
+            raise FieldError(row_path, f"expected [low, high, weight], got {len(items)} items")
         bin_low = float(number(items[0], child(row_path, 0), minimum=minimum))
         bin_high = float(number(items[1], child(row_path, 1), minimum=minimum))
         if bin_high < bin_low:
-            raise WorkloadError(child(row_path, 1), f"must be >= the bin's low end ({bin_low:g})")
+            raise FieldError(child(row_path, 1), f"must be >= the bin's low end ({bin_low:g})")
         rows.append((bin_low, bin_high))
         weights.append(as_number(items[2], child(row_path, 2), minimum=0))
     if sum(weights) <= 0:
-        raise WorkloadError(bins_path, "the bin weights must not all be zero")
+        raise FieldError(bins_path, "the bin weights must not all be zero")
     return Distribution(kind, integer, (), low, high, tuple(rows), _cumulate(weights))
 
 
 def _check_order(low: float, high: float, path: str) -> None:
     if high < low:
-        raise WorkloadError(child(path, "max"), f"must be >= min ({low:g}), got {high:g}")
+        raise FieldError(child(path, "max"), f"must be >= min ({low:g}), got {high:g}")
 
 
 def _dist_name(value: Any, path: str) -> str:
     if value not in DIST_NAMES:
-        raise WorkloadError(path, f"unknown distribution {value!r} (expected one of: {', '.join(DIST_NAMES)})")
+        raise FieldError(path, f"unknown distribution {value!r} (expected one of: {', '.join(DIST_NAMES)})")
     return value

@@ -14,9 +14,10 @@ import heapq
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TextIO
 
 from kvplan.errors import KvplanError
+from kvplan.parsing import FieldError, as_number
 from kvplan.semantics.engine.config import EngineConfig
 from kvplan.semantics.engine.replay import is_stalled, replay
 from kvplan.semantics.engine.request import Request
@@ -30,15 +31,10 @@ from kvplan.semantics.engine.trace import (
     parse_trace,
 )
 from kvplan.usecases.simulate.engine_source import EngineOverrides, ResolvedEngine, resolve_engine
-from kvplan.usecases.simulate.json_fields import WorkloadError, as_number
 from kvplan.usecases.simulate.metrics import Recorder, RequestRecord, RunMetrics
 from kvplan.usecases.simulate.timing import StepLoad, StepTimeModel, choose_step_time
 from kvplan.usecases.simulate.workload import PlannedConversation, Workload, plan_conversations
 
-if TYPE_CHECKING:
-    from kvplan.usecases.simulate.capacity_search import Capacity
-
-RESULT_SCHEMA_VERSION = 1
 # Conversation tokens: conversation c owns ids [BASE + c * STRIDE, BASE + (c + 1) * STRIDE), far
 # above the trace format's prefix, unique and output ranges, so no two requests share a token by accident.
 CONVERSATION_TOKEN_BASE = 10**12
@@ -59,7 +55,7 @@ class SimOptions:
 
 
 @dataclass(frozen=True)
-class Setup:
+class PreparedWorkload:
     """Everything fixed before a run: the engine, the time model, and what arrives."""
 
     workload: Workload
@@ -95,7 +91,7 @@ class RunOutcome:
     num_conversations_cut: int
 
 
-def prepare(workload: Workload, options: SimOptions) -> Setup:
+def prepare(workload: Workload, options: SimOptions) -> PreparedWorkload:
     """Resolve the engine and the time model and validate the requests against them."""
     where = workload.name
     engine = options.engine or resolve_engine(workload.engine, options.overrides, where)
@@ -118,7 +114,7 @@ def prepare(workload: Workload, options: SimOptions) -> Setup:
             f"{where}: timing: arrivals are in seconds but no step time can be estimated: give "
             "timing.step_time_ms, --step-time-ms, engine.profile or engine.model (or timing.weights_bytes "
             "and timing.kv_bytes_per_token for a roofline)")
-    return Setup(workload, engine, timer, seed, class_names, prefix_ids, explicit, times, tuple(notes))
+    return PreparedWorkload(workload, engine, timer, seed, class_names, prefix_ids, explicit, times, tuple(notes))
 
 
 def _parse_explicit(
@@ -139,7 +135,7 @@ def _parse_explicit(
                 raise KvplanError(f"{workload.name}: requests[{index}]: give arrival_time or arrival_step, not both")
             try:
                 times.append(as_number(row.pop("arrival_time"), f"requests[{index}].arrival_time", minimum=0))
-            except WorkloadError as error:
+            except FieldError as error:
                 raise KvplanError(f"{workload.name}: {error}") from None
         rows.append(row)
     document = {"config": {k: getattr(config, k) for k in CONFIG_KEYS}, "requests": rows}
@@ -186,7 +182,7 @@ def _prefix_notes(workload: Workload, config: EngineConfig) -> list[str]:
 # ---------------------------------------------------------------------------- running
 
 
-def run(setup: Setup, *, config: EngineConfig | None = None, rate_factor: float = 1.0,
+def run(setup: PreparedWorkload, *, config: EngineConfig | None = None, rate_factor: float = 1.0,
         progress: Progress | None = None, timeline: TextIO | None = None,
         model_runner: ModelRunner | None = None) -> RunOutcome:
     """One simulation of the setup, optionally with another engine config or a scaled rate;
@@ -199,11 +195,11 @@ def run(setup: Setup, *, config: EngineConfig | None = None, rate_factor: float 
     return _run_timed(setup, config, recorder, rate_factor, progress, model_runner)
 
 
-def _step_seconds(setup: Setup) -> Callable[[StepLoad], float] | None:
+def _step_seconds(setup: PreparedWorkload) -> Callable[[StepLoad], float] | None:
     return setup.timer.seconds if setup.timer is not None else None
 
 
-def _run_in_steps(setup: Setup, config: EngineConfig, recorder: Recorder, progress: Progress | None,
+def _run_in_steps(setup: PreparedWorkload, config: EngineConfig, recorder: Recorder, progress: Progress | None,
                   model_runner: ModelRunner | None) -> RunOutcome:
     trace = Trace(config, setup.explicit)
     by_id = {r.request_id: r for r in trace.requests}
@@ -250,7 +246,7 @@ class _Conversation:
         self.turn = 0
 
 
-def _run_timed(setup: Setup, config: EngineConfig, recorder: Recorder, rate_factor: float,
+def _run_timed(setup: PreparedWorkload, config: EngineConfig, recorder: Recorder, rate_factor: float,
                progress: Progress | None, model_runner: ModelRunner | None) -> RunOutcome:
     seconds = _step_seconds(setup)
     assert seconds is not None
@@ -324,7 +320,7 @@ def _run_timed(setup: Setup, config: EngineConfig, recorder: Recorder, rate_fact
     return RunOutcome(recorder.finish(stalled, first_arrival), records, rejected, cut)
 
 
-def _prefix_tokens(setup: Setup, class_index: int, cache: dict[int, list[int]]) -> list[int]:
+def _prefix_tokens(setup: PreparedWorkload, class_index: int, cache: dict[int, list[int]]) -> list[int]:
     prefix_id = setup.prefix_ids[class_index]
     if prefix_id is None:
         return []
@@ -336,13 +332,13 @@ def _prefix_tokens(setup: Setup, class_index: int, cache: dict[int, list[int]]) 
     return cache[prefix_id]
 
 
-def _explicit_request(setup: Setup, ordinal: int, config: EngineConfig, step: int,
+def _explicit_request(setup: PreparedWorkload, ordinal: int, config: EngineConfig, step: int,
                       time: float) -> tuple[Request, RequestRecord]:
     spec = setup.explicit[ordinal]
     return spec.to_request(), _record(0, spec.prompt_len, spec.max_tokens, config, step, time)
 
 
-def _turn_request(setup: Setup, conversation: _Conversation, config: EngineConfig, step: int,
+def _turn_request(setup: PreparedWorkload, conversation: _Conversation, config: EngineConfig, step: int,
                   time: float) -> tuple[Request, RequestRecord] | None:
     """The conversation's next turn: its whole history plus new user tokens; None if too long."""
     plan = conversation.plan
@@ -374,7 +370,7 @@ def _finish_turn(conversation: _Conversation, record: RequestRecord) -> float | 
 # ---------------------------------------------------------------------------- sizes for capacity
 
 
-def request_block_sizes(setup: Setup) -> list[int]:
+def request_block_sizes(setup: PreparedWorkload) -> list[int]:
     """Blocks each request could hold at its longest (prompt plus every output, capped by the model
     length): an upper bound on what running requests can ever hold together."""
     config = setup.config
@@ -400,78 +396,3 @@ def request_block_sizes(setup: Setup) -> list[int]:
 
 def with_pool(config: EngineConfig, num_gpu_blocks: int) -> EngineConfig:
     return replace(config, num_gpu_blocks=num_gpu_blocks)
-
-
-# ---------------------------------------------------------------------------- the whole answer
-
-
-@dataclass(frozen=True)
-class SimResult:
-    setup: Setup
-    metrics: RunMetrics
-    capacity: Capacity
-    notes: tuple[str, ...]
-
-    @property
-    def stalled(self) -> bool:
-        return self.metrics.stalled
-
-
-def simulate(setup: Setup, *, find_max_rate: bool = False, progress: Progress | None = None,
-             timeline: TextIO | None = None, stage: Callable[[str], None] | None = None) -> SimResult:
-    """Run a prepared workload, then answer the capacity questions; ``stage`` hears what runs next."""
-    from kvplan.usecases.simulate.capacity_search import answer_capacity
-
-    outcome = run(setup, progress=progress, timeline=timeline)
-    notes = list(setup.notes)
-    if outcome.num_rejected:
-        notes.append(f"{outcome.num_rejected} requests were rejected: their prompt is not shorter than "
-                     f"max_model_len ({setup.config.max_model_len}), as vLLM would refuse them")
-    if outcome.num_conversations_cut:
-        notes.append(f"{outcome.num_conversations_cut} conversations ended early: their next turn would not fit "
-                     f"in max_model_len ({setup.config.max_model_len})")
-    capacity = answer_capacity(setup, outcome, find_max_rate=find_max_rate, stage=stage)
-    return SimResult(setup, outcome.metrics, capacity, tuple(notes))
-
-
-def describe_setup(setup: Setup) -> dict[str, Any]:
-    workload = setup.workload
-    out: dict[str, Any] = {"name": workload.name, "seed": setup.seed}
-    if workload.is_explicit:
-        out["kind"] = "requests"
-        out["arrivals"] = "steps" if setup.in_steps else "seconds"
-        out["num_requests"] = len(setup.explicit)
-    else:
-        out["kind"] = "mix"
-        out["arrival"] = workload.arrival.describe() if workload.arrival else None
-        out["classes"] = [
-            {
-                "name": c.name,
-                "weight": c.weight,
-                "prompt_tokens": c.prompt_tokens.describe(),
-                "output_tokens": c.output_tokens.describe(),
-                "shared_prefix": {"name": c.shared_prefix.name, "tokens": c.shared_prefix.tokens}
-                if c.shared_prefix else None,
-                "turns": {
-                    "count": c.turns.count.describe(),
-                    "user_tokens": c.turns.user_tokens.describe(),
-                    "think_time_s": c.turns.think_time_s.describe(),
-                } if c.turns else None,
-            }
-            for c in workload.classes
-        ]
-    return out
-
-
-def describe_engine(setup: Setup) -> dict[str, Any]:
-    config = setup.config
-    facts = setup.engine.facts
-    return {
-        "source": setup.engine.source,
-        **{k: getattr(config, k) for k in CONFIG_KEYS},
-        "usable_blocks": config.num_usable_blocks,
-        "model": facts.model,
-        "gpu": facts.gpu,
-        "kv_bytes_per_token": setup.kv_bytes_per_token,
-        "weights_bytes": facts.weights_bytes,
-    }

@@ -8,19 +8,18 @@ the model's config); a profile or a plain ``num_gpu_blocks`` never does.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
 from kvplan.errors import DoesNotFitError, KvplanError
+from kvplan.parsing import FieldError, as_int, child
 from kvplan.semantics.engine.config import EngineConfig
 from kvplan.semantics.engine.trace import CONFIG_KEYS, parse_config
-from kvplan.usecases.simulate.json_fields import WorkloadError, as_bool, as_int, as_object, child, get
-from kvplan.usecases.simulate.workload import EngineSpec, parse_calibration
+from kvplan.usecases.plan import PlanRequest, PlanSummary, plan
+from kvplan.usecases.profile_summary import load_profile
+from kvplan.usecases.simulate.workload import EngineSpec
 
-PROFILE_KIND = "kvplan.profile"
-PROFILE_SCHEMA_VERSIONS = (1,)
 DEFAULT_UTILIZATION = 0.9
 # knobs a saved profile or a plan fixes along with the pool size
 POOL_KNOBS = ("block_size", "max_model_len", "max_num_batched_tokens", "max_num_seqs", "enable_prefix_caching")
@@ -150,82 +149,59 @@ def plan_pool(*, model: str, gpu: str | None, gpu_memory: int | None, gpu_memory
     """Plan the pool for ``model`` with kvplan's planner: `kvplan plan` on ``kv_cache_memory`` (no
     torch for catalog models), else the KV memory of ``gpu`` / ``gpu_memory`` at
     ``gpu_memory_utilization`` as the fake profile run predicts it (needs the `profile` extra)."""
-    from kvplan.usecases.plan import PlanRequest, plan_for_device
-
     request = PlanRequest(model=model, gpu=gpu, gpu_memory_bytes=gpu_memory,
                           gpu_memory_utilization=gpu_memory_utilization, kv_cache_memory_bytes=kv_cache_memory,
                           **knobs)
     if kv_cache_memory is None and gpu is None and gpu_memory is None:
         raise KvplanError("engine.model: give engine.gpu (or gpu_memory) or engine.kv_cache_memory to size the pool")
-    record = plan_for_device(request).to_record()
-    if not record.get("fits", True) or record.get("num_blocks") is None:
-        fix = record.get("suggested_fix")
-        raise DoesNotFitError(
-            f"engine.model: {model} does not fit: {record.get('error')}" + (f"; {fix}" if fix else "")
-        )
+    if kv_cache_memory is not None:
+        result = plan(request)
+    else:
+        from kvplan.usecases.profile import plan_for_device
+
+        result = plan_for_device(request)
+    summary = result.summary
+    if not summary.fits or summary.num_blocks is None:
+        fix = result.suggested_fix
+        raise DoesNotFitError(f"engine.model: {model} does not fit: {summary.error}" + (f"; {fix}" if fix else ""))
     try:
-        return pool_from_plan_record(record, "plan")
-    except WorkloadError as error:
+        return pool_from_plan(summary, "plan")
+    except FieldError as error:
         raise KvplanError(f"engine.model: the planner's record: {error}") from None
 
 
 def read_profile(path: Path, where: str) -> PlannedPool:
-    """A profile saved by `kvplan profile --save`: its plan record and any step-time calibration."""
+    """A profile saved by `kvplan profile --save`: its plan and any step-time calibration."""
     shown = f"{where}: engine.profile ({path.name})"
+    profile = load_profile(path, shown)
+    if profile.plan is None:
+        raise KvplanError(f"{shown}: plan: expected an object, got null")
     try:
-        document = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise KvplanError(f"{where}: engine.profile: file not found: {path}") from None
-    except (OSError, UnicodeDecodeError) as error:
-        raise KvplanError(f"{where}: engine.profile: cannot read {path}: {error}") from None
-    except json.JSONDecodeError as error:
-        raise KvplanError(f"{shown}: not valid JSON (line {error.lineno}: {error.msg})") from None
-    try:
-        return _parse_profile(document)
-    except WorkloadError as error:
+        pool = pool_from_plan(profile.plan, "plan")
+    except FieldError as error:
         raise KvplanError(f"{shown}: {error}") from None
+    return replace(pool, facts=replace(pool.facts, calibration=profile.calibration))
 
 
-def _parse_profile(document: Any) -> PlannedPool:
-    top = as_object(document, "")
-    if top.get("kind") != PROFILE_KIND:
-        raise WorkloadError("kind", f"expected {PROFILE_KIND!r} (a file written by `kvplan profile --save`), "
-                                    f"got {top.get('kind')!r}")
-    version = top.get("schema_version")
-    if type(version) is not int or version not in PROFILE_SCHEMA_VERSIONS:
-        raise WorkloadError("schema_version", f"unsupported profile version {version!r} "
-                                              f"(this kvplan reads {', '.join(map(str, PROFILE_SCHEMA_VERSIONS))})")
-    pool = pool_from_plan_record(top.get("plan"), "plan")
-    raw_calibration = top.get("calibration")
-    if isinstance(raw_calibration, dict) and "step_time" in raw_calibration:
-        calibration = parse_calibration(raw_calibration["step_time"], child("calibration", "step_time"))
-        pool = replace(pool, facts=replace(pool.facts, calibration=calibration))
-    return pool
-
-
-def pool_from_plan_record(raw: Any, path: str) -> PlannedPool:
-    """The pool size, its knobs and the model facts from a plan record (`kvplan plan --json`)."""
-    plan = as_object(raw, path)
-    knobs: dict[str, Any] = {key: get(plan, key, path, as_int, minimum=1)
-                             for key in POOL_KNOBS if key != "enable_prefix_caching"}
-    knobs["enable_prefix_caching"] = get(plan, "enable_prefix_caching", path, as_bool)
-    model = plan.get("model")
+def pool_from_plan(plan: PlanSummary, path: str) -> PlannedPool:
+    """The pool size, its settings and the model facts of a plan."""
+    settings: dict[str, Any] = {
+        "block_size": plan.block_size, "max_model_len": plan.max_model_len,
+        "max_num_batched_tokens": plan.max_num_batched_tokens, "max_num_seqs": plan.max_num_seqs,
+        "enable_prefix_caching": plan.enable_prefix_caching,
+    }
     # the step time is per GPU: with tensor parallelism each GPU reads its share of the weights
-    weights_key = "weights_per_gpu_bytes" if plan.get("weights_per_gpu_bytes") is not None else "weights_bytes"
+    weights = plan.weights_per_gpu_bytes if plan.weights_per_gpu_bytes is not None else plan.weights_bytes
+    weights_key = "weights_per_gpu_bytes" if plan.weights_per_gpu_bytes is not None else "weights_bytes"
+    per_token = plan.kv_bytes_per_token
     return PlannedPool(
-        num_blocks=get(plan, "num_blocks", path, as_int, minimum=2),
-        knobs=knobs,
+        num_blocks=as_int(plan.num_blocks, child(path, "num_blocks"), minimum=2),
+        knobs=settings,
         facts=ModelFacts(
-            model=model if isinstance(model, str) else None,
-            gpu=_gpu_key(plan.get("gpu")),
-            weights_bytes=get(plan, weights_key, path, as_int, None, minimum=0),
-            kv_bytes_per_token=get(plan, "kv_bytes_per_token", path, as_int, None, minimum=1),
+            model=plan.model,
+            gpu=plan.gpu,
+            weights_bytes=None if weights is None else as_int(weights, child(path, weights_key), minimum=0),
+            kv_bytes_per_token=None if per_token is None else as_int(per_token, child(path, "kv_bytes_per_token"),
+                                                                     minimum=1),
         ),
     )
-
-
-def _gpu_key(gpu: Any) -> str | None:
-    if isinstance(gpu, dict):
-        key = gpu.get("key")
-        return key if isinstance(key, str) else None
-    return gpu if isinstance(gpu, str) else None

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from kvplan.errors import KvplanError
 
@@ -40,8 +40,6 @@ class StepLoad:
 class StepTimeModel(Protocol):
     def seconds(self, load: StepLoad) -> float: ...
 
-    def describe(self) -> dict[str, Any]: ...
-
 
 @dataclass(frozen=True)
 class ConstantStepTime:
@@ -50,9 +48,6 @@ class ConstantStepTime:
 
     def seconds(self, load: StepLoad) -> float:
         return self.step_s
-
-    def describe(self) -> dict[str, Any]:
-        return {"model": "constant", "source": self.source, "step_time_ms": self.step_s * 1e3}
 
 
 @dataclass(frozen=True)
@@ -71,13 +66,6 @@ class CalibratedStepTime:
         (t0, s0), (t1, s1) = self.points[index - 1], self.points[index]
         return max(0.0, s0 + (s1 - s0) * (load.num_tokens - t0) / (t1 - t0))
 
-    def describe(self) -> dict[str, Any]:
-        return {
-            "model": "calibrated",
-            "source": self.source,
-            "points": [{"num_tokens": t, "ms": s * 1e3} for t, s in self.points],
-        }
-
 
 @dataclass(frozen=True)
 class RooflineStepTime:
@@ -95,17 +83,6 @@ class RooflineStepTime:
         moved = self.weights_bytes + self.kv_bytes_per_token * (load.context_tokens + load.num_tokens)
         flops = 2 * (self.weights_bytes / BYTES_PER_PARAM_ASSUMED) * load.num_tokens
         return self.overhead_s + max(moved / self.bandwidth_bytes_per_s, flops / self.flops_per_s)
-
-    def describe(self) -> dict[str, Any]:
-        return {
-            "model": "roofline",
-            "gpu": self.gpu,
-            "weights_bytes": self.weights_bytes,
-            "kv_bytes_per_token": self.kv_bytes_per_token,
-            "bandwidth_gbps": self.bandwidth_bytes_per_s / 1e9,
-            "bf16_tflops": self.flops_per_s / 1e12,
-            "overhead_ms": self.overhead_s * 1e3,
-        }
 
 
 def roofline(

@@ -15,11 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from kvplan.errors import KvplanError
-from kvplan.units import parse_bytes
-from kvplan.usecases.simulate.arrivals import ArrivalProcess, arrival_times, parse_arrival
-from kvplan.usecases.simulate.distributions import Distribution, parse_distribution
-from kvplan.usecases.simulate.json_fields import (
-    WorkloadError,
+from kvplan.parsing import (
+    FieldError,
     as_bool,
     as_int,
     as_list,
@@ -28,8 +25,12 @@ from kvplan.usecases.simulate.json_fields import (
     as_str,
     child,
     get,
+    parse_calibration,
     reject_unknown,
 )
+from kvplan.units import parse_bytes
+from kvplan.usecases.simulate.arrivals import ArrivalProcess, arrival_times, parse_arrival
+from kvplan.usecases.simulate.distributions import Distribution, parse_distribution
 
 SCHEMA_VERSION = 1
 TOP_KEYS = ("schema_version", "description", "seed", "engine", "timing", "classes", "arrival", "requests")
@@ -136,7 +137,7 @@ def load_workload(path: Path) -> Workload:
         else:
             try:
                 workload = parse_workload(document, path.parent, path.name)
-            except WorkloadError as error:
+            except FieldError as error:
                 raise KvplanError(f"{path.name}: {error}") from None
     inputs = [path, *([workload.engine.profile] if workload.engine.profile else [])]
     if workload.requests_source not in ("", path.name):
@@ -188,7 +189,7 @@ def _from_trace(document: dict[str, Any], name: str) -> Workload:
         raise KvplanError(f"{name}: requests: expected a non-empty list of request objects")
     try:
         engine = _parse_engine(config, "config", Path("."))
-    except WorkloadError as error:
+    except FieldError as error:
         raise KvplanError(f"{name}: {error}") from None
     return Workload(name, 0, engine, TimingSpec(), requests=_with_ids(requests), requests_source=name)
 
@@ -209,14 +210,14 @@ def parse_workload(document: Any, base_dir: Path, name: str = "workload") -> Wor
     reject_unknown(top, "", TOP_KEYS)
     version = get(top, "schema_version", "", as_int)
     if version != SCHEMA_VERSION:
-        raise WorkloadError("schema_version", f"unsupported version {version} (this kvplan reads {SCHEMA_VERSION})")
+        raise FieldError("schema_version", f"unsupported version {version} (this kvplan reads {SCHEMA_VERSION})")
     get(top, "description", "", as_str, "")
     seed = get(top, "seed", "", as_int, 0, minimum=0)
     engine = _parse_engine(top.get("engine", {}), "engine", base_dir)
     timing = _parse_timing(top.get("timing", {}), "timing")
     has_mix = "classes" in top or "arrival" in top
     if has_mix == ("requests" in top):
-        raise WorkloadError("requests", "give either classes + arrival (a request mix) or requests (a list), not both")
+        raise FieldError("requests", "give either classes + arrival (a request mix) or requests (a list), not both")
     if "requests" in top:
         requests, source = _parse_request_list(top["requests"], "requests", base_dir, name)
         return Workload(name, seed, engine, timing, requests=requests, requests_source=source)
@@ -230,18 +231,18 @@ def _parse_engine(raw: Any, path: str, base_dir: Path) -> EngineSpec:
     reject_unknown(obj, path, ENGINE_KEYS)
     sources = [key for key in ENGINE_SOURCES if key in obj]
     if len(sources) > 1:
-        raise WorkloadError(child(path, sources[1]), f"give one pool source, not both {sources[0]} and {sources[1]}")
+        raise FieldError(child(path, sources[1]), f"give one pool source, not both {sources[0]} and {sources[1]}")
     profile = get(obj, "profile", path, as_str, None)
     model = get(obj, "model", path, as_str, None)
     planning = [key for key in PLANNING_KEYS if key in obj]
     if planning and model is None:
-        raise WorkloadError(child(path, planning[0]), "only applies when the engine is planned from engine.model")
+        raise FieldError(child(path, planning[0]), "only applies when the engine is planned from engine.model")
     if "gpu" in obj and "gpu_memory" in obj:
-        raise WorkloadError(child(path, "gpu_memory"), "give either gpu or gpu_memory, not both")
+        raise FieldError(child(path, "gpu_memory"), "give either gpu or gpu_memory, not both")
     sizes = {key: _bytes(obj[key], child(path, key)) for key in ("gpu_memory", "kv_cache_memory") if key in obj}
     utilization = get(obj, "gpu_memory_utilization", path, as_number, None, positive=True)
     if utilization is not None and utilization > 1:
-        raise WorkloadError(child(path, "gpu_memory_utilization"), f"must be in (0, 1], got {utilization:g}")
+        raise FieldError(child(path, "gpu_memory_utilization"), f"must be in (0, 1], got {utilization:g}")
     knobs: list[tuple[str, Any]] = []
     for key in ENGINE_KNOBS:
         if key not in obj:
@@ -267,13 +268,13 @@ def _parse_engine(raw: Any, path: str, base_dir: Path) -> EngineSpec:
 def _bytes(value: Any, path: str) -> int:
     """A byte count: an integer or a size such as "24GiB"."""
     if isinstance(value, bool) or not isinstance(value, int | str):
-        raise WorkloadError(path, f"expected a byte count or a size such as \"24GiB\", got {value!r}")
+        raise FieldError(path, f"expected a byte count or a size such as \"24GiB\", got {value!r}")
     try:
         size = parse_bytes(value, path)
     except KvplanError as error:
-        raise WorkloadError("", str(error)) from None
+        raise FieldError("", str(error)) from None
     if size <= 0:
-        raise WorkloadError(path, "must be more than 0 bytes")
+        raise FieldError(path, "must be more than 0 bytes")
     return size
 
 
@@ -281,7 +282,7 @@ def _parse_timing(raw: Any, path: str) -> TimingSpec:
     obj = as_object(raw, path)
     reject_unknown(obj, path, TIMING_KEYS)
     if "step_time_ms" in obj and "calibration" in obj:
-        raise WorkloadError(child(path, "calibration"), "give either step_time_ms or calibration, not both")
+        raise FieldError(child(path, "calibration"), "give either step_time_ms or calibration, not both")
     calibration = ()
     if "calibration" in obj:
         calibration = parse_calibration(obj["calibration"], child(path, "calibration"))
@@ -295,18 +296,6 @@ def _parse_timing(raw: Any, path: str) -> TimingSpec:
     )
 
 
-def parse_calibration(raw: Any, path: str) -> tuple[tuple[int, float], ...]:
-    """``[{"num_tokens": 1, "ms": 6.1}, ...]``: step times measured at a few token counts."""
-    points = []
-    for i, item in enumerate(as_list(raw, path)):
-        point_path = child(path, i)
-        point = as_object(item, point_path)
-        reject_unknown(point, point_path, ("num_tokens", "ms"))
-        points.append((get(point, "num_tokens", point_path, as_int, minimum=1),
-                       get(point, "ms", point_path, as_number, positive=True)))
-    return tuple(points)
-
-
 def _parse_classes(raw: Any, path: str) -> tuple[RequestClass, ...]:
     classes = []
     names: set[str] = set()
@@ -316,7 +305,7 @@ def _parse_classes(raw: Any, path: str) -> tuple[RequestClass, ...]:
         reject_unknown(obj, class_path, CLASS_KEYS)
         name = get(obj, "name", class_path, as_str, f"class{i}")
         if name in names:
-            raise WorkloadError(child(class_path, "name"), f"class name {name!r} is used twice")
+            raise FieldError(child(class_path, "name"), f"class name {name!r} is used twice")
         names.add(name)
         classes.append(RequestClass(
             name=name,
@@ -334,7 +323,7 @@ def _parse_classes(raw: Any, path: str) -> tuple[RequestClass, ...]:
 
 def _required(obj: dict[str, Any], key: str, path: str) -> Any:
     if key not in obj:
-        raise WorkloadError(child(path, key), "required key is missing")
+        raise FieldError(child(path, key), "required key is missing")
     return obj[key]
 
 

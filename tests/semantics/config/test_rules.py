@@ -6,8 +6,8 @@ from dataclasses import replace
 
 import pytest
 
-from kvplan.semantics.config import rules
-from kvplan.semantics.config.rules import ConfigRejected
+from kvplan.errors import ConfigRejected
+from kvplan.semantics.config import cache, model, parallel, scheduler
 
 GiB = 1 << 30
 H100 = (9, 0)
@@ -28,45 +28,45 @@ V100 = (7, 0)
     ],
 )
 def test_batch_defaults(total, name, usage, expected) -> None:
-    assert rules.batch_defaults(total, name, usage) == expected
+    assert scheduler.batch_defaults(total, name, usage) == expected
 
 
 def test_batch_limits_adjustments() -> None:
     # chunked prefill off: the batch must hold a whole max_model_len prompt
-    assert rules.resolve_batch_limits(32768, enable_chunked_prefill=False) == rules.BatchLimits(32768, 256)
+    assert scheduler.resolve_batch_limits(32768, enable_chunked_prefill=False) == scheduler.BatchLimits(32768, 256)
     # never more than max_num_seqs full-length requests; seqs never above the token budget
-    assert rules.resolve_batch_limits(4, max_num_seqs=100) == rules.BatchLimits(400, 100)
-    assert rules.resolve_batch_limits(4096, max_num_batched_tokens=128) == rules.BatchLimits(128, 128)
-    assert rules.resolve_batch_limits(4096, performance_mode="throughput") == rules.BatchLimits(4096, 512)
+    assert scheduler.resolve_batch_limits(4, max_num_seqs=100) == scheduler.BatchLimits(400, 100)
+    assert scheduler.resolve_batch_limits(4096, max_num_batched_tokens=128) == scheduler.BatchLimits(128, 128)
+    assert scheduler.resolve_batch_limits(4096, performance_mode="throughput") == scheduler.BatchLimits(4096, 512)
     # user values stay as given
-    assert rules.resolve_batch_limits(8192, 1000, 64) == rules.BatchLimits(1000, 64)
+    assert scheduler.resolve_batch_limits(8192, 1000, 64) == scheduler.BatchLimits(1000, 64)
 
 
 def test_scheduler_validation_texts() -> None:
     with pytest.raises(ConfigRejected, match=r"max_num_batched_tokens \(2048\) is smaller than max_model_len"):
-        rules.verify_batch_limits(2048, 256, 8192, enable_chunked_prefill=False)
+        scheduler.verify_batch_limits(2048, 256, 8192, enable_chunked_prefill=False)
     with pytest.raises(ConfigRejected) as rejected:
-        rules.verify_batch_limits(128, 256, 8192)
+        scheduler.verify_batch_limits(128, 256, 8192)
     assert str(rejected.value) == "max_num_batched_tokens (128) must be greater than or equal to max_num_seqs (256)."
-    assert rules.verify_batch_limits(2048, 256, 8192) == ()
-    assert rules.verify_batch_limits(8192, 1, 4096) == (
+    assert scheduler.verify_batch_limits(2048, 256, 8192) == ()
+    assert scheduler.verify_batch_limits(8192, 1, 4096) == (
         "max_num_batched_tokens (8192) exceeds max_num_seqs * max_model_len (4096). "
         "This may lead to unexpected behavior.",
     )
 
 
 def test_max_model_len_defaults_and_limits() -> None:
-    assert rules.verify_max_model_len(None, 32768.0, "max_position_embeddings") == 32768
-    assert rules.verify_max_model_len(-1, 32768.0, "max_position_embeddings") == 32768
-    assert rules.verify_max_model_len(8192, 32768.0, "max_position_embeddings") == 8192
-    assert rules.verify_max_model_len(8192, 4096.0, "max_position_embeddings", model_max_length=8192) == 8192
+    assert model.verify_max_model_len(None, 32768.0, "max_position_embeddings") == 32768
+    assert model.verify_max_model_len(-1, 32768.0, "max_position_embeddings") == 32768
+    assert model.verify_max_model_len(8192, 32768.0, "max_position_embeddings") == 8192
+    assert model.verify_max_model_len(8192, 4096.0, "max_position_embeddings", model_max_length=8192) == 8192
 
 
 def test_block_sizes() -> None:
-    for size in rules.ALLOWED_BLOCK_SIZES:
-        rules.check_block_size(size)
+    for size in cache.ALLOWED_BLOCK_SIZES:
+        cache.check_block_size(size)
     with pytest.raises(ConfigRejected, match="--block-size 48 is not allowed"):
-        rules.check_block_size(48)
+        cache.check_block_size(48)
 
 
 @pytest.mark.parametrize(
@@ -75,49 +75,49 @@ def test_block_sizes() -> None:
      (28, 8, (3, 3, 3, 4, 4, 4, 4, 3)), (118, 4, (29, 30, 30, 29)), (32, 4, (8, 8, 8, 8))],
 )
 def test_pipeline_partitions(layers, stages, sizes) -> None:
-    partition, log = rules.pp_partition(layers, stages)
+    partition, log = parallel.pp_partition(layers, stages)
     assert partition == sizes
     assert (log is None) == (layers % stages == 0)
-    ranges = [rules.get_pp_indices(layers, rank, stages) for rank in range(stages)]
+    ranges = [parallel.get_pp_indices(layers, rank, stages) for rank in range(stages)]
     assert [end - start for start, end in ranges] == list(sizes)
     assert ranges[0][0] == 0 and ranges[-1][1] == layers
 
 
 def test_pipeline_partition_log_and_override() -> None:
-    assert rules.pp_partition(32, 3)[1] == (
+    assert parallel.pp_partition(32, 3)[1] == (
         "Hidden layers were unevenly partitioned: [11,11,10]. This can be manually overridden using the "
         "VLLM_PP_LAYER_PARTITION environment variable"
     )
-    assert rules.pp_partition(32, 3, "10,10,12") == ((10, 10, 12), None)
-    assert rules.get_pp_indices(32, 2, 3, "10,10,12") == (20, 32)
+    assert parallel.pp_partition(32, 3, "10,10,12") == ((10, 10, 12), None)
+    assert parallel.get_pp_indices(32, 2, 3, "10,10,12") == (20, 32)
     with pytest.raises(ConfigRejected, match=r"len\(partitions\)=2 does not match pp_size=3\."):
-        rules.pp_partition(32, 3, "16,16")
+        parallel.pp_partition(32, 3, "16,16")
     with pytest.raises(ConfigRejected, match=r"sum\(partitions\)=30 does not match num_hidden_layers=32\."):
-        rules.pp_partition(32, 3, "10,10,10")
+        parallel.pp_partition(32, 3, "10,10,10")
     with pytest.raises(ConfigRejected, match="Invalid partition string: a,b"):
-        rules.pp_partition(32, 2, "a,b")
+        parallel.pp_partition(32, 2, "a,b")
 
 
 def test_kv_heads_per_rank() -> None:
-    assert [rules.kv_heads_per_rank(8, tp) for tp in (1, 2, 4, 8, 16)] == [8, 4, 2, 1, 1]
-    assert rules.kv_heads_per_rank(2, 4) == 1  # replicated: the page no longer shrinks
-    assert rules.kv_heads_per_rank(8, 16, replicate=False) == 0
+    assert [parallel.kv_heads_per_rank(8, tp) for tp in (1, 2, 4, 8, 16)] == [8, 4, 2, 1, 1]
+    assert parallel.kv_heads_per_rank(2, 4) == 1  # replicated: the page no longer shrinks
+    assert parallel.kv_heads_per_rank(8, 16, replicate=False) == 0
 
 
 def test_tensor_parallel_checks(catalog_shape) -> None:
-    rules.verify_tensor_parallel(catalog_shape("Qwen/Qwen3-Next-80B-A3B-Thinking"), 4)  # 2 KV heads, replicated
-    rules.verify_tensor_parallel(catalog_shape("deepseek-ai/DeepSeek-V3"), 8)  # MLA latent: no KV split
+    parallel.verify_tensor_parallel(catalog_shape("Qwen/Qwen3-Next-80B-A3B-Thinking"), 4)  # 2 KV heads, replicated
+    parallel.verify_tensor_parallel(catalog_shape("deepseek-ai/DeepSeek-V3"), 8)  # MLA latent: no KV split
     with pytest.raises(ConfigRejected) as rejected:
-        rules.verify_tensor_parallel(catalog_shape("Qwen/Qwen2-0.5B-Instruct"), 4)
+        parallel.verify_tensor_parallel(catalog_shape("Qwen/Qwen2-0.5B-Instruct"), 4)
     assert str(rejected.value) == (
         "Total number of attention heads (14) must be divisible by tensor parallel size (4)."
     )
     smol = catalog_shape("HuggingFaceTB/SmolLM2-135M-Instruct")  # 9 heads, 3 KV heads
-    rules.verify_tensor_parallel(smol, 9)  # each KV head replicated on 3 ranks
+    parallel.verify_tensor_parallel(smol, 9)  # each KV head replicated on 3 ranks
     with pytest.raises(ConfigRejected, match=r"Total number of KV heads \(3\) must be divisible"):
-        rules.verify_tensor_parallel(replace(smol, num_attention_heads=12), 2)
+        parallel.verify_tensor_parallel(replace(smol, num_attention_heads=12), 2)
     with pytest.raises(ConfigRejected, match=r"Tensor parallel size \(14\) must be divisible"):
-        rules.verify_tensor_parallel(catalog_shape("Qwen/Qwen2.5-7B-Instruct"), 14)  # 28 heads, 4 KV heads
+        parallel.verify_tensor_parallel(catalog_shape("Qwen/Qwen2.5-7B-Instruct"), 14)  # 28 heads, 4 KV heads
 
 
 @pytest.mark.parametrize(
@@ -135,43 +135,43 @@ def test_tensor_parallel_checks(catalog_shape) -> None:
     ],
 )
 def test_mla_block_size(capability, requested, sparse, nope, expected, backend, forced) -> None:
-    choice = rules.mla_block_size(capability, requested, sparse=sparse, qk_nope_head_dim=nope)
-    assert (choice.block_size, choice.backend, choice.forced) == (expected, backend, forced)
+    choice = cache.mla_block_size(capability, requested, sparse=sparse, qk_nope_head_dim=nope)
+    assert (choice.block_size, choice.backend, choice.log is not None) == (expected, backend, forced)
 
 
 def test_mla_block_size_log_and_explicit_backend() -> None:
-    assert rules.mla_block_size(H100, 16, sparse=False, qk_nope_head_dim=128).log == (
+    assert cache.mla_block_size(H100, 16, sparse=False, qk_nope_head_dim=128).log == (
         "Forcing kv cache block size to 64 for FlashMLA backend."
     )
-    cutlass = rules.mla_block_size(H100, 64, sparse=False, qk_nope_head_dim=128, backend="CUTLASS_MLA")
+    cutlass = cache.mla_block_size(H100, 64, sparse=False, qk_nope_head_dim=128, backend="CUTLASS_MLA")
     assert cutlass.block_size == 128
     assert cutlass.log == "Forcing kv cache block size to 128 for CUTLASS_MLA backend."
-    assert rules.mla_block_size(H100, 16, sparse=False, qk_nope_head_dim=128, backend="TRITON_MLA").block_size == 16
+    assert cache.mla_block_size(H100, 16, sparse=False, qk_nope_head_dim=128, backend="TRITON_MLA").block_size == 16
 
 
 def test_kernel_block_alignment() -> None:
-    assert rules.kernel_block_alignment(H100, 256, use_mla=False) == 16
-    assert rules.kernel_block_alignment(B200, 256, use_mla=False) == 32
-    assert rules.kernel_block_alignment(B200, 128, use_mla=False) == 16
-    assert rules.kernel_block_alignment(H100, 576, use_mla=True) == 64
-    assert rules.kernel_block_alignment(B200, 576, use_mla=True, backend="CUTLASS_MLA") == 128
+    assert cache.kernel_block_alignment(H100, 256, use_mla=False) == 16
+    assert cache.kernel_block_alignment(B200, 256, use_mla=False) == 32
+    assert cache.kernel_block_alignment(B200, 128, use_mla=False) == 16
+    assert cache.kernel_block_alignment(H100, 576, use_mla=True) == 64
+    assert cache.kernel_block_alignment(B200, 576, use_mla=True, backend="CUTLASS_MLA") == 128
 
 
 def test_mamba_cache_mode() -> None:
-    assert rules.resolve_mamba_cache_mode(False, True).mode == "none"
-    assert rules.resolve_mamba_cache_mode(False, True, "all").logs == (
+    assert cache.resolve_mamba_cache_mode(False, True).mode == "none"
+    assert cache.resolve_mamba_cache_mode(False, True, "all").logs == (
         "Mamba cache mode is set to 'none' when prefix caching is disabled",
     )
-    assert rules.resolve_mamba_cache_mode(True, True).mode == "all"     # Nemotron-H
-    assert rules.resolve_mamba_cache_mode(True, False).mode == "align"  # Qwen3-Next
-    assert rules.resolve_mamba_cache_mode(True, False, "all").mode == "align"
+    assert cache.resolve_mamba_cache_mode(True, True).mode == "all"     # Nemotron-H
+    assert cache.resolve_mamba_cache_mode(True, False).mode == "align"  # Qwen3-Next
+    assert cache.resolve_mamba_cache_mode(True, False, "all").mode == "align"
     with pytest.raises(ConfigRejected, match="Chunked prefill is required"):
-        rules.resolve_mamba_cache_mode(True, False, enable_chunked_prefill=False)
+        cache.resolve_mamba_cache_mode(True, False, enable_chunked_prefill=False)
 
 
 def test_hybrid_block_size_qwen3_next() -> None:
     # 2 KV heads x 256 x bf16 = 2,048 bytes per token; one GDN state is 1,097,728 bytes
-    blocks = rules.hybrid_block_size(
+    blocks = cache.hybrid_block_size(
         2048, 1_097_728, block_size=None, mamba_cache_mode="none", alignment=16, max_model_len=262144
     )
     assert (blocks.block_size, blocks.mamba_block_size, blocks.mamba_page_size_padded) == (544, 262144, 1_114_112)
@@ -180,7 +180,7 @@ def test_hybrid_block_size_qwen3_next() -> None:
         "Padding mamba page size by 1.49% to ensure that mamba page size and attention page size are "
         "exactly equal.",
     )
-    larger = rules.hybrid_block_size(
+    larger = cache.hybrid_block_size(
         2048, 1_097_728, block_size=1024, mamba_cache_mode="none", alignment=16, max_model_len=8192
     )
     assert (larger.block_size, larger.mamba_page_size_padded) == (1024, 1024 * 2048)
@@ -188,20 +188,20 @@ def test_hybrid_block_size_qwen3_next() -> None:
 
 def test_hybrid_block_size_with_prefix_caching() -> None:
     # mode "all" (Nemotron-H): chunk lcm(128, 16) = 128, cdiv(cdiv(8,511,488, 4,096), 128) = 17 chunks
-    all_mode = rules.hybrid_block_size(
+    all_mode = cache.hybrid_block_size(
         4096, 8_511_488, block_size=None, mamba_cache_mode="all", alignment=16, max_model_len=8192,
         mamba_chunk_size=128,
     )
     assert (all_mode.block_size, all_mode.mamba_block_size) == (128 * 17, 128 * 17)
     # mode "align" (Qwen3-Next): the Mamba block follows the attention block
-    align = rules.hybrid_block_size(
+    align = cache.hybrid_block_size(
         2048, 1_097_728, block_size=None, mamba_cache_mode="align", alignment=16, max_model_len=8192
     )
     assert (align.block_size, align.mamba_block_size) == (544, 544)
 
 
 def test_exact_fit_needs_no_padding() -> None:
-    blocks = rules.hybrid_block_size(1024, 16 * 1024, block_size=None, mamba_cache_mode="none", alignment=16,
+    blocks = cache.hybrid_block_size(1024, 16 * 1024, block_size=None, mamba_cache_mode="none", alignment=16,
                                      max_model_len=4096)
     assert (blocks.block_size, blocks.mamba_page_size_padded) == (16, None)
 
@@ -223,39 +223,39 @@ def test_exact_fit_needs_no_padding() -> None:
     ],
 )
 def test_auto_dtype(config_dtype, model_type, capability, expected) -> None:
-    assert rules.resolve_model_dtype("auto", config_dtype, model_type, capability).dtype == expected
+    assert model.resolve_model_dtype("auto", config_dtype, model_type, capability).dtype == expected
 
 
 def test_dtype_logs_and_errors() -> None:
-    assert rules.resolve_model_dtype("auto", "float32", "llama", H100).logs == (
+    assert model.resolve_model_dtype("auto", "float32", "llama", H100).logs == (
         "Downcasting torch.float32 to torch.bfloat16.",
     )
-    fallback = rules.resolve_model_dtype("auto", "bfloat16", "llama", (7, 5), gpu_name="Tesla T4")
+    fallback = model.resolve_model_dtype("auto", "bfloat16", "llama", (7, 5), gpu_name="Tesla T4")
     assert fallback.logs[0] == (
         "Your device 'Tesla T4' (with compute capability 7.5) doesn't support torch.bfloat16. "
         "Falling back to torch.float16 for compatibility."
     )
-    assert rules.resolve_model_dtype("auto", "float32", "bert", H100, is_pooling_model=True).dtype == "float16"
-    casts = [rules.resolve_model_dtype(dtype, "bfloat16", "llama").logs for dtype in ("half", "float")]
+    assert model.resolve_model_dtype("auto", "float32", "bert", H100, is_pooling_model=True).dtype == "float16"
+    casts = [model.resolve_model_dtype(dtype, "bfloat16", "llama").logs for dtype in ("half", "float")]
     assert casts == [("Casting torch.bfloat16 to torch.float16.",), ("Upcasting torch.bfloat16 to torch.float32.",)]
     with pytest.raises(ConfigRejected) as rejected:
-        rules.resolve_model_dtype("float16", "bfloat16", "gemma2")
+        model.resolve_model_dtype("float16", "bfloat16", "gemma2")
     assert str(rejected.value) == (
         "The model type 'gemma2' does not support float16. Reason: Numerical instability. "
         "Please use bfloat16 or float32 instead."
     )
     with pytest.raises(ConfigRejected, match="Unknown dtype: 'int4'"):
-        rules.resolve_model_dtype("int4", "bfloat16", "llama")
+        model.resolve_model_dtype("int4", "bfloat16", "llama")
 
 
 def test_kv_cache_dtype() -> None:
-    assert rules.kv_cache_dtype("auto", "bfloat16") == "bfloat16"
-    assert [rules.kv_cache_dtype(d, "bfloat16") for d in ("fp8", "fp8_e4m3", "fp8_e5m2")] == ["uint8"] * 3
+    assert cache.kv_cache_dtype("auto", "bfloat16") == "bfloat16"
+    assert [cache.kv_cache_dtype(d, "bfloat16") for d in ("fp8", "fp8_e4m3", "fp8_e5m2")] == ["uint8"] * 3
     with pytest.raises(ConfigRejected, match="--kv-cache-dtype 'int8'"):
-        rules.kv_cache_dtype("int8", "bfloat16")
+        cache.kv_cache_dtype("int8", "bfloat16")
 
 
 def test_disable_hybrid_kv_cache_manager_default() -> None:
-    assert rules.resolve_disable_hybrid_kv_cache_manager(None, has_chunked_local_attention=False) is False
-    assert rules.resolve_disable_hybrid_kv_cache_manager(None, has_chunked_local_attention=True) is True
-    assert rules.resolve_disable_hybrid_kv_cache_manager(True, has_chunked_local_attention=False) is True
+    assert cache.resolve_disable_hybrid_kv_cache_manager(None, has_chunked_local_attention=False) is False
+    assert cache.resolve_disable_hybrid_kv_cache_manager(None, has_chunked_local_attention=True) is True
+    assert cache.resolve_disable_hybrid_kv_cache_manager(True, has_chunked_local_attention=False) is True

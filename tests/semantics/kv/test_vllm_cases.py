@@ -4,12 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from kvplan.semantics.config.rules import (
-    ConfigRejected,
-    resolve_model_dtype,
-    verify_max_model_len,
-    verify_tensor_parallel,
-)
+from kvplan.errors import ConfigRejected
+from kvplan.semantics.config.model import resolve_model_dtype, verify_max_model_len
+from kvplan.semantics.config.parallel import verify_tensor_parallel
 from kvplan.semantics.kv.layer_specs import CacheKnobs, build_worker_specs, resolve_cache_layout
 from kvplan.semantics.kv.sizing import size_kv_cache
 from kvplan.semantics.kv.specs import (

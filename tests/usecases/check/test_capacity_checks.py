@@ -86,7 +86,7 @@ def test_utilization_hints_are_the_smallest_that_hold():
     budget = Budget(total, non_kv, 0.9)
     base = qwen_target(kv_cache_memory_bytes=requested_memory(total, 0.5) - non_kv)
     target = replace(base, budget=budget)
-    required = base.record["num_blocks"] * 3 // 2
+    required = base.plan.num_blocks * 3 // 2
     result = check(target, "min_num_blocks", required)
     utilization = float(result.hint.split("raise gpu_memory_utilization to ")[1].split()[0])
 
@@ -131,4 +131,4 @@ def test_bytes_per_block_is_the_worst_pipeline_stage():
     # 24 layers over 5 stages: the largest stage has 5 layers
     target = qwen_target(pipeline_parallel_size=5)
     assert whatif.bytes_per_block(target) == 5 * 8192
-    assert target.record["num_blocks"] == GOLDEN_KV_BYTES // (5 * 8192)
+    assert target.plan.num_blocks == GOLDEN_KV_BYTES // (5 * 8192)

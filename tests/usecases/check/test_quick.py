@@ -5,13 +5,16 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
+from kvplan.cli.quick_asserts import verdict_exit_code
 from kvplan.errors import KvplanError
 from kvplan.usecases.check.assertions import Concurrency
-from kvplan.usecases.check.quick import evaluate_quick, parse_quick_asserts, quick_report
+from kvplan.usecases.check.quick import parse_quick_asserts, plan_report, profile_report, simulation_report
 from kvplan.usecases.plan import PlanRequest, plan
+from kvplan.usecases.profile_summary import load_profile
 from tests.usecases.check.factories import GOLDEN_KV_BYTES, QWEN, tiny_workload
 
 
@@ -40,39 +43,39 @@ def test_bad_flags_are_bad_input(args, command, message):
     assert message in str(raised.value)
 
 
-def test_evaluate_quick_exit_codes():
-    request = PlanRequest(model=QWEN, kv_cache_memory_bytes=GOLDEN_KV_BYTES)
-    record = plan(request).to_record()
+def test_quick_verdicts_and_exit_codes():
+    result = plan(PlanRequest(model=QWEN, kv_cache_memory_bytes=GOLDEN_KV_BYTES))
     holds = parse_quick_asserts(["--assert-min-num-blocks=131928"], "plan")
     fails = parse_quick_asserts(["--assert-min-num-blocks=131929"], "plan")
-    assert evaluate_quick(holds, record, request=request) == 0
-    assert evaluate_quick(fails, record, request=request) == 1
-    assert evaluate_quick((), record, finding=True) == 1
-    assert evaluate_quick(holds, record, finding=True, request=request) == 1
+    assert verdict_exit_code(plan_report(holds, result)) == 0
+    assert verdict_exit_code(plan_report(fails, result)) == 1
+    assert verdict_exit_code(None, finding=True) == 1
+    assert verdict_exit_code(plan_report(holds, result), finding=True) == 1
 
 
-def test_a_profile_record_is_checked_without_a_request():
-    record = json.loads((__import__("pathlib").Path(__file__).parents[3]
-                         / "examples/checks/profiles/qwen2-0.5b-l4.json").read_text())
+def test_a_saved_profile_is_checked_without_a_request():
+    path = Path(__file__).parents[3] / "examples/checks/profiles/qwen2-0.5b-l4.json"
+    profile = load_profile(path, path.name)
     assertions = parse_quick_asserts(["--assert-min-kv-tokens=1000000", "--assert-max-activation-peak-bytes=1GiB"],
                                      "profile")
-    report = quick_report(assertions, record)
+    report = profile_report(assertions, profile)
     assert report.passed
-    assert report.results[1].measured == record["activation_peak_bytes"]
+    assert report.results[1].measured == profile.activation_peak_bytes == json.loads(path.read_text())[
+        "activation_peak_bytes"]
 
 
-def test_a_simulation_document_is_checked_from_the_document_alone(tmp_path):
-    from kvplan.report.simulate_json import result_document
-    from kvplan.usecases.simulate.driver import SimOptions, prepare, simulate
+def test_a_simulation_is_checked_from_its_result_alone(tmp_path):
+    from kvplan.usecases.simulate.driver import SimOptions, prepare
+    from kvplan.usecases.simulate.simulation import simulate
     from kvplan.usecases.simulate.workload import parse_workload
 
     setup = prepare(parse_workload(tiny_workload(), tmp_path, "w.json"), SimOptions())
-    document = result_document(simulate(setup))
-    report = quick_report(parse_quick_asserts(["--assert-max-preemptions=0"], "simulate"), document)
-    result = report.results[0]
-    assert result.measured == document["preemptions"]["total"] > 0
-    zero = document["capacity"]["zero_preemption"]["num_gpu_blocks"]
-    assert f"--num-gpu-blocks {zero}" in result.hint
+    result = simulate(setup)
+    report = simulation_report(parse_quick_asserts(["--assert-max-preemptions=0"], "simulate"), result)
+    verdict = report.results[0]
+    assert verdict.measured == result.metrics.preemptions.total > 0
+    zero = result.capacity.zero_preemption.num_gpu_blocks
+    assert f"--num-gpu-blocks {zero}" in verdict.hint
 
 
 def run_plan(*args: str) -> subprocess.CompletedProcess:

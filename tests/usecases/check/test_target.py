@@ -44,9 +44,9 @@ def test_a_matching_profile_is_the_target(write_spec, tmp_path):
     spec = spec_with_target(write_spec, f'profile = "{name}"\nmodel = "{QWEN}"\ngpu = "l4-24gb"\nmax_model_len = 32768')
     target = load_target(spec.target, "spec.toml")
     assert target.kind == "profile" and target.fits
-    assert target.budget.total_bytes == target.profile["total_bytes"]
-    assert target.budget.non_kv_bytes == target.profile["non_kv_bytes"]
-    assert target.request.kv_cache_memory_bytes == target.record["kv_cache_memory_bytes"]
+    assert target.budget.total_bytes == target.profile.total_bytes
+    assert target.budget.non_kv_bytes == target.profile.non_kv_bytes
+    assert target.request.kv_cache_memory_bytes == target.plan.kv_cache_memory_bytes
 
 
 @pytest.mark.parametrize(("provenance", "target", "reason"), [

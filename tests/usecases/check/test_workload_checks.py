@@ -29,7 +29,8 @@ def test_figures_come_from_the_simulation(write_spec):
     assert list(results) == ["completes", "max_preemptions", "max_p95_kv_usage", "min_first_admission_hit_rate",
                              "max_p95_ttft_steps"]
     from kvplan.report.simulate_json import result_document
-    from kvplan.usecases.simulate.driver import SimOptions, prepare, simulate
+    from kvplan.usecases.simulate.driver import SimOptions, prepare
+    from kvplan.usecases.simulate.simulation import simulate
     from kvplan.usecases.simulate.workload import load_workload
 
     document = result_document(simulate(prepare(load_workload(spec.blocks[0].workload), SimOptions())))
@@ -81,7 +82,7 @@ def test_the_workload_runs_on_the_targets_pool(write_spec):
     """, files={"w.json": tiny_workload()})
     report = evaluate(spec)
     # 128 MiB / (24 x 8192) = 682 blocks, not the workload's own 64
-    assert report.target["num_blocks"] == 682
+    assert report.target.num_blocks == 682
     assert any("target's pool of 682 blocks" in note for note in report.notes)
     assert report.passed
 

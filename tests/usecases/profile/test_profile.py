@@ -15,22 +15,22 @@ import kvplan.measure.cuda as cuda_module
 import kvplan.measure.fake as fake_module
 import kvplan.measure.nvml as nvml_module
 from kvplan.errors import KvplanError
-from kvplan.measure.dummy_sampler import sampler_peak_bytes
-from kvplan.measure.kv_tensors import SlotCheck
+from kvplan.measure.backend import SlotCheck
 from kvplan.measure.nvml import NvmlReport
 from kvplan.report.profile_console import render_profile
-from kvplan.semantics.kv.specs import cdiv
+from kvplan.report.profile_json import profile_record
+from kvplan.semantics.memory.sampler import sampler_peak_bytes
+from kvplan.units import cdiv
 from kvplan.usecases.plan import PlanRequest
-from kvplan.usecases.profile import ProfileOptions, choose_backend, run_profile
-from kvplan.usecases.profile_record import profile_record
+from kvplan.usecases.profile import ProfileRequest, choose_backend, run_profile
 
 MIB = 1 << 20
 
 
-def options(model, **knobs) -> ProfileOptions:
-    profile_knobs = {k: knobs.pop(k) for k in list(knobs) if k in ProfileOptions.__dataclass_fields__}
+def options(model, **knobs) -> ProfileRequest:
+    profile_knobs = {k: knobs.pop(k) for k in list(knobs) if k in ProfileRequest.__dataclass_fields__}
     request = PlanRequest(model=str(model), **knobs)
-    return ProfileOptions(request=request, **profile_knobs)
+    return ProfileRequest(plan=request, **profile_knobs)
 
 
 def test_auto_picks_cuda_only_when_usable():
@@ -156,7 +156,7 @@ def test_too_little_free_memory_at_start_is_vllms_refusal(monkeypatch, tiny_conf
     assert record["plan"] is None and record["error"] == result.finding
     assert record["nvml"] == {"available": False, "reason": "no NVML in tests"}
     screen = Console(file=io.StringIO(), width=200)
-    render_profile(record, screen)
+    render_profile(result, console=screen)
     assert "Finding: Free memory on device cuda:0" in screen.file.getvalue()
     # the catalog entry was found by the device's name: H100 batch defaults
     assert record["profile_run"]["num_tokens"] == 8192

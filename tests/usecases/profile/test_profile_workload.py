@@ -12,12 +12,15 @@ import jsonschema
 import pytest
 import torch
 
-import kvplan.usecases.profile_workload as workload_check
+import kvplan.measure.pool_writer as pool_writer
 from kvplan.errors import KvplanError
-from kvplan.measure.kv_tensors import ATTENTION_BACKENDS, allocate_kv_cache
+from kvplan.measure.kv_tensors import allocate_kv_cache
+from kvplan.measure.pool_writer import KvValues, PoolWriter, content_chain
+from kvplan.report.profile_json import workload_check_record
 from kvplan.semantics.engine.config import EngineConfig
 from kvplan.semantics.engine.request import Request
 from kvplan.semantics.engine.scheduler import Scheduler
+from kvplan.semantics.kv.layout import ATTENTION_BACKENDS
 from kvplan.semantics.kv.specs import (
     FullAttentionSpec,
     KVCacheConfig,
@@ -27,14 +30,8 @@ from kvplan.semantics.kv.specs import (
     SlidingWindowSpec,
 )
 from kvplan.usecases.plan import PlanRequest
-from kvplan.usecases.profile import ProfileOptions, run_profile
-from kvplan.usecases.profile_workload import (
-    KvValues,
-    PoolWriter,
-    content_chain,
-    run_workload_check,
-    workload_check_record,
-)
+from kvplan.usecases.profile import ProfileRequest, run_profile
+from kvplan.usecases.profile_workload import run_workload_check
 from kvplan.usecases.simulate.driver import SimOptions, prepare, run
 from kvplan.usecases.simulate.workload import load_workload
 
@@ -65,7 +62,7 @@ def write(directory: Path, document: dict, name: str = "workload.json") -> Path:
 
 @pytest.fixture(scope="module")
 def tiny_profile(tiny_config_only_dir):
-    result = run_profile(ProfileOptions(request=PlanRequest(model=str(tiny_config_only_dir), **KNOBS), backend="cpu"))
+    result = run_profile(ProfileRequest(plan=PlanRequest(model=str(tiny_config_only_dir), **KNOBS), backend="cpu"))
     assert result.fits and result.allocation is not None and result.allocation.pool is not None
     return result
 
@@ -83,7 +80,7 @@ def test_the_chain_is_the_same_in_one_chunk_or_token_by_token():
     whole = content_chain(torch.tensor(tokens), 0, 0).tolist()
     value = 0
     for position, token in enumerate(tokens):
-        value = (value + workload_check._mix_one(token, position)) % workload_check._PRIME
+        value = (value + pool_writer._mix_one(token, position)) % pool_writer._PRIME
         assert value == whole[position]
     # a chunk continues from the value before it
     assert content_chain(torch.tensor(tokens[3:]), 3, whole[2]).tolist() == whole[3:]
@@ -97,7 +94,7 @@ def test_values_are_exact_distinct_and_never_nan(dtype):
     chain = content_chain(torch.arange(64), 0, 0)
     out = values(chain)
     assert out.shape == (2, 2, 64, 2, 16) and out.dtype == dtype
-    assert torch.equal(workload_check._bits(out), workload_check._bits(values(chain)))
+    assert torch.equal(pool_writer._bits(out), pool_writer._bits(values(chain)))
     if dtype in (torch.bfloat16, torch.float16):
         # k / 8 for k in [-128, 128): exact in 16 bits
         as_float = out.float()
@@ -189,7 +186,7 @@ def test_a_wrong_write_is_found(corruption, monkeypatch):
     config = EngineConfig(num_gpu_blocks=12, block_size=16, max_num_batched_tokens=64, max_num_seqs=4,
                           max_model_len=512)
     calls = []
-    original = workload_check.write_kv
+    original = pool_writer.write_kv
 
     def corrupt(view, index, values):
         calls.append(1)
@@ -201,7 +198,7 @@ def test_a_wrong_write_is_found(corruption, monkeypatch):
                 index = (which, blocks % 11 + 1, offsets)    # the next block (11 -> 1)
         original(view, index, values)
 
-    monkeypatch.setattr(workload_check, "write_kv", corrupt)
+    monkeypatch.setattr(pool_writer, "write_kv", corrupt)
     writer = PoolWriter(pool, config, verify_every=1)
     drive(writer, config, PROMPTS, outputs=24)
     assert writer.mismatched_tokens > 0
@@ -275,8 +272,9 @@ def test_models_with_more_than_full_attention_are_refused():
 def test_the_workload_runs_on_the_allocated_pool_with_hits_and_preemptions(tiny_profile, workload):
     check = run_workload_check(tiny_profile, workload, verify_every=1)
     assert check.passed and check.finding is None
-    assert check.engine["num_gpu_blocks"] == 20 == tiny_profile.allocation.pool.config.num_blocks
-    assert check.engine["block_size"] == 16 and check.engine["max_model_len"] == 1024
+    engine = check.prepared.config
+    assert engine.num_gpu_blocks == 20 == tiny_profile.allocation.pool.config.num_blocks
+    assert engine.block_size == 16 and engine.max_model_len == 1024
     assert check.tensors_written == 2 and check.tokens_verified > check.tokens_written > 0
     assert check.metrics.preemptions.total > 0 and check.metrics.prefix_cache.prefix_cache_hits > 0
     assert check.prefix_hit_tokens_verified > 0
@@ -341,14 +339,14 @@ def test_cli_end_to_end(kvplan, tiny_model_dir, tmp_path):
 
 
 def test_cli_a_mismatch_is_a_finding(kvplan, tiny_model_dir, tmp_path, monkeypatch):
-    original = workload_check.write_kv
+    original = pool_writer.write_kv
     calls = []
 
     def corrupt_once(view, index, values):
         calls.append(1)
         original(view, index, values + 1 if len(calls) == 5 else values)
 
-    monkeypatch.setattr(workload_check, "write_kv", corrupt_once)
+    monkeypatch.setattr(pool_writer, "write_kv", corrupt_once)
     code, out, _err = kvplan("profile", "--model", str(tiny_model_dir), "--backend", "cpu", *POOL,
                              "--workload", str(write(tmp_path, WORKLOAD)))
     assert code == 1

@@ -7,8 +7,9 @@ import pytest
 from kvplan.errors import KvplanError
 from kvplan.report.jsonout import dumps
 from kvplan.report.simulate_json import result_document
-from kvplan.usecases.simulate.driver import SimOptions, prepare, run, simulate
+from kvplan.usecases.simulate.driver import SimOptions, prepare, run
 from kvplan.usecases.simulate.engine_source import EngineOverrides
+from kvplan.usecases.simulate.simulation import simulate
 from kvplan.usecases.simulate.workload import load_workload
 from tests.usecases.simulate.factories import mix
 

@@ -76,7 +76,7 @@ def test_bad_profiles_are_one_line(write_json, document, message):
 
 
 def test_a_missing_profile_names_the_field(write_json):
-    with pytest.raises(KvplanError, match=r"workload\.json: engine\.profile: file not found"):
+    with pytest.raises(KvplanError, match=r"workload\.json: engine\.profile \(nowhere\.json\): no such file"):
         resolve(write_json, {"profile": "nowhere.json"})
 
 
@@ -115,13 +115,14 @@ def test_a_model_is_planned_on_the_spot_exactly_as_vllm_sizes_it(write_json, dat
 
 
 def test_a_model_on_a_gpu_is_planned_with_the_predicted_kv_memory(write_json):
-    from kvplan.usecases.plan import PlanRequest, plan_for_device
+    from kvplan.usecases.plan import PlanRequest
+    from kvplan.usecases.profile import plan_for_device
 
     engine = resolve(write_json, {"model": "Qwen/Qwen2-0.5B-Instruct", "gpu": "l4-24gb"})
-    expected = plan_for_device(PlanRequest(model="Qwen/Qwen2-0.5B-Instruct", gpu="l4-24gb")).to_record()
+    expected = plan_for_device(PlanRequest(model="Qwen/Qwen2-0.5B-Instruct", gpu="l4-24gb"))
     assert engine.source == "plan"
-    assert engine.config.num_gpu_blocks == expected["num_blocks"] > 0
-    assert expected["kv_cache_memory_source"].startswith("predicted")
+    assert engine.config.num_gpu_blocks == expected.num_blocks > 0
+    assert expected.memory_source.startswith("predicted")
 
 
 def test_a_model_without_gpu_or_kv_memory_names_what_to_give(write_json):

@@ -5,7 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from kvplan.usecases.simulate.driver import SimOptions, prepare, simulate
+from kvplan.usecases.simulate.driver import SimOptions, prepare
+from kvplan.usecases.simulate.simulation import simulate
 from kvplan.usecases.simulate.workload import load_workload
 
 EXAMPLES = Path(__file__).resolve().parents[3] / "examples" / "workloads"

@@ -5,7 +5,9 @@ from kvplan.gpus.catalog import get_gpu
 from kvplan.usecases.simulate.engine_source import ModelFacts
 from kvplan.usecases.simulate.timing import (
     DEFAULT_OVERHEAD_MS,
+    CalibratedStepTime,
     ConstantStepTime,
+    RooflineStepTime,
     StepLoad,
     calibrated,
     choose_step_time,
@@ -50,14 +52,13 @@ def test_precedence_command_line_then_file_then_profile_then_roofline():
     cli, _ = choose_step_time(TimingSpec(step_time_ms=30), facts, step_time_ms=12.5, gpu=None)
     assert cli == ConstantStepTime(0.0125, "--step-time-ms")
     file, _ = choose_step_time(TimingSpec(step_time_ms=30), facts, step_time_ms=None, gpu=None)
-    assert file.describe()["source"] == "timing.step_time_ms"
+    assert file == ConstantStepTime(0.03, "timing.step_time_ms")
     profile, _ = choose_step_time(TimingSpec(), facts, step_time_ms=None, gpu=None)
-    assert profile.describe() == {"model": "calibrated", "source": "profile calibration",
-                                  "points": [{"num_tokens": 1, "ms": 5.0}, {"num_tokens": 512, "ms": 9.0}]}
+    assert profile == CalibratedStepTime(((1, 0.005), (512, 0.009)), "profile calibration")
     plain = ModelFacts(weights_bytes=QWEN2_05B_WEIGHTS, kv_bytes_per_token=QWEN2_05B_KV_PER_TOKEN, gpu="a100-sxm-80gb")
     model, notes = choose_step_time(TimingSpec(), plain, step_time_ms=None, gpu=None)
     a100 = get_gpu("a100-sxm-80gb")
-    assert model.describe()["gpu"] == "a100-sxm-80gb" and not notes
+    assert isinstance(model, RooflineStepTime) and model.gpu == "a100-sxm-80gb" and not notes
     assert model.bandwidth_bytes_per_s == a100.bandwidth_gbps * 1e9
     assert model.overhead_s == DEFAULT_OVERHEAD_MS / 1e3
     model, _ = choose_step_time(TimingSpec(), plain, step_time_ms=None, gpu="l4-24gb")

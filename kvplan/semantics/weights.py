@@ -21,19 +21,13 @@ from pathlib import Path
 from typing import Any
 
 from kvplan.errors import KvplanError
-from kvplan.semantics.models.parallel import pp_layer_ranges
-from kvplan.semantics.models.resolve import ResolvedConfig, resolve_config
-from kvplan.semantics.models.shape import ModelShape
+from kvplan.semantics.config.parallel import pp_layer_ranges
+from kvplan.semantics.dtypes import dtype_size, normalize_dtype
+from kvplan.units import cdiv, round_up
 
-WEIGHTS_FILE = Path(__file__).resolve().parents[2] / "data" / "weights.json"
+WEIGHTS_FILE = Path(__file__).resolve().parents[1] / "data" / "weights.json"
 WEIGHTS_SCHEMA_VERSION = 1
 VOCAB_PADDING = 64   # vLLM's DEFAULT_VOCAB_PADDING_SIZE
-_DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float8_e4m3fn": 1, "uint8": 1, "int8": 1}
-_DTYPE_ALIASES = {"half": "float16", "float": "float32", "bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
-
-
-def cdiv(a: int, b: int) -> int:
-    return -(-a // b)
 
 
 @dataclass(frozen=True)
@@ -170,7 +164,7 @@ def rank_shape(group: ParamGroup, layout: WeightLayout, tp: int) -> tuple[int, .
     """The shape of one TP rank's shard of `group` (the largest shard when sizes do not divide)."""
     rule, shape = shard_rule(group, layout), group.shape
     if rule == "vocab":
-        padded = cdiv(shape[0], VOCAB_PADDING) * VOCAB_PADDING
+        padded = round_up(shape[0], VOCAB_PADDING)
         return (cdiv(padded, tp), *shape[1:])
     if rule in ("column", "per_head"):
         return _split(shape, 1 if group.module.endswith("Experts") else 0, tp)
@@ -243,7 +237,7 @@ def group_bytes(group: ParamGroup, shape: tuple[int, ...], dtype: str, scheme: Q
     """Bytes of one instance of `group` with the given (per-rank) shape."""
     numel = prod(shape)
     if not _quantized(group, scheme):
-        return numel * _DTYPE_BYTES[group.dtype or dtype]
+        return numel * dtype_size(group.dtype or dtype)
     if scheme.method == "mxfp4":
         # 4-bit values, one e8m0 scale byte per 32 along the contraction axis (all multiples of 32 here)
         return cdiv(numel, 2) + cdiv(numel, 32)
@@ -310,13 +304,13 @@ _SCHEME_LABEL = {
 
 
 def normalize_weight_dtype(dtype: str) -> str:
-    text = _DTYPE_ALIASES.get(dtype.removeprefix("torch."), dtype.removeprefix("torch."))
+    text = normalize_dtype(dtype)
     if text not in ("float32", "float16", "bfloat16"):
         raise KvplanError(f"weight dtype {dtype!r} is not one of float32, float16, bfloat16 (resolve 'auto' first)")
     return text
 
 
-# --- catalog data and the entry point ------------------------------------------------------------------
+# --- catalog data ------------------------------------------------------------------
 
 def layout_to_json(layout: WeightLayout) -> dict[str, Any]:
     data = asdict(layout)
@@ -357,20 +351,3 @@ def catalog_layouts() -> dict[str, WeightLayout]:
         return {}
     layouts = (layout_from_json(entry) for entry in data["models"].values())
     return {layout.config_sha256: layout for layout in layouts}
-
-
-def weights_for(
-    model: ModelShape | ResolvedConfig, dtype: str, tensor_parallel_size: int = 1, pipeline_parallel_size: int = 1,
-    *, trust_remote_code: bool = False,
-) -> WeightEstimate:
-    """Weight bytes for `dtype` (float32 / float16 / bfloat16, already resolved from "auto")."""
-    resolved = model if isinstance(model, ResolvedConfig) else resolve_config(model.model_id)
-    layout = catalog_layouts().get(resolved.sha256)
-    source = "catalog: meta-device build, precomputed"
-    if layout is None:
-        from kvplan.measure.meta_build import build_layout
-
-        layout = build_layout(resolved, trust_remote_code=trust_remote_code)
-        source = "meta-device build"
-    return estimate(layout, dtype, tensor_parallel_size, pipeline_parallel_size, quant_scheme(resolved.config),
-                    source)

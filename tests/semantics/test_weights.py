@@ -9,8 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from kvplan.semantics.models import catalog_ids, load_model_shape, resolve_config
-from kvplan.semantics.models.weights import (
+from kvplan.measure.hf_config import load_model_shape
+from kvplan.measure.meta_build import weights_for
+from kvplan.semantics.models import catalog_ids, resolve_config
+from kvplan.semantics.weights import (
     ParamGroup,
     QuantScheme,
     WeightLayout,
@@ -21,7 +23,6 @@ from kvplan.semantics.models.weights import (
     layout_to_json,
     quant_scheme,
     shard_rule,
-    weights_for,
 )
 
 LAYERS = (0, 1, 2)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from kvplan.errors import KvplanError
-from kvplan.semantics.models.parallel import pp_layer_counts, pp_layer_ranges
+from kvplan.semantics.config.parallel import pp_layer_ranges, pp_partition
 
 
 @pytest.mark.parametrize(("layers", "pp", "counts"), [
@@ -13,7 +13,7 @@ from kvplan.semantics.models.parallel import pp_layer_counts, pp_layer_ranges
     (28, 8, [3, 3, 3, 4, 4, 4, 4, 3]), (118, 4, [29, 30, 30, 29]), (24, 1, [24]), (7, 4, [2, 2, 2, 1]),
 ])
 def test_split_matches_vllm(layers, pp, counts):
-    assert pp_layer_counts(layers, pp) == counts
+    assert list(pp_partition(layers, pp)[0]) == counts
     ranges = pp_layer_ranges(layers, pp)
     assert [len(r) for r in ranges] == counts and ranges[0].start == 0 and ranges[-1].stop == layers
 
@@ -21,4 +21,4 @@ def test_split_matches_vllm(layers, pp, counts):
 @pytest.mark.parametrize(("layers", "pp"), [(4, 5), (4, 0)])
 def test_impossible_split_is_bad_input(layers, pp):
     with pytest.raises(KvplanError):
-        pp_layer_counts(layers, pp)
+        pp_layer_ranges(layers, pp)

@@ -1,19 +1,13 @@
-"""The profile as JSON: the record `--json` prints and `--save` writes, with its provenance, and
-the reading side that `simulate` and `check` use on machines without a GPU. This module never
-imports torch: reading a saved profile is part of the simulation path.
+"""The profile as JSON: the record `--json` prints and `--save` writes, with its provenance (schema in
+docs/schemas/profile.json). The figures `ProfileSummary` names are written from it, under the keys
+its reader (`kvplan.usecases.profile_summary`) reads back.
 
-Public API:
-    PROFILE_SCHEMA_VERSION, PROFILE_KIND
-    profile_record(result) -> dict            (the whole record, `provenance` included)
-    knobs_sha256(knobs) -> str
-    save_profile(record, path)                (refuses to overwrite anything but a kvplan profile)
-    load_profile(path) -> dict                (exit 2 for a file that is not a profile kvplan reads)
-    profile_mismatches(record, config_sha256=None, knobs=None) -> [reason, ...]"""
+    profile_record(result, workload=None) -> dict   (the whole record, `provenance` included)
+    workload_check_record(check) -> dict            (its `workload_check`, for `--workload`)
+    save_profile(record, path)                      (refuses to overwrite anything but a kvplan profile)"""
 
 from __future__ import annotations
 
-import dataclasses
-import hashlib
 import json
 import os
 import tempfile
@@ -21,20 +15,16 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from kvplan import VLLM_SEMANTICS, __version__
+from kvplan import __version__
 from kvplan.errors import KvplanError
-
-if TYPE_CHECKING:
-    from kvplan.usecases.profile import ProfileResult
-
-PROFILE_SCHEMA_VERSION = 1
-PROFILE_KIND = "kvplan.profile"
-
-
-def knobs_sha256(knobs: Mapping[str, Any]) -> str:
-    return hashlib.sha256(json.dumps(knobs, sort_keys=True, default=str).encode()).hexdigest()
+from kvplan.report.jsonout import to_jsonable
+from kvplan.report.plan_json import plan_record
+from kvplan.report.simulate_json import describe_engine, rounded
+from kvplan.usecases.profile import ProfileResult
+from kvplan.usecases.profile_summary import PROFILE_KIND, PROFILE_SCHEMA_VERSION, Provenance
+from kvplan.usecases.profile_workload import WorkloadCheck
 
 
 def _version(distribution: str) -> str | None:
@@ -44,29 +34,16 @@ def _version(distribution: str) -> str | None:
         return None
 
 
-def _knobs(result: ProfileResult) -> dict[str, Any]:
-    options = result.options
-    knobs = dataclasses.asdict(options.request)
-    knobs.update(
-        backend=result.backend, load_format=options.load_format, attention_backend=options.attention_backend,
-        allocate=options.allocate, non_torch_bytes=options.non_torch_bytes,
-        cuda_graph_bytes=options.cuda_graph_bytes, cuda_context_bytes=options.cuda_context_bytes,
-        device_index=options.device_index if result.backend == "cuda" else None,
-    )
-    return knobs
-
-
-def _provenance(result: ProfileResult) -> dict[str, Any]:
-    knobs = _knobs(result)
+def _provenance(result: ProfileResult, provenance: Provenance) -> dict[str, Any]:
     gpu = result.gpu
     return {
         "kvplan_version": __version__,
-        "vllm_semantics": VLLM_SEMANTICS,
-        "model": result.setup.shape.model_id,
+        "vllm_semantics": provenance.vllm_semantics,
+        "model": provenance.model,
         "model_source": result.setup.resolved.source,
-        "config_sha256": result.setup.resolved.sha256,
-        "knobs": knobs,
-        "knobs_sha256": knobs_sha256(knobs),
+        "config_sha256": provenance.config_sha256,
+        "knobs": dict(provenance.knobs or {}),
+        "knobs_sha256": provenance.knobs_sha256,
         "backend": result.backend,
         "predicted": result.predicted,
         "device": result.device_label,
@@ -128,33 +105,37 @@ def _nvml(result: ProfileResult) -> dict[str, Any] | None:
     }
 
 
-def profile_record(result: ProfileResult) -> dict[str, Any]:
-    """Everything the profile found; byte counts are integers."""
+def profile_record(result: ProfileResult, workload: WorkloadCheck | None = None,
+                   workload_requested: bool = False) -> dict[str, Any]:
+    """Everything the profile found; byte counts are integers. With `--workload`
+    (`workload_requested`), its check under `workload_check`: null when it could not run (the
+    configuration does not fit)."""
     budget, weights, activations, plan = result.budget, result.weights, result.activations, result.plan
+    summary = result.summary
     sizing = plan.sizing if plan is not None else None
     outside, target, batch = result.outside, result.target, result.batch
     sampler = activations.sampler if activations is not None else None
-    return {
+    record = {
         "schema_version": PROFILE_SCHEMA_VERSION,
         "kind": PROFILE_KIND,
         "backend": result.backend,
-        "predicted": result.predicted,
-        "device": result.device_label,
+        "predicted": summary.predicted,
+        "device": summary.device,
         "model": result.setup.shape.model_id,
-        "fits": result.fits,
-        "error": result.finding,
-        "total_bytes": result.snapshot.total_bytes,
+        "fits": summary.fits,
+        "error": summary.error,
+        "total_bytes": summary.total_bytes,
         "free_at_start_bytes": result.snapshot.free_bytes,
-        "gpu_memory_utilization": result.options.request.gpu_memory_utilization,
+        "gpu_memory_utilization": summary.gpu_memory_utilization,
         "requested_bytes": None if budget is None else budget.requested_bytes,
-        "weights_bytes": None if weights is None else weights.weights_bytes,
+        "weights_bytes": summary.weights_bytes,
         "parameter_bytes": None if weights is None else weights.parameter_bytes,
-        "activation_peak_bytes": None if activations is None else activations.activation_peak_bytes,
-        "non_torch_bytes": None if budget is None else budget.non_torch_bytes,
+        "activation_peak_bytes": summary.activation_peak_bytes,
+        "non_torch_bytes": summary.non_torch_bytes,
         "non_torch_source": result.non_torch_source or None,
-        "non_kv_bytes": None if budget is None else budget.non_kv_bytes,
-        "available_kv_bytes": None if budget is None else budget.available_kv_bytes,
-        "kv_cache_memory_given": result.options.request.kv_cache_memory_bytes is not None,
+        "non_kv_bytes": summary.non_kv_bytes,
+        "available_kv_bytes": summary.available_kv_bytes,
+        "kv_cache_memory_given": summary.kv_cache_memory_given,
         "num_blocks": None if sizing is None else sizing.num_blocks,
         "page_size_bytes": None if sizing is None else sizing.page_size_bytes,
         "kv_cache_bytes": None if plan is None or plan.kv_config is None
@@ -163,7 +144,7 @@ def profile_record(result: ProfileResult) -> dict[str, Any]:
         "max_concurrency": None if sizing is None else sizing.max_concurrency,
         "max_model_len": None if sizing is None else sizing.max_model_len,
         "profile_run": {
-            "num_tokens": batch.num_tokens, "num_reqs": batch.num_reqs,
+            "num_tokens": summary.profile_run_tokens, "num_reqs": batch.num_reqs,
             "tokens_per_request": [batch.tokens_per_request[0], batch.tokens_per_request[-1]],
             "sampler": None if sampler is None else {
                 "vocab_size": sampler.vocab_size, "padded_vocab_size": sampler.padded_vocab_size,
@@ -182,7 +163,7 @@ def profile_record(result: ProfileResult) -> dict[str, Any]:
             "fits": outside.fits,
         },
         "allocation": _allocation(result),
-        "largest_max_model_len": None if target is None else target.largest_max_model_len,
+        "largest_max_model_len": summary.largest_max_model_len,
         "target": None if target is None else {
             "max_model_len": target.max_model_len,
             "kv_cache_memory_bytes": target.kv_cache_memory_bytes,
@@ -198,9 +179,12 @@ def profile_record(result: ProfileResult) -> dict[str, Any]:
         "vllm_log": list(result.vllm_log),
         "warnings": list(result.warnings),
         "timings": {key: round(value, 6) for key, value in result.timings.items()},
-        "plan": None if plan is None else plan.to_record(),
-        "provenance": _provenance(result),
+        "plan": None if plan is None else plan_record(plan),
+        "provenance": _provenance(result, summary.provenance),
     }
+    if workload_requested:
+        record["workload_check"] = None if workload is None else workload_check_record(workload)
+    return record
 
 
 def _is_profile(data: Any) -> bool:
@@ -232,39 +216,36 @@ def save_profile(record: Mapping[str, Any], path: Path) -> None:
         raise
 
 
-def load_profile(path: Path) -> dict[str, Any]:
-    """A saved profile, checked to be one that this kvplan reads."""
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise KvplanError(f"profile {path}: no such file; write one with `kvplan profile --save {path}`") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise KvplanError(f"profile {path}: cannot read it as JSON ({error})") from None
-    if not _is_profile(data):
-        raise KvplanError(f"{path} is not a kvplan profile (no \"kind\": \"{PROFILE_KIND}\")")
-    version = data.get("schema_version")
-    if not isinstance(version, int) or version > PROFILE_SCHEMA_VERSION:
-        raise KvplanError(
-            f"{path} has profile schema_version {version!r}; this kvplan reads up to {PROFILE_SCHEMA_VERSION}: "
-            "upgrade kvplan or profile again"
-        )
-    return data
-
-
-def profile_mismatches(
-    record: Mapping[str, Any], config_sha256: str | None = None, knobs: Mapping[str, Any] | None = None
-) -> list[str]:
-    """Why a saved profile does not describe this model and these knobs (empty: it does)."""
-    provenance = record.get("provenance") or {}
-    reasons = []
-    if provenance.get("vllm_semantics") != VLLM_SEMANTICS:
-        reasons.append(
-            f"it follows vLLM {provenance.get('vllm_semantics')} semantics, this kvplan follows {VLLM_SEMANTICS}"
-        )
-    if config_sha256 is not None and provenance.get("config_sha256") != config_sha256:
-        reasons.append("it was made for a different model config (config sha256 differs)")
-    if knobs is not None and provenance.get("knobs_sha256") != knobs_sha256(knobs):
-        saved = provenance.get("knobs") or {}
-        changed = sorted(key for key in set(saved) | set(knobs) if saved.get(key) != knobs.get(key))
-        reasons.append("its knobs differ: " + ", ".join(changed) if changed else "its knobs differ")
-    return reasons
+def workload_check_record(check: WorkloadCheck) -> dict[str, Any]:
+    metrics = check.metrics
+    return {
+        "workload": check.workload,
+        "passed": check.passed,
+        "finding": check.finding,
+        "attention_backend": check.attention_backend,
+        "tensors_written": check.tensors_written,
+        "layers_verified": list(check.layers_verified),
+        "verify_every_steps": check.verify_every,
+        "steps": check.steps,
+        "tokens_written": check.tokens_written,
+        "request_verifications": check.request_verifications,
+        "tokens_verified": check.tokens_verified,
+        "prefix_hit_tokens_verified": check.prefix_hit_tokens_verified,
+        "mismatched_tokens": check.mismatched_tokens,
+        "first_mismatch": to_jsonable(check.first_mismatch),
+        "engine": describe_engine(check.prepared),
+        "simulation": rounded({
+            "num_steps": metrics.num_steps,
+            "stalled": metrics.stalled,
+            "num_requests": metrics.num_requests,
+            "num_finished": metrics.num_finished,
+            "num_rejected": check.num_rejected,
+            "num_conversations_cut": check.num_conversations_cut,
+            "kv_usage": to_jsonable(metrics.kv),
+            "preemptions": to_jsonable(metrics.preemptions),
+            "prefix_cache": to_jsonable(metrics.prefix_cache),
+            "throughput": to_jsonable(metrics.throughput),
+        }),
+        "notes": list(check.notes),
+        "seconds": round(check.seconds, 6),
+    }

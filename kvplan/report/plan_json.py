@@ -1,0 +1,113 @@
+"""The plan record: the document `kvplan plan --json` prints and every profile embeds (schema in
+docs/schemas/plan.json). The keys that `PlanSummary` names are written from it, so the reader of a
+saved profile (`kvplan.usecases.profile_summary`) and this writer share one description."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kvplan import VLLM_SEMANTICS, __version__
+from kvplan.semantics.kv.layout import view_shape
+from kvplan.semantics.kv.specs import AttentionSpec, GroupSpec, MambaSpec, UniformTypeKVCacheSpecs
+from kvplan.usecases.plan import PlanResult
+
+PLAN_SCHEMA_VERSION = 1
+PLAN_KIND = "kvplan.plan"
+
+
+def spec_record(spec: GroupSpec) -> dict[str, Any]:
+    record: dict[str, Any] = {
+        "type": spec.type_name, "block_size": spec.block_size, "page_size_bytes": spec.page_size_bytes,
+    }
+    if isinstance(spec, AttentionSpec):
+        record |= {"num_kv_heads": spec.num_kv_heads, "head_size": spec.head_size, "dtype": spec.dtype}
+        for name in ("head_size_v", "sliding_window", "attention_chunk_size", "cache_dtype_str"):
+            value = getattr(spec, name, None)
+            if value is not None:
+                record[name] = value
+    elif isinstance(spec, MambaSpec):
+        record |= {
+            "mamba_type": spec.mamba_type, "shapes": [list(shape) for shape in spec.shapes],
+            "dtypes": list(spec.dtypes), "mamba_cache_mode": spec.mamba_cache_mode,
+            "real_page_size_bytes": spec.real_page_size_bytes,
+        }
+    elif isinstance(spec, UniformTypeKVCacheSpecs):
+        record["layers"] = {name: spec_record(member) for name, member in spec.kv_cache_specs.items()}
+    return record
+
+
+def _tensor_shape(spec: GroupSpec, num_blocks: int | None) -> list[int] | None:
+    shape = None if num_blocks is None else view_shape(spec, num_blocks)
+    return None if shape is None else list(shape)
+
+
+def plan_record(result: PlanResult) -> dict[str, Any]:
+    setup, sizing, request, summary = result.setup, result.sizing, result.request, result.summary
+    config = sizing.config
+    gpu = setup.device.gpu
+    groups = [
+        {
+            "layer_names": list(group.layer_names),
+            "num_layers": len(group.layer_names),
+            "spec": spec_record(group.kv_cache_spec),
+            "tensor_shape": _tensor_shape(group.kv_cache_spec, summary.num_blocks),
+        }
+        for group in sizing.groups
+    ]
+    weights = result.weights
+    return {
+        "schema_version": PLAN_SCHEMA_VERSION,
+        "kind": PLAN_KIND,
+        "kvplan_version": __version__,
+        "vllm_semantics": VLLM_SEMANTICS,
+        "model": summary.model,
+        "model_source": setup.resolved.source,
+        "config_sha256": summary.config_sha256,
+        "architecture": setup.shape.architecture,
+        "num_hidden_layers": setup.shape.num_hidden_layers,
+        "gpu": None if gpu is None else {
+            "key": gpu.key, "name": gpu.name, "total_bytes": gpu.total_bytes,
+            "total_is_approximate": gpu.total_is_approximate, "bandwidth_gbps": gpu.bandwidth_gbps,
+            "bf16_tflops": gpu.bf16_tflops, "fp8_tflops": gpu.fp8_tflops,
+            "compute_capability": None if gpu.compute_capability is None else list(gpu.compute_capability),
+        },
+        "gpu_memory_bytes": setup.device.total_bytes,
+        "dtype": setup.model_dtype,
+        "kv_cache_dtype": setup.layout.cache_dtype,
+        "kv_dtype": setup.layout.kv_dtype,
+        "block_size": summary.block_size,
+        "block_size_rule": setup.layout.block_size_rule,
+        "max_model_len": summary.max_model_len,
+        "max_num_batched_tokens": summary.max_num_batched_tokens,
+        "max_num_seqs": summary.max_num_seqs,
+        "enable_prefix_caching": summary.enable_prefix_caching,
+        "enable_chunked_prefill": summary.enable_chunked_prefill,
+        "mamba_cache_mode": setup.layout.mamba_cache_mode if setup.shape.is_hybrid else None,
+        "tensor_parallel_size": request.tensor_parallel_size,
+        "pipeline_parallel_size": request.pipeline_parallel_size,
+        "kv_cache_memory_bytes": summary.kv_cache_memory_bytes,
+        "kv_cache_memory_source": result.memory_source,
+        "fits": summary.fits,
+        "error": summary.error,
+        "suggested_fix": result.suggested_fix,
+        "estimated_max_model_len": summary.estimated_max_model_len,
+        "bytes_needed_for_one_max_len_request": summary.bytes_needed_for_one_max_len_request,
+        "num_blocks": summary.num_blocks,
+        "num_usable_blocks": summary.num_usable_blocks,
+        "page_size_bytes": sizing.page_size_bytes,
+        "kv_cache_groups": groups,
+        "kv_cache_tensors": [] if config is None else [
+            {"size": tensor.size, "shared_by": list(tensor.shared_by)} for tensor in config.kv_cache_tensors
+        ],
+        "kv_cache_tensors_total_bytes": None if config is None else sum(t.size for t in config.kv_cache_tensors),
+        "needs_kv_cache_zeroing": None if config is None else config.needs_kv_cache_zeroing,
+        "gpu_kv_cache_tokens": summary.gpu_kv_cache_tokens,
+        "max_concurrency": summary.max_concurrency,
+        "kv_bytes_per_token": summary.kv_bytes_per_token,
+        "weights_bytes": summary.weights_bytes,
+        "weights_per_gpu_bytes": summary.weights_per_gpu_bytes,
+        "weights_method": None if weights is None else weights.method,
+        "weights_exact": None if weights is None else weights.exact,
+        "vllm_log": list(setup.logs) + list(sizing.log_lines),
+        "warnings": list(result.warnings),
+    }

@@ -1,0 +1,28 @@
+"""The replay on a terminal: the run's summary (the JSON Lines are `replay_records`)."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+from kvplan.semantics.engine.replay import ReplaySummary
+
+
+def render_replay_summary(summary: ReplaySummary, trace_name: str) -> None:
+    config = summary.config
+    usable = config.num_gpu_blocks - 1
+    table = Table(title=f"kvplan replay {trace_name}", show_header=False, title_justify="left")
+    table.add_column(style="bold")
+    table.add_column(justify="right")
+    table.add_row("steps", f"{summary.num_steps:,}" + (" (stalled)" if summary.stalled else ""))
+    table.add_row("finished", f"{summary.num_finished:,} / {summary.num_requests:,}")
+    table.add_row("preemptions", f"{summary.total_preemptions:,}")
+    hit_rate = (f"{summary.prefix_cache_hit_rate:.1%} ({summary.prefix_cache_hits:,} / "
+                f"{summary.prefix_cache_queries:,} tokens)")
+    table.add_row("prefix-cache hit rate", hit_rate if config.enable_prefix_caching else "caching off")
+    peak = summary.max_used_blocks
+    table.add_row("peak blocks in use", f"{peak:,} / {usable:,} ({peak / usable:.1%})")
+    table.add_row("pool", f"{config.num_gpu_blocks:,} blocks x {config.block_size} tokens")
+    console = Console()
+    console.print(table)
+    console.print("[dim]JSON Lines: pipe the output, or use -o FILE or --json[/dim]", highlight=False)

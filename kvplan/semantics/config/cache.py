@@ -1,0 +1,207 @@
+"""vLLM 0.17.1's cache settings (`CacheConfig` and the platform and model hooks that change it):
+block sizes (the user's, the MLA backends', the hybrid hook's), the KV-cache dtype, the Mamba
+cache mode, and whether the hybrid KV cache manager is on.
+
+    check_block_size(block_size) -> None
+    mla_block_size(capability, block_size, *, sparse, qk_nope_head_dim, backend=None) -> BlockSizeChoice
+    kernel_block_alignment(capability, head_size, use_mla, backend=None) -> int
+    resolve_mamba_cache_mode(enable_prefix_caching, supports_mamba_prefix_caching, ...) -> MambaMode
+    hybrid_block_size(attn_page_per_token, mamba_page, *, ...) -> HybridBlocks
+    kv_cache_dtype(cache_dtype, model_dtype) -> str
+    resolve_disable_hybrid_kv_cache_manager(requested, has_chunked_local_attention) -> bool"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import lcm
+from typing import Literal
+
+from kvplan.errors import ConfigRejected
+from kvplan.units import cdiv
+
+# vLLM's `CacheConfig.block_size` literal: the sizes a user may ask for
+ALLOWED_BLOCK_SIZES = (1, 8, 16, 32, 64, 128, 256)
+DEFAULT_BLOCK_SIZE = 16
+KV_CACHE_DTYPES = {
+    "fp8": "uint8", "fp8_e4m3": "uint8", "fp8_e5m2": "uint8", "fp8_ds_mla": "uint8",
+    "fp8_inc": "float8_e4m3fn", "bfloat16": "bfloat16",
+}
+
+
+def check_block_size(block_size: int) -> None:
+    """`--block-size` must be one of vLLM's literal values (a derived hybrid block is exempt)."""
+    if block_size not in ALLOWED_BLOCK_SIZES:
+        allowed = ", ".join(str(size) for size in ALLOWED_BLOCK_SIZES)
+        raise ConfigRejected(f"--block-size {block_size} is not allowed: vLLM accepts {allowed}")
+
+
+@dataclass(frozen=True)
+class BlockSizeChoice:
+    block_size: int
+    backend: str | None   # the MLA backend whose constraint was checked, None when none applies
+    log: str | None = None
+
+
+_BACKEND_LOG_NAME = {
+    "FLASHMLA": "FlashMLA", "CUTLASS_MLA": "CUTLASS_MLA", "FLASHINFER_MLA": "FlashInferMLA",
+    "FLASHMLA_SPARSE": "FlashMLASparse", "FLASHINFER_MLA_SPARSE": "FlashMLASparse",
+}
+
+
+def _default_mla_backend(
+    capability: tuple[int, int] | None, sparse: bool, qk_nope_head_dim: int
+) -> str | None:
+    if capability is None:
+        return None
+    if capability[0] == 10 and not sparse:
+        return "FLASHINFER_MLA" if qk_nope_head_dim == 128 else "CUTLASS_MLA"
+    return "FLASHMLA"
+
+
+def _mla_backend_size(backend: str | None, block_size: int, capability: tuple[int, int] | None) -> int:
+    if backend == "FLASHMLA" and capability is not None and capability[0] == 9 and block_size % 64:
+        return 64  # dense FlashMLA kernels exist for Hopper only
+    if backend == "CUTLASS_MLA" and block_size % 128:
+        return 128
+    if backend == "FLASHINFER_MLA" and block_size != 32 and block_size % 64:
+        return 64
+    return block_size
+
+
+def mla_block_size(
+    capability: tuple[int, int] | None,
+    block_size: int | None,
+    *,
+    sparse: bool,
+    qk_nope_head_dim: int,
+    backend: str | None = None,
+) -> BlockSizeChoice:
+    """`CudaPlatform.check_and_update_config` for MLA models: a backend replaces the block size
+    only when the requested one (16 when unset) does not suit it. Sparse MLA needs 64 anywhere."""
+    requested = DEFAULT_BLOCK_SIZE if block_size is None else block_size
+    chosen = backend or _default_mla_backend(capability, sparse, qk_nope_head_dim)
+    size = _mla_backend_size(chosen, requested, capability)
+    if sparse:
+        chosen = backend if backend == "FLASHINFER_MLA_SPARSE" else "FLASHMLA_SPARSE"
+        keeps = (32, 64) if chosen == "FLASHINFER_MLA_SPARSE" else (64,)
+        size = size if size in keeps else 64
+    if size == requested:
+        return BlockSizeChoice(requested, chosen)
+    log = f"Forcing kv cache block size to {size} for {_BACKEND_LOG_NAME[chosen or '']} backend."
+    return BlockSizeChoice(size, chosen, log)
+
+
+def kernel_block_alignment(
+    capability: tuple[int, int] | None, head_size: int, use_mla: bool, backend: str | None = None
+) -> int:
+    """The multiple the hybrid hook rounds the attention block to."""
+    if use_mla:
+        return 128 if backend == "CUTLASS_MLA" else 64
+    # FlashInfer on Blackwell has no kernel for head size 256 with 16-token blocks
+    blackwell = capability is not None and capability[0] == 10
+    if blackwell and head_size == 256 and backend in (None, "FLASHINFER"):
+        return 32
+    return 16
+
+
+# --- Mamba hybrids ------------------------------------------------------------------------
+
+MAMBA_PREFIX_CACHING_ARCHITECTURES = frozenset({"NemotronHForCausalLM"})
+
+
+@dataclass(frozen=True)
+class MambaMode:
+    mode: Literal["none", "align", "all"]
+    logs: tuple[str, ...] = ()
+
+
+def resolve_mamba_cache_mode(
+    enable_prefix_caching: bool,
+    supports_mamba_prefix_caching: bool,
+    requested: Literal["none", "align", "all"] = "none",
+    enable_chunked_prefill: bool = True,
+) -> MambaMode:
+    """`MambaModelConfig.verify_and_update_config`: caching off means one state block per request."""
+    if not enable_prefix_caching:
+        if requested != "none":
+            return MambaMode("none", ("Mamba cache mode is set to 'none' when prefix caching is disabled",))
+        return MambaMode("none")
+    mode = requested
+    if mode == "none":
+        mode = "all" if supports_mamba_prefix_caching else "align"
+    elif mode == "all" and not supports_mamba_prefix_caching:
+        mode = "align"
+    if mode == "align" and not enable_chunked_prefill:
+        raise ConfigRejected("Chunked prefill is required for mamba cache mode 'align'.")
+    return MambaMode(mode)
+
+
+@dataclass(frozen=True)
+class HybridBlocks:
+    block_size: int                 # the attention block size
+    mamba_block_size: int           # tokens per Mamba state block
+    mamba_page_size_padded: int | None
+    logs: tuple[str, ...] = ()
+
+
+def hybrid_block_size(
+    attn_page_per_token: int,
+    mamba_page: int,
+    *,
+    block_size: int | None,
+    mamba_cache_mode: Literal["none", "align", "all"],
+    alignment: int,
+    max_model_len: int,
+    mamba_block_size: int | None = None,
+    mamba_chunk_size: int = 0,
+) -> HybridBlocks:
+    """`HybridAttentionMambaModelConfig.verify_and_update_config`: the smallest aligned attention
+    block whose page holds one Mamba state, and the Mamba page padded up to the attention page.
+
+    `block_size` and `mamba_block_size` are the user's values (None when unset)."""
+    logs: list[str] = []
+    mamba_block = mamba_block_size if mamba_block_size is not None else (
+        max_model_len if mamba_cache_mode == "none" else block_size
+    )
+    if mamba_cache_mode == "all":
+        chunk = lcm(mamba_block_size or mamba_chunk_size, alignment)
+        attn_block = chunk * cdiv(cdiv(mamba_page, attn_page_per_token), chunk)
+        mamba_block = attn_block
+    else:
+        attn_block = alignment * cdiv(mamba_page, alignment * attn_page_per_token)
+    if block_size is None or block_size < attn_block:
+        block_size = attn_block
+        logs.append(
+            f"Setting attention block size to {attn_block} tokens to ensure that attention page size "
+            "is >= mamba page size."
+        )
+    if mamba_cache_mode == "align":
+        mamba_block = block_size
+    assert mamba_block is not None
+    attn_page = block_size * attn_page_per_token
+    if attn_page == mamba_page:
+        return HybridBlocks(block_size, mamba_block, None, tuple(logs))
+    logs.append(
+        f"Padding mamba page size by {100 * (attn_page - mamba_page) / mamba_page:.2f}% to ensure that "
+        "mamba page size and attention page size are exactly equal."
+    )
+    return HybridBlocks(block_size, mamba_block, attn_page, tuple(logs))
+
+
+def resolve_disable_hybrid_kv_cache_manager(
+    requested: bool | None, has_chunked_local_attention: bool
+) -> bool:
+    """Unset means on (hybrid manager enabled), except for chunked local attention in 0.17.1."""
+    return has_chunked_local_attention if requested is None else requested
+
+
+# --- KV-cache dtype -------------------------------------------------------------------------
+
+def kv_cache_dtype(cache_dtype: str, model_dtype: str) -> str:
+    """The storage dtype of attention KV: "auto" follows the resolved model dtype, fp8 is bytes."""
+    if cache_dtype == "auto":
+        return model_dtype
+    if cache_dtype not in KV_CACHE_DTYPES:
+        choices = ", ".join(["auto", *KV_CACHE_DTYPES])
+        raise ConfigRejected(f"--kv-cache-dtype {cache_dtype!r} is not known; choose one of {choices}")
+    return KV_CACHE_DTYPES[cache_dtype]

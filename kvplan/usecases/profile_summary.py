@@ -1,0 +1,216 @@
+"""What a profile tells the other use cases, and the one reader of a saved profile: `simulate` and
+`check` read a file of `kvplan profile --save` back into a typed `ProfileSummary`, on machines
+without a GPU and without torch. The profile record (`kvplan.report.profile_json`) writes these
+figures under the very keys read here.
+
+    load_profile(path, where) -> ProfileSummary      (exit 2, naming the field, for anything else)
+    parse_profile(document, where) -> ProfileSummary
+    knobs_sha256(knobs) -> str
+    profile_mismatches(profile, config_sha256=None, knobs=None) -> [reason, ...]"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kvplan import VLLM_SEMANTICS
+from kvplan.errors import KvplanError
+from kvplan.parsing import (
+    FieldError,
+    as_bool,
+    as_int,
+    as_list,
+    as_number,
+    as_number_or_int,
+    as_object,
+    as_str,
+    child,
+    get,
+    get_optional,
+    parse_calibration,
+)
+from kvplan.usecases.plan import PlanSummary
+
+PROFILE_KIND = "kvplan.profile"
+PROFILE_SCHEMA_VERSION = 1
+PROFILE_SCHEMA_VERSIONS = (1,)
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Where a profile came from: the semantics, the model config and the settings it was made with."""
+
+    vllm_semantics: str | None
+    model: str | None
+    config_sha256: str | None
+    knobs: Mapping[str, Any] | None      # the request's settings and how kvplan measured
+    knobs_sha256: str | None
+
+
+@dataclass(frozen=True)
+class ProfileSummary:
+    """The figures of a profile that `check` asserts on and `simulate` runs with."""
+
+    fits: bool
+    error: str | None
+    predicted: bool | None
+    device: str | None
+    total_bytes: int | None
+    gpu_memory_utilization: float | None
+    kv_cache_memory_given: bool
+    weights_bytes: int | None
+    activation_peak_bytes: int | None
+    non_torch_bytes: int | None
+    non_kv_bytes: int | None
+    available_kv_bytes: int | None
+    largest_max_model_len: int | None
+    profile_run_tokens: int | None          # the profile run's batch (max_num_batched_tokens)
+    plan: PlanSummary | None                # None when vLLM refused to start before sizing
+    provenance: Provenance
+    calibration: tuple[tuple[int, float], ...] = ()   # step times measured on the device
+
+
+def knobs_sha256(knobs: Mapping[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(knobs, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def load_profile(path: Path, where: str) -> ProfileSummary:
+    """A file saved by `kvplan profile --save`; `where` names the field that gave the path."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise KvplanError(f"{where}: no such file: {path}; write one with `kvplan profile --save`") from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise KvplanError(f"{where}: cannot read {path}: {error}") from None
+    try:
+        document = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise KvplanError(f"{where}: not valid JSON (line {error.lineno}: {error.msg})") from None
+    return parse_profile(document, where)
+
+
+def parse_profile(document: Any, where: str) -> ProfileSummary:
+    try:
+        return _profile(document)
+    except FieldError as error:
+        raise KvplanError(f"{where}: {error}") from None
+
+
+def _profile(document: Any) -> ProfileSummary:
+    top = as_object(document, "")
+    if top.get("kind") != PROFILE_KIND:
+        raise FieldError("kind", f"expected {PROFILE_KIND!r} (a file written by `kvplan profile --save`), "
+                                 f"got {top.get('kind')!r}")
+    version = top.get("schema_version")
+    if type(version) is not int or version not in PROFILE_SCHEMA_VERSIONS:
+        raise FieldError("schema_version", f"unsupported profile version {version!r} "
+                                           f"(this kvplan reads {', '.join(map(str, PROFILE_SCHEMA_VERSIONS))})")
+    run = top.get("profile_run")
+    calibration: tuple[tuple[int, float], ...] = ()
+    raw_calibration = top.get("calibration")
+    if isinstance(raw_calibration, dict) and "step_time" in raw_calibration:
+        calibration = parse_calibration(raw_calibration["step_time"], child("calibration", "step_time"))
+    return ProfileSummary(
+        fits=get(top, "fits", "", as_bool, False),
+        error=get_optional(top, "error", "", as_str),
+        predicted=get_optional(top, "predicted", "", as_bool),
+        device=get_optional(top, "device", "", as_str),
+        total_bytes=get_optional(top, "total_bytes", "", as_int),
+        gpu_memory_utilization=get_optional(top, "gpu_memory_utilization", "", as_number),
+        kv_cache_memory_given=get(top, "kv_cache_memory_given", "", as_bool, False),
+        weights_bytes=get_optional(top, "weights_bytes", "", as_int),
+        activation_peak_bytes=get_optional(top, "activation_peak_bytes", "", as_int),
+        non_torch_bytes=get_optional(top, "non_torch_bytes", "", as_int),
+        non_kv_bytes=get_optional(top, "non_kv_bytes", "", as_int),
+        available_kv_bytes=get_optional(top, "available_kv_bytes", "", as_int),
+        largest_max_model_len=get_optional(top, "largest_max_model_len", "", as_int),
+        profile_run_tokens=get_optional(as_object(run, "profile_run"), "num_tokens", "profile_run", as_int)
+        if run is not None else None,
+        plan=None if top.get("plan") is None else parse_plan(top["plan"], "plan"),
+        provenance=_provenance(top.get("provenance")),
+        calibration=calibration,
+    )
+
+
+def _provenance(raw: Any) -> Provenance:
+    if raw is None:
+        return Provenance(None, None, None, None, None)
+    provenance = as_object(raw, "provenance")
+    knobs = provenance.get("knobs")
+    return Provenance(
+        vllm_semantics=get_optional(provenance, "vllm_semantics", "provenance", as_str),
+        model=get_optional(provenance, "model", "provenance", as_str),
+        config_sha256=get_optional(provenance, "config_sha256", "provenance", as_str),
+        knobs=as_object(knobs, "provenance.knobs") if knobs is not None else None,
+        knobs_sha256=get_optional(provenance, "knobs_sha256", "provenance", as_str),
+    )
+
+
+def parse_plan(raw: Any, path: str) -> PlanSummary:
+    """A plan record (`kvplan plan --json`, or a profile's `plan`) as the summary the use cases read."""
+    plan = as_object(raw, path)
+    gpu = plan.get("gpu")
+    return PlanSummary(
+        model=plan.get("model") if isinstance(plan.get("model"), str) else None,
+        config_sha256=get_optional(plan, "config_sha256", path, as_str),
+        gpu=_gpu_key(gpu),
+        fits=get(plan, "fits", path, as_bool, True),
+        error=get_optional(plan, "error", path, as_str),
+        block_size=get(plan, "block_size", path, as_int, minimum=1),
+        max_model_len=get(plan, "max_model_len", path, as_int, minimum=1),
+        max_num_batched_tokens=get(plan, "max_num_batched_tokens", path, as_int, minimum=1),
+        max_num_seqs=get(plan, "max_num_seqs", path, as_int, minimum=1),
+        enable_prefix_caching=get(plan, "enable_prefix_caching", path, as_bool),
+        enable_chunked_prefill=get(plan, "enable_chunked_prefill", path, as_bool, True),
+        kv_cache_memory_bytes=get_optional(plan, "kv_cache_memory_bytes", path, as_int),
+        num_blocks=get_optional(plan, "num_blocks", path, as_int),
+        num_usable_blocks=get_optional(plan, "num_usable_blocks", path, as_int),
+        gpu_kv_cache_tokens=get_optional(plan, "gpu_kv_cache_tokens", path, as_int),
+        max_concurrency=get_optional(plan, "max_concurrency", path, as_number),
+        kv_bytes_per_token=get_optional(plan, "kv_bytes_per_token", path, as_number_or_int),
+        weights_bytes=get_optional(plan, "weights_bytes", path, as_int),
+        weights_per_gpu_bytes=get_optional(plan, "weights_per_gpu_bytes", path, as_int),
+        bytes_needed_for_one_max_len_request=get_optional(plan, "bytes_needed_for_one_max_len_request", path,
+                                                          as_int),
+        estimated_max_model_len=get_optional(plan, "estimated_max_model_len", path, as_int),
+        group_block_sizes=_group_block_sizes(plan.get("kv_cache_groups") or [], child(path, "kv_cache_groups")),
+    )
+
+
+def _group_block_sizes(raw: Any, path: str) -> tuple[int, ...]:
+    sizes = []
+    for i, group in enumerate(as_list(raw, path, non_empty=False)):
+        spec_path = child(child(path, i), "spec")
+        spec = as_object(as_object(group, child(path, i)).get("spec"), spec_path)
+        sizes.append(get(spec, "block_size", spec_path, as_int, minimum=1))
+    return tuple(sizes)
+
+
+def _gpu_key(gpu: Any) -> str | None:
+    if isinstance(gpu, dict):
+        key = gpu.get("key")
+        return key if isinstance(key, str) else None
+    return gpu if isinstance(gpu, str) else None
+
+
+def profile_mismatches(
+    profile: ProfileSummary, config_sha256: str | None = None, knobs: Mapping[str, Any] | None = None
+) -> list[str]:
+    """Why a saved profile does not describe this model and these knobs (empty: it does)."""
+    provenance = profile.provenance
+    reasons = []
+    if provenance.vllm_semantics != VLLM_SEMANTICS:
+        reasons.append(
+            f"it follows vLLM {provenance.vllm_semantics} semantics, this kvplan follows {VLLM_SEMANTICS}"
+        )
+    if config_sha256 is not None and provenance.config_sha256 != config_sha256:
+        reasons.append("it was made for a different model config (config sha256 differs)")
+    if knobs is not None and provenance.knobs_sha256 != knobs_sha256(knobs):
+        saved = provenance.knobs or {}
+        changed = sorted(key for key in set(saved) | set(knobs) if saved.get(key) != knobs.get(key))
+        reasons.append("its knobs differ: " + ", ".join(changed) if changed else "its knobs differ")
+    return reasons

@@ -1,0 +1,49 @@
+"""`kvplan replay`: a request trace through the engine, step by step (`trace-replay.md`).
+
+    ReplayRequest(trace, overrides) -> load_replay(request) -> Trace
+    replay_trace(trace, observe=None) -> ReplaySummary    (`observe` sees every step as it happens)"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from kvplan.semantics.engine.replay import ReplaySummary, StepObserver, replay
+from kvplan.semantics.engine.trace import Trace, load_trace
+
+
+@dataclass(frozen=True)
+class EngineSettings:
+    """Settings that replace the trace's config; None keeps the trace's value."""
+
+    num_gpu_blocks: int | None = None
+    block_size: int | None = None
+    enable_prefix_caching: bool | None = None
+    max_num_batched_tokens: int | None = None
+    max_num_seqs: int | None = None
+    max_model_len: int | None = None
+    enable_chunked_prefill: bool | None = None
+
+
+@dataclass(frozen=True)
+class ReplayRequest:
+    trace: Path
+    settings: EngineSettings = EngineSettings()
+
+
+def load_replay(request: ReplayRequest) -> Trace:
+    """The trace with the request's settings in place of its config's (validated: exit 2)."""
+    settings = request.settings
+    return load_trace(request.trace, {
+        "num_gpu_blocks": settings.num_gpu_blocks,
+        "block_size": settings.block_size,
+        "enable_prefix_caching": settings.enable_prefix_caching,
+        "max_num_batched_tokens": settings.max_num_batched_tokens,
+        "max_num_seqs": settings.max_num_seqs,
+        "max_model_len": settings.max_model_len,
+        "enable_chunked_prefill": settings.enable_chunked_prefill,
+    })
+
+
+def replay_trace(trace: Trace, observe: StepObserver | None = None) -> ReplaySummary:
+    return replay(trace, observe)

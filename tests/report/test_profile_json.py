@@ -1,0 +1,31 @@
+"""The profile record's writer: --save refuses what is not a profile and leaves nothing behind."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from kvplan.errors import KvplanError
+from kvplan.report.profile_json import save_profile
+from kvplan.usecases.profile_summary import PROFILE_KIND, PROFILE_SCHEMA_VERSION
+
+RECORD = {"schema_version": PROFILE_SCHEMA_VERSION, "kind": PROFILE_KIND, "plan": None, "provenance": {}}
+
+
+def test_save_writes_the_record_and_no_temporary_file(tmp_path):
+    path = tmp_path / "p.json"
+    save_profile(RECORD, path)
+    assert json.loads(path.read_text()) == RECORD
+    save_profile(RECORD, path)   # a kvplan profile may be replaced
+    assert [p.name for p in tmp_path.iterdir()] == ["p.json"]
+
+
+def test_save_refuses_directories_and_foreign_files(tmp_path):
+    with pytest.raises(KvplanError, match="is a directory"):
+        save_profile(RECORD, tmp_path)
+    foreign = tmp_path / "data.json"
+    foreign.write_text("[1, 2, 3]")
+    with pytest.raises(KvplanError, match="refusing to overwrite"):
+        save_profile(RECORD, foreign)
+    assert foreign.read_text() == "[1, 2, 3]"

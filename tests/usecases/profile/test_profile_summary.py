@@ -1,0 +1,74 @@
+"""Saved profiles read back into typed summaries, refused when they are not profiles, and checked
+for staleness."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from kvplan.errors import KvplanError
+from kvplan.usecases.profile_summary import (
+    PROFILE_KIND,
+    PROFILE_SCHEMA_VERSION,
+    knobs_sha256,
+    load_profile,
+    parse_profile,
+    profile_mismatches,
+)
+
+EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "checks" / "profiles" / "qwen2-0.5b-l4.json"
+KNOBS = {"model": "Qwen/Qwen2-0.5B-Instruct", "gpu_memory_utilization": 0.9, "max_num_seqs": None}
+
+
+def record(**provenance):
+    base = {"vllm_semantics": "0.17.1", "config_sha256": "a" * 64, "knobs": KNOBS, "knobs_sha256": knobs_sha256(KNOBS)}
+    base.update(provenance)
+    return {"schema_version": PROFILE_SCHEMA_VERSION, "kind": PROFILE_KIND, "plan": None, "provenance": base}
+
+
+def test_a_saved_profile_reads_back_as_its_figures():
+    document = json.loads(EXAMPLE.read_text())
+    profile = load_profile(EXAMPLE, EXAMPLE.name)
+    assert (profile.fits, profile.total_bytes, profile.weights_bytes, profile.available_kv_bytes) == (
+        document["fits"], document["total_bytes"], document["weights_bytes"], document["available_kv_bytes"])
+    assert profile.profile_run_tokens == document["profile_run"]["num_tokens"]
+    plan = profile.plan
+    assert plan is not None
+    assert (plan.num_blocks, plan.block_size, plan.gpu, plan.max_concurrency) == (
+        document["plan"]["num_blocks"], document["plan"]["block_size"], document["plan"]["gpu"]["key"],
+        document["plan"]["max_concurrency"])
+    assert plan.group_block_sizes == tuple(g["spec"]["block_size"] for g in document["plan"]["kv_cache_groups"])
+    assert profile.provenance.knobs == document["provenance"]["knobs"]
+
+
+@pytest.mark.parametrize(
+    ("content", "words"),
+    [
+        ('{"kind": "kvplan.plan"}', "p.json: kind: expected 'kvplan.profile'"),
+        ("not json", "p.json: not valid JSON"),
+        (json.dumps({"kind": PROFILE_KIND, "schema_version": 99}), "unsupported profile version 99"),
+        (json.dumps({**record(), "plan": {"num_blocks": "lots"}}), "p.json: plan.block_size: required key is missing"),
+    ],
+)
+def test_files_that_are_not_readable_profiles(tmp_path, content, words):
+    path = tmp_path / "p.json"
+    path.write_text(content)
+    with pytest.raises(KvplanError, match=words):
+        load_profile(path, "p.json")
+
+
+def test_missing_file_says_how_to_make_one(tmp_path):
+    with pytest.raises(KvplanError, match="kvplan profile --save"):
+        load_profile(tmp_path / "none.json", "none.json")
+
+
+def test_mismatches_name_what_changed():
+    saved = parse_profile(record(), "saved")
+    assert profile_mismatches(saved, config_sha256="a" * 64, knobs=KNOBS) == []
+    changed = dict(KNOBS, max_num_seqs=64)
+    (reason,) = profile_mismatches(saved, knobs=changed)
+    assert reason == "its knobs differ: max_num_seqs"
+    assert "different model config" in profile_mismatches(saved, config_sha256="b" * 64)[0]
+    assert "vLLM 0.9.2 semantics" in profile_mismatches(parse_profile(record(vllm_semantics="0.9.2"), "old"))[0]
