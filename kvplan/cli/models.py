@@ -1,14 +1,14 @@
 from __future__ import annotations
 
-from kvplan.cli import options
 from kvplan.cli.app import app
+from kvplan.cli.options import JSON
 from kvplan.report.jsonout import emit_json
 
 MODELS_SCHEMA_VERSION = 1
 
 
 @app.command()
-def models(json_output: bool = options.JSON) -> None:
+def models(json_output: bool = JSON) -> None:
     """List the bundled model catalog (resolves offline): layers, attention kinds, KV bytes per token."""
     from kvplan.usecases.plan import catalog_entries
 

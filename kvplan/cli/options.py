@@ -1,54 +1,100 @@
-"""Options shared by the commands that size a KV cache (plan, profile, simulate, check)."""
+"""The engine settings every command takes, in one model: spelled as vLLM spells them
+(`--enable-prefix-caching/--no-enable-prefix-caching`, `--gpu-memory-utilization`, ...), declared
+once, and handed to a command as one typed `EngineOptions`.
+
+A command names the settings it takes and receives them parsed:
+
+    @app.command("plan")
+    @engine_options(*PLANNING)
+    def plan_command(engine: EngineOptions, json_output: bool = JSON) -> None:
+        request = engine.plan_request()
+
+The old spellings (`--prefix-caching on|off`, `--chunked-prefill/--no-chunked-prefill`,
+`--no-chunked-prefill`) keep working as hidden aliases."""
 
 from __future__ import annotations
 
+import functools
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, TypeVar
 
 import typer
+from typer.models import ArgumentInfo
 
 from kvplan.errors import KvplanError
+from kvplan.semantics.config.cache import utilization_problem
 from kvplan.units import parse_bytes
-
-if TYPE_CHECKING:
-    from kvplan.usecases.plan import PlanRequest
+from kvplan.usecases.plan import PlanRequest
 
 DEFAULT_MODEL = "Qwen/Qwen2-0.5B-Instruct"
-
-MODEL = typer.Option(
-    DEFAULT_MODEL, "--model", "-m",
-    help="Hub id (resolved from the bundled catalog, then the local HF cache), a local directory "
-    "holding config.json, or a path to a config.json.",
-)
-GPU = typer.Option(None, "--gpu", help="GPU from `kvplan gpus` (sets memory, batch defaults, MLA block size).")
-GPU_MEMORY = typer.Option(None, "--gpu-memory", help="Device memory total instead of --gpu, e.g. 80GiB.")
-UTILIZATION = typer.Option(0.9, "--gpu-memory-utilization", help="vLLM's gpu_memory_utilization (0, 1].")
-KV_CACHE_MEMORY = typer.Option(
-    None, "--kv-cache-memory",
-    help="KV-cache bytes per GPU, as vLLM's --kv-cache-memory: 25938100224, 24.16GiB, 900MiB.",
-)
-BLOCK_SIZE = typer.Option(
-    None, "--block-size", help="Tokens per block (default 16; MLA on some GPUs and hybrids force it)."
-)
-MAX_MODEL_LEN = typer.Option(
-    None, "--max-model-len", help="Default: the model's limit as vLLM derives it; `auto` or -1 fits the largest."
-)
-MAX_NUM_BATCHED_TOKENS = typer.Option(
-    None, "--max-num-batched-tokens", help="Default: what `vllm serve` picks for the GPU (2048 without --gpu)."
-)
-MAX_NUM_SEQS = typer.Option(None, "--max-num-seqs", help="Default: what `vllm serve` picks (256 without --gpu).")
-KV_CACHE_DTYPE = typer.Option("auto", "--kv-cache-dtype", help="auto, fp8, fp8_e4m3 or fp8_e5m2.")
-DTYPE = typer.Option("auto", "--dtype", help="auto, bfloat16, float16 or float32 (as vLLM's --dtype).")
-TP = typer.Option(1, "--tensor-parallel-size", "-tp", help="Tensor-parallel size; every figure is per GPU.")
-PP = typer.Option(1, "--pipeline-parallel-size", "-pp", help="Pipeline-parallel size.")
-NUM_GPU_BLOCKS_OVERRIDE = typer.Option(None, "--num-gpu-blocks-override", help="Replace the computed block count.")
-PREFIX_CACHING = typer.Option(
-    None, "--enable-prefix-caching/--no-enable-prefix-caching",
-    help="Default: on, except for Mamba hybrids (as vLLM 0.17.1).",
-)
-CHUNKED_PREFILL = typer.Option(True, "--chunked-prefill/--no-chunked-prefill", help="vLLM's chunked prefill.")
-TRUST_REMOTE_CODE = typer.Option(False, "--trust-remote-code", help="Allow transformers to run the model's code.")
 JSON = typer.Option(False, "--json", help="Print one JSON document on stdout and nothing else.")
+
+
+@dataclass(frozen=True)
+class EngineOptions:
+    """The engine settings of one command line; None means "not given" (the workload's, the
+    trace's or vLLM's default applies)."""
+
+    model: str = DEFAULT_MODEL
+    gpu: str | None = None
+    gpu_memory: int | None = None                 # bytes
+    gpu_memory_utilization: float | None = None
+    kv_cache_memory: int | None = None            # bytes per GPU
+    num_gpu_blocks: int | None = None
+    num_gpu_blocks_override: int | None = None
+    block_size: int | None = None
+    max_model_len: int | None = None              # -1: auto-fit
+    max_num_batched_tokens: int | None = None
+    max_num_seqs: int | None = None
+    kv_cache_dtype: str | None = None
+    dtype: str | None = None
+    tensor_parallel_size: int | None = None
+    pipeline_parallel_size: int | None = None
+    enable_prefix_caching: bool | None = None
+    enable_chunked_prefill: bool | None = None
+    trust_remote_code: bool = False
+
+    def plan_request(self) -> PlanRequest:
+        """The request `plan` and `profile` size the cache for: vLLM's defaults where unset."""
+        defaults = PlanRequest(model=self.model)
+        return PlanRequest(
+            model=self.model,
+            kv_cache_memory_bytes=self.kv_cache_memory,
+            gpu=self.gpu,
+            gpu_memory_bytes=self.gpu_memory,
+            gpu_memory_utilization=_given(self.gpu_memory_utilization, defaults.gpu_memory_utilization),
+            block_size=self.block_size,
+            max_model_len=self.max_model_len,
+            max_num_batched_tokens=self.max_num_batched_tokens,
+            max_num_seqs=self.max_num_seqs,
+            kv_cache_dtype=_given(self.kv_cache_dtype, defaults.kv_cache_dtype),
+            dtype=_given(self.dtype, defaults.dtype),
+            tensor_parallel_size=_given(self.tensor_parallel_size, defaults.tensor_parallel_size),
+            pipeline_parallel_size=_given(self.pipeline_parallel_size, defaults.pipeline_parallel_size),
+            num_gpu_blocks_override=self.num_gpu_blocks_override,
+            trust_remote_code=self.trust_remote_code,
+            enable_prefix_caching=self.enable_prefix_caching,
+            enable_chunked_prefill=_given(self.enable_chunked_prefill, defaults.enable_chunked_prefill),
+        )
+
+
+T = TypeVar("T")
+
+
+def _given(value: T | None, default: T) -> T:
+    return default if value is None else value
+
+
+# --- the options, as typer declares them -------------------------------------------------------
+
+@dataclass(frozen=True)
+class _Option:
+    annotation: Any
+    info: Any                                    # typer.Option(...)
+    read: Callable[[Any], Any] = lambda value: value
 
 
 def parse_max_model_len(text: str | None) -> int | None:
@@ -70,29 +116,11 @@ def parse_optional_bytes(text: str | None, flag: str) -> int | None:
     return None if text is None else parse_bytes(text, flag)
 
 
-def plan_request(params: dict[str, Any]) -> PlanRequest:
-    """The PlanRequest of a command declared with this module's sizing options (`ctx.params`)."""
-    from kvplan.usecases.plan import PlanRequest
-
-    return PlanRequest(
-        model=params["model"],
-        kv_cache_memory_bytes=parse_optional_bytes(params["kv_cache_memory"], "--kv-cache-memory"),
-        gpu=params["gpu"],
-        gpu_memory_bytes=parse_optional_bytes(params["gpu_memory"], "--gpu-memory"),
-        gpu_memory_utilization=params["gpu_memory_utilization"],
-        block_size=params["block_size"],
-        max_model_len=parse_max_model_len(params["max_model_len"]),
-        max_num_batched_tokens=params["max_num_batched_tokens"],
-        max_num_seqs=params["max_num_seqs"],
-        kv_cache_dtype=params["kv_cache_dtype"],
-        dtype=params["dtype"],
-        tensor_parallel_size=params["tensor_parallel_size"],
-        pipeline_parallel_size=params["pipeline_parallel_size"],
-        num_gpu_blocks_override=params["num_gpu_blocks_override"],
-        trust_remote_code=params["trust_remote_code"],
-        enable_prefix_caching=params["enable_prefix_caching"],
-        enable_chunked_prefill=params["chunked_prefill"],
-    )
+def _utilization(value: float | None) -> float | None:
+    problem = None if value is None else utilization_problem(value)
+    if problem is not None:
+        raise KvplanError(f"--gpu-memory-utilization: {problem}")
+    return value
 
 
 def on_off(value: str | None, flag: str = "--prefix-caching") -> bool | None:
@@ -103,6 +131,118 @@ def on_off(value: str | None, flag: str = "--prefix-caching") -> bool | None:
     if value.lower() in ("off", "false", "0", "no"):
         return False
     raise KvplanError(f"{flag} takes on or off, got {value!r}")
+
+
+_OPTIONS: dict[str, _Option] = {
+    "model": _Option(str, typer.Option(
+        DEFAULT_MODEL, "--model", "-m",
+        help="Hub id (resolved from the bundled catalog, then the local HF cache), a local directory "
+        "holding config.json, or a path to a config.json.")),
+    "gpu": _Option(str | None, typer.Option(
+        None, "--gpu", help="GPU from `kvplan gpus`: its memory, batch defaults and MLA block size, and the "
+        "step-time estimate of simulate.")),
+    "gpu_memory": _Option(str | None, typer.Option(
+        None, "--gpu-memory", help="Device memory total instead of --gpu, e.g. 80GiB."),
+        lambda text: parse_optional_bytes(text, "--gpu-memory")),
+    "gpu_memory_utilization": _Option(float | None, typer.Option(
+        None, "--gpu-memory-utilization",
+        help="vLLM's gpu_memory_utilization in (0, 1]; default 0.9, vLLM's."), _utilization),
+    "kv_cache_memory": _Option(str | None, typer.Option(
+        None, "--kv-cache-memory",
+        help="KV-cache bytes per GPU, as vLLM's --kv-cache-memory: 25938100224, 24.16GiB, 900MiB."),
+        lambda text: parse_optional_bytes(text, "--kv-cache-memory")),
+    "num_gpu_blocks": _Option(int | None, typer.Option(
+        None, "--num-gpu-blocks", help="Pool size, null block included (replaces the workload's or trace's).")),
+    "num_gpu_blocks_override": _Option(int | None, typer.Option(
+        None, "--num-gpu-blocks-override", help="Replace the computed block count (vLLM's flag).")),
+    "block_size": _Option(int | None, typer.Option(
+        None, "--block-size", help="Tokens per block (default 16; MLA on some GPUs and hybrids force it).")),
+    "max_model_len": _Option(str | None, typer.Option(
+        None, "--max-model-len",
+        help="Longest prompt + output. Default: the model's limit as vLLM derives it; `auto` or -1 fits the "
+        "largest."), parse_max_model_len),
+    "max_num_batched_tokens": _Option(int | None, typer.Option(
+        None, "--max-num-batched-tokens",
+        help="Token budget per step. Default: what `vllm serve` picks for the GPU (2048 without --gpu).")),
+    "max_num_seqs": _Option(int | None, typer.Option(
+        None, "--max-num-seqs", help="Most running requests. Default: what `vllm serve` picks (256 without --gpu).")),
+    "kv_cache_dtype": _Option(str | None, typer.Option(
+        None, "--kv-cache-dtype", help="auto (the default), fp8, fp8_e4m3 or fp8_e5m2.")),
+    "dtype": _Option(str | None, typer.Option(
+        None, "--dtype", help="auto (the default), bfloat16, float16 or float32 (as vLLM's --dtype).")),
+    "tensor_parallel_size": _Option(int | None, typer.Option(
+        None, "--tensor-parallel-size", "-tp", help="Tensor-parallel size (default 1); every figure is per GPU.")),
+    "pipeline_parallel_size": _Option(int | None, typer.Option(
+        None, "--pipeline-parallel-size", "-pp", help="Pipeline-parallel size (default 1).")),
+    "enable_prefix_caching": _Option(bool | None, typer.Option(
+        None, "--enable-prefix-caching/--no-enable-prefix-caching",
+        help="vLLM's prefix caching. Default: on, except for Mamba hybrids (as vLLM 0.17.1).")),
+    "enable_chunked_prefill": _Option(bool | None, typer.Option(
+        None, "--enable-chunked-prefill/--no-enable-chunked-prefill", help="vLLM's chunked prefill (default on).")),
+    "trust_remote_code": _Option(bool, typer.Option(
+        False, "--trust-remote-code", help="Allow transformers to run the model's code.")),
+}
+# the spellings kvplan used before it followed vLLM's, kept working but not shown
+_ALIASES: dict[str, tuple[str, _Option]] = {
+    "prefix_caching_alias": ("enable_prefix_caching", _Option(str | None, typer.Option(
+        None, "--prefix-caching", metavar="on|off", hidden=True), on_off)),
+    "chunked_prefill_alias": ("enable_chunked_prefill", _Option(bool | None, typer.Option(
+        None, "--chunked-prefill/--no-chunked-prefill", hidden=True))),
+}
+_FLAG_OF = {"enable_prefix_caching": "--enable-prefix-caching", "enable_chunked_prefill": "--enable-chunked-prefill"}
+
+PLANNING = (
+    "model", "kv_cache_memory", "gpu", "gpu_memory", "gpu_memory_utilization", "block_size", "max_model_len",
+    "max_num_batched_tokens", "max_num_seqs", "kv_cache_dtype", "dtype", "tensor_parallel_size",
+    "pipeline_parallel_size", "num_gpu_blocks_override", "enable_prefix_caching", "enable_chunked_prefill",
+    "trust_remote_code",
+)
+SCHEDULING = (
+    "num_gpu_blocks", "block_size", "enable_prefix_caching", "max_num_batched_tokens", "max_num_seqs",
+    "max_model_len", "enable_chunked_prefill",
+)
+SIMULATING = (
+    *SCHEDULING, "gpu", "gpu_memory_utilization", "gpu_memory", "kv_cache_memory", "kv_cache_dtype", "dtype",
+    "tensor_parallel_size", "pipeline_parallel_size",
+)
+assert {field.name for field in fields(EngineOptions)} == set(_OPTIONS)
+
+
+def engine_options(*names: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Give a command the named engine settings as options, and call it with them parsed into
+    `engine: EngineOptions` (aliases of the old spellings included, hidden)."""
+    unknown = [name for name in names if name not in _OPTIONS]
+    if unknown:
+        raise ValueError(f"no engine option {unknown}")
+
+    def decorate(command: Callable[..., Any]) -> Callable[..., Any]:
+        signature = inspect.signature(command, eval_str=True)
+        own = [p for p in signature.parameters.values() if p.name != "engine"]
+        # the context and the arguments first, the engine settings, then the command's own options
+        leading = [p for p in own if p.annotation is typer.Context or isinstance(p.default, ArgumentInfo)]
+        trailing = [p for p in own if p not in leading]
+        aliases = {alias: target for alias, (target, _) in _ALIASES.items() if target in names}
+        declared = [(name, _OPTIONS[name]) for name in names] + [(alias, _ALIASES[alias][1]) for alias in aliases]
+        added = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=option.info,
+                                   annotation=option.annotation) for name, option in declared]
+        parameters = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in (*leading, *added, *trailing)]
+
+        @functools.wraps(command)
+        def run(**values: Any) -> Any:
+            settings = {name: _OPTIONS[name].read(values.pop(name)) for name in names}
+            for alias, target in aliases.items():
+                given = _ALIASES[alias][1].read(values.pop(alias))
+                if given is not None and settings[target] is not None and given != settings[target]:
+                    raise KvplanError(f"{_FLAG_OF[target]} and its old spelling disagree: give one of them")
+                if settings[target] is None:
+                    settings[target] = given
+            return command(engine=EngineOptions(**settings), **values)
+
+        run.__signature__ = signature.replace(parameters=parameters)  # type: ignore[attr-defined]
+        run.__annotations__ = {p.name: p.annotation for p in parameters}
+        return run
+
+    return decorate
 
 
 def check_output(flag: str, path: Path, inputs: tuple[Path, ...], what: str) -> None:

@@ -1,3 +1,5 @@
+"""`kvplan profile`: vLLM's start-up on one device, measured or predicted, and the KV cache allocated."""
+
 from __future__ import annotations
 
 import sys
@@ -5,8 +7,8 @@ from pathlib import Path
 
 import typer
 
-from kvplan.cli import options
 from kvplan.cli.app import app
+from kvplan.cli.options import JSON, PLANNING, EngineOptions, engine_options, parse_optional_bytes
 from kvplan.cli.quick_asserts import verdict_exit_code
 from kvplan.errors import EXIT_STALLED, require_profile_extra
 from kvplan.report.jsonout import emit_json
@@ -48,36 +50,21 @@ WORKLOAD = typer.Option(
 
 
 @app.command("profile", context_settings=QUICK_ASSERTS, epilog=quick_help("profile"))
+@engine_options(*PLANNING)
 def profile_command(
     ctx: typer.Context,
-    model: str = options.MODEL,
+    engine: EngineOptions,
     backend: str = BACKEND,
-    gpu: str | None = options.GPU,
-    gpu_memory: str | None = options.GPU_MEMORY,
     device: int = DEVICE,
-    gpu_memory_utilization: float = options.UTILIZATION,
-    kv_cache_memory: str | None = options.KV_CACHE_MEMORY,
     load_format: str = LOAD_FORMAT,
     attention_backend: str = ATTENTION_BACKEND,
     no_allocate: bool = NO_ALLOCATE,
     non_torch_bytes: str | None = NON_TORCH,
     cuda_graph_bytes: str | None = CUDA_GRAPH,
     cuda_context_bytes: str | None = CUDA_CONTEXT,
-    block_size: int | None = options.BLOCK_SIZE,
-    max_model_len: str | None = options.MAX_MODEL_LEN,
-    max_num_batched_tokens: int | None = options.MAX_NUM_BATCHED_TOKENS,
-    max_num_seqs: int | None = options.MAX_NUM_SEQS,
-    kv_cache_dtype: str = options.KV_CACHE_DTYPE,
-    dtype: str = options.DTYPE,
-    tensor_parallel_size: int = options.TP,
-    pipeline_parallel_size: int = options.PP,
-    num_gpu_blocks_override: int | None = options.NUM_GPU_BLOCKS_OVERRIDE,
-    enable_prefix_caching: bool | None = options.PREFIX_CACHING,
-    chunked_prefill: bool = options.CHUNKED_PREFILL,
-    trust_remote_code: bool = options.TRUST_REMOTE_CODE,
     save: Path | None = SAVE,
     workload_path: Path | None = WORKLOAD,
-    json_output: bool = options.JSON,
+    json_output: bool = JSON,
 ) -> None:
     """Load the model, measure non-KV memory with vLLM's profile run, size and really allocate the KV cache."""
     assertions = parse_quick_asserts(ctx.args, "profile")
@@ -85,13 +72,13 @@ def profile_command(
     from kvplan.report.profile_json import profile_record, save_profile
     from kvplan.usecases.profile import ProfileRequest, run_profile
 
-    request = options.plan_request(ctx.params)
+    request = engine.plan_request()
     profile_request = ProfileRequest(
         plan=request, backend=backend, device_index=device, load_format=load_format,
         attention_backend=attention_backend, allocate=not no_allocate,
-        non_torch_bytes=options.parse_optional_bytes(non_torch_bytes, "--non-torch-bytes"),
-        cuda_graph_bytes=options.parse_optional_bytes(cuda_graph_bytes, "--cuda-graph-bytes"),
-        cuda_context_bytes=options.parse_optional_bytes(cuda_context_bytes, "--cuda-context-bytes"),
+        non_torch_bytes=parse_optional_bytes(non_torch_bytes, "--non-torch-bytes"),
+        cuda_graph_bytes=parse_optional_bytes(cuda_graph_bytes, "--cuda-graph-bytes"),
+        cuda_context_bytes=parse_optional_bytes(cuda_context_bytes, "--cuda-context-bytes"),
     )
     workload = None
     if workload_path is not None:

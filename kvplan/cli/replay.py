@@ -11,8 +11,8 @@ from typing import IO
 
 import typer
 
-from kvplan.cli import options
 from kvplan.cli.app import app
+from kvplan.cli.options import SCHEDULING, EngineOptions, check_output, engine_options
 from kvplan.errors import EXIT_STALLED, KvplanError
 from kvplan.report.replay_records import RecordEncoder, summary_record
 from kvplan.semantics.engine.replay import ReplaySummary, StepObserver
@@ -24,15 +24,11 @@ WRITE_BUFFER_BYTES = 1 << 20
 
 
 @app.command("replay")
+@engine_options(*SCHEDULING)
 def replay_command(
     trace_path: Path = typer.Argument(..., metavar="TRACE", help="Trace file (JSON, trace-replay format)."),
-    num_gpu_blocks: int | None = typer.Option(None, "--num-gpu-blocks", help="Pool size (with block 0)."),
-    block_size: int | None = typer.Option(None, "--block-size", help="Tokens per block."),
-    prefix_caching: str | None = typer.Option(None, "--prefix-caching", metavar="on|off", help="on or off."),
-    max_num_batched_tokens: int | None = typer.Option(None, "--max-num-batched-tokens", help="Step budget."),
-    max_num_seqs: int | None = typer.Option(None, "--max-num-seqs", help="Most running requests."),
-    max_model_len: int | None = typer.Option(None, "--max-model-len", help="Longest prompt + output."),
-    no_chunked_prefill: bool = typer.Option(False, "--no-chunked-prefill", help="Disable chunked prefill."),
+    *,
+    engine: EngineOptions,
     summary_only: bool = typer.Option(False, "--summary-only", help="Print only the summary line."),
     dump_free_queue: bool = typer.Option(False, "--dump-free-queue", help="Add the free queue to records."),
     json_output: bool = typer.Option(False, "--json", help="JSON Lines on stdout even on a terminal."),
@@ -42,16 +38,16 @@ def replay_command(
 
     Exit codes: 0 done, 2 bad trace or options, 3 the run stalled."""
     settings = EngineSettings(
-        num_gpu_blocks=num_gpu_blocks,
-        block_size=block_size,
-        enable_prefix_caching=options.on_off(prefix_caching),
-        max_num_batched_tokens=max_num_batched_tokens,
-        max_num_seqs=max_num_seqs,
-        max_model_len=max_model_len,
-        enable_chunked_prefill=False if no_chunked_prefill else None,
+        num_gpu_blocks=engine.num_gpu_blocks,
+        block_size=engine.block_size,
+        enable_prefix_caching=engine.enable_prefix_caching,
+        max_num_batched_tokens=engine.max_num_batched_tokens,
+        max_num_seqs=engine.max_num_seqs,
+        max_model_len=engine.max_model_len,
+        enable_chunked_prefill=engine.enable_chunked_prefill,
     )
     if output is not None:
-        options.check_output("-o", output, (trace_path,), "the input trace")
+        check_output("-o", output, (trace_path,), "the input trace")
     trace = load_replay(ReplayRequest(trace_path, settings))
 
     records = json_output or summary_only or dump_free_queue or output is not None or not sys.stdout.isatty()

@@ -11,8 +11,8 @@ from typing import Any, TextIO
 
 import typer
 
-from kvplan.cli import options
 from kvplan.cli.app import app
+from kvplan.cli.options import SIMULATING, EngineOptions, check_output, engine_options
 from kvplan.cli.quick_asserts import verdict_exit_code
 from kvplan.errors import EXIT_STALLED, KvplanError
 from kvplan.report.jsonout import dumps
@@ -27,31 +27,14 @@ REPORT_WIDTH = 110
 
 
 @app.command("simulate", context_settings=QUICK_ASSERTS, epilog=quick_help("simulate"))
+@engine_options(*SIMULATING)
 def simulate_command(
     ctx: typer.Context,
     workload_path: Path = typer.Argument(
         ..., metavar="WORKLOAD",
         help="Workload file (docs/workload.md), a trace-replay file, or a JSON Lines request list."),
-    num_gpu_blocks: int | None = typer.Option(None, "--num-gpu-blocks", help="Pool size, null block included."),
-    block_size: int | None = typer.Option(None, "--block-size", help="Tokens per block."),
-    prefix_caching: str | None = typer.Option(None, "--prefix-caching", metavar="on|off", help="Prefix caching."),
-    max_num_batched_tokens: int | None = typer.Option(None, "--max-num-batched-tokens", help="Token budget per step."),
-    max_num_seqs: int | None = typer.Option(None, "--max-num-seqs", help="Most running requests."),
-    max_model_len: int | None = typer.Option(None, "--max-model-len", help="Longest sequence, prompt + output."),
-    no_chunked_prefill: bool = typer.Option(False, "--no-chunked-prefill", help="Disable chunked prefill."),
-    gpu: str | None = typer.Option(
-        None, "--gpu", help="GPU for the roofline step-time estimate (and for planning from engine.model)."),
-    gpu_memory_utilization: float | None = typer.Option(
-        None, "--gpu-memory-utilization",
-        help="vLLM's gpu_memory_utilization, when the pool is planned from engine.model."),
-    gpu_memory: str | None = options.GPU_MEMORY,
-    kv_cache_memory: str | None = options.KV_CACHE_MEMORY,
-    kv_cache_dtype: str | None = typer.Option(None, "--kv-cache-dtype", help="auto, fp8, fp8_e4m3 or fp8_e5m2."),
-    dtype: str | None = typer.Option(None, "--dtype", help="auto, bfloat16, float16 or float32."),
-    tensor_parallel_size: int | None = typer.Option(
-        None, "--tensor-parallel-size", "-tp", help="Tensor-parallel size."),
-    pipeline_parallel_size: int | None = typer.Option(
-        None, "--pipeline-parallel-size", "-pp", help="Pipeline-parallel size."),
+    *,
+    engine: EngineOptions,
     step_time_ms: float | None = typer.Option(None, "--step-time-ms", help="Every step takes this long (estimate)."),
     seed: int | None = typer.Option(None, "--seed", help="Random seed (default: the workload's seed, else 0)."),
     find_max_rate: bool = typer.Option(
@@ -71,31 +54,29 @@ def simulate_command(
     assertions = parse_quick_asserts(ctx.args, "simulate")
     if step_time_ms is not None and step_time_ms <= 0:
         raise KvplanError(f"--step-time-ms must be > 0, got {step_time_ms:g}")
-    if gpu_memory_utilization is not None and not 0 < gpu_memory_utilization <= 1:
-        raise KvplanError(f"--gpu-memory-utilization must be in (0, 1], got {gpu_memory_utilization:g}")
     if seed is not None and seed < 0:
         raise KvplanError(f"--seed must be >= 0, got {seed}")
     overrides = EngineOverrides(
-        num_gpu_blocks=num_gpu_blocks,
-        block_size=block_size,
-        enable_prefix_caching=options.on_off(prefix_caching),
-        max_num_batched_tokens=max_num_batched_tokens,
-        max_num_seqs=max_num_seqs,
-        max_model_len=max_model_len,
-        enable_chunked_prefill=False if no_chunked_prefill else None,
-        gpu=gpu,
-        gpu_memory_utilization=gpu_memory_utilization,
-        gpu_memory=options.parse_optional_bytes(gpu_memory, "--gpu-memory"),
-        kv_cache_memory=options.parse_optional_bytes(kv_cache_memory, "--kv-cache-memory"),
-        kv_cache_dtype=kv_cache_dtype,
-        dtype=dtype,
-        tensor_parallel_size=tensor_parallel_size,
-        pipeline_parallel_size=pipeline_parallel_size,
+        num_gpu_blocks=engine.num_gpu_blocks,
+        block_size=engine.block_size,
+        enable_prefix_caching=engine.enable_prefix_caching,
+        max_num_batched_tokens=engine.max_num_batched_tokens,
+        max_num_seqs=engine.max_num_seqs,
+        max_model_len=engine.max_model_len,
+        enable_chunked_prefill=engine.enable_chunked_prefill,
+        gpu=engine.gpu,
+        gpu_memory_utilization=engine.gpu_memory_utilization,
+        gpu_memory=engine.gpu_memory,
+        kv_cache_memory=engine.kv_cache_memory,
+        kv_cache_dtype=engine.kv_cache_dtype,
+        dtype=engine.dtype,
+        tensor_parallel_size=engine.tensor_parallel_size,
+        pipeline_parallel_size=engine.pipeline_parallel_size,
     )
     workload = load_workload(workload_path)
     for flag, path in (("-o", output), ("--timeline", timeline), ("--report", report)):
         if path is not None:
-            options.check_output(flag, path, workload.inputs, "an input of the workload")
+            check_output(flag, path, workload.inputs, "an input of the workload")
     setup = prepare(workload, SimOptions(overrides=overrides, seed=seed, step_time_ms=step_time_ms))
     for note in setup.notes:
         print(f"kvplan: warning: {note}", file=sys.stderr)

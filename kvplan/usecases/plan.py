@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from kvplan.errors import KvplanError
 from kvplan.gpus.catalog import GpuSpec, get_gpu
 from kvplan.measure.hf_config import config_directory, model_shape
+from kvplan.semantics.config.cache import utilization_problem
 from kvplan.semantics.config.model import long_max_model_len_warning, resolve_model_dtype, verify_max_model_len
 from kvplan.semantics.config.parallel import verify_tensor_parallel
 from kvplan.semantics.config.scheduler import BatchLimits, resolve_batch_limits, verify_batch_limits
@@ -199,11 +200,11 @@ def _device(request: PlanRequest) -> Device:
     return Device(gpu, gpu.total_bytes if gpu else None)
 
 
-def _check_request(request: PlanRequest) -> None:
-    if not 0 < request.gpu_memory_utilization <= 1:
-        raise KvplanError(
-            f"--gpu-memory-utilization must be in (0, 1], got {request.gpu_memory_utilization}"
-        )
+def check_request(request: PlanRequest) -> None:
+    """The request's own values, as vLLM's argument checks take them (exit 2)."""
+    problem = utilization_problem(request.gpu_memory_utilization)
+    if problem is not None:
+        raise KvplanError(f"--gpu-memory-utilization: {problem}")
     for flag, value in (
         ("--tensor-parallel-size", request.tensor_parallel_size),
         ("--pipeline-parallel-size", request.pipeline_parallel_size),
@@ -218,7 +219,7 @@ def _check_request(request: PlanRequest) -> None:
 
 def settle(request: PlanRequest) -> Setup:
     """Every decision vLLM makes before it measures memory, with its refusals (exit 2)."""
-    _check_request(request)
+    check_request(request)
     resolved = resolve_config(request.model)
     shape = model_shape(
         resolved.config, resolved.model_id, trust_remote_code=request.trust_remote_code,

@@ -40,7 +40,6 @@ from kvplan.semantics.memory.budget import (
     KvCacheMemorySuggestion,
     MemoryBudget,
     available_memory_lines,
-    check_utilization,
     kv_cache_memory_suggestion,
     model_loading_line,
     requested_memory,
@@ -50,7 +49,7 @@ from kvplan.semantics.memory.budget import (
 from kvplan.semantics.memory.profile_batch import ProfileBatch, profile_batch
 from kvplan.semantics.memory.sampler import ASSUMED_MULTIPROCESSORS
 from kvplan.units import format_gib
-from kvplan.usecases.plan import PlanRequest, PlanResult, Setup, plan, settle
+from kvplan.usecases.plan import PlanRequest, PlanResult, Setup, check_request, plan, settle
 from kvplan.usecases.profile_summary import ProfileSummary, Provenance, knobs_sha256
 
 Progress = Callable[[str], None]
@@ -161,7 +160,7 @@ def _model_directory(setup: Setup) -> Path | None:
 
 
 def _check_options(options: ProfileRequest) -> None:
-    check_utilization(options.plan.gpu_memory_utilization)
+    check_request(options.plan)
     if options.load_format not in LOAD_FORMATS:
         raise KvplanError(f"--load-format {options.load_format!r}: choose dummy (random weights) or auto")
     request = options.plan

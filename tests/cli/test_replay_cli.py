@@ -133,3 +133,17 @@ def test_the_replay_path_never_imports_torch_or_transformers(traces_dir: Path) -
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert json.loads(result.stdout) == []
+
+
+def test_the_vllm_spellings_and_the_old_ones_set_the_same_settings(capsys, traces_dir: Path) -> None:
+    trace = str(traces_dir / "example.json")
+    outputs = []
+    for flags in (["--no-enable-prefix-caching", "--no-enable-chunked-prefill"],
+                  ["--prefix-caching", "off", "--no-chunked-prefill"]):
+        code, out, _ = kvplan(capsys, "replay", trace, "--summary-only", "--max-num-batched-tokens", "512", *flags)
+        assert code == 0
+        outputs.append(json.loads(out)["summary"]["config"])
+    assert outputs[0] == outputs[1]
+    assert not outputs[0]["enable_prefix_caching"] and not outputs[0]["enable_chunked_prefill"]
+    code, _, err = kvplan(capsys, "replay", trace, "--enable-prefix-caching", "--prefix-caching", "off")
+    assert code == 2 and "disagree" in err

@@ -8,6 +8,7 @@ cache mode, and whether the hybrid KV cache manager is on.
     resolve_mamba_cache_mode(enable_prefix_caching, supports_mamba_prefix_caching, ...) -> MambaMode
     hybrid_block_size(attn_page_per_token, mamba_page, *, ...) -> HybridBlocks
     kv_cache_dtype(cache_dtype, model_dtype) -> str
+    utilization_problem(value) -> what is wrong with a gpu_memory_utilization, or None
     resolve_disable_hybrid_kv_cache_manager(requested, has_chunked_local_attention) -> bool"""
 
 from __future__ import annotations
@@ -102,6 +103,13 @@ def kernel_block_alignment(
     if blackwell and head_size == 256 and backend in (None, "FLASHINFER"):
         return 32
     return 16
+
+
+def utilization_problem(value: object) -> str | None:
+    """vLLM's rule for `gpu_memory_utilization` (`Field(gt=0, le=1)`): what is wrong, or None."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= 1:
+        return f"expected a number in (0, 1], e.g. 0.9, got {value!r}"
+    return None
 
 
 # --- Mamba hybrids ------------------------------------------------------------------------

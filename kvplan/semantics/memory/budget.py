@@ -13,20 +13,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from kvplan.errors import KvplanError
 from kvplan.units import format_gib
 
 # vLLM's margin in its --kv-cache-memory suggestion: "memory profiling may slightly underestimate"
 REDUNDANCY_BUFFER_BYTES = 150 * (1 << 20)
-
-
-def check_utilization(utilization: float) -> float:
-    """vLLM's `Field(gt=0, le=1)`."""
-    if not 0 < utilization <= 1:
-        raise KvplanError(
-            f"--gpu-memory-utilization must be in (0, 1], got {utilization}; e.g. 0.9 (vLLM's default)"
-        )
-    return utilization
 
 
 def requested_memory(total_bytes: int, utilization: float) -> int:

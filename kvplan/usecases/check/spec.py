@@ -22,6 +22,7 @@ from typing import Any
 
 from kvplan.errors import KvplanError
 from kvplan.parsing import first_unknown_key
+from kvplan.semantics.config.cache import utilization_problem
 from kvplan.units import parse_bytes
 from kvplan.usecases.check.assertions import KINDS, Assertion, AssertionKind, Concurrency
 
@@ -174,8 +175,9 @@ def parse_knob(key: str, value: Any, where: str) -> Any:
             raise KvplanError(f"{where}: must be more than 0 bytes")
         return size
     if kind == "utilization":
-        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= 1:
-            raise KvplanError(f"{where}: expected a number in (0, 1], e.g. 0.9, got {value!r}")
+        problem = utilization_problem(value)
+        if problem is not None:
+            raise KvplanError(f"{where}: {problem}")
         return float(value)
     if kind == "max_model_len":
         if value in ("auto", -1):

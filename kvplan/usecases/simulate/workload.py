@@ -28,6 +28,7 @@ from kvplan.parsing import (
     parse_calibration,
     reject_unknown,
 )
+from kvplan.semantics.config.cache import utilization_problem
 from kvplan.units import parse_bytes
 from kvplan.usecases.simulate.arrivals import ArrivalProcess, arrival_times, parse_arrival
 from kvplan.usecases.simulate.distributions import Distribution, parse_distribution
@@ -240,9 +241,9 @@ def _parse_engine(raw: Any, path: str, base_dir: Path) -> EngineSpec:
     if "gpu" in obj and "gpu_memory" in obj:
         raise FieldError(child(path, "gpu_memory"), "give either gpu or gpu_memory, not both")
     sizes = {key: _bytes(obj[key], child(path, key)) for key in ("gpu_memory", "kv_cache_memory") if key in obj}
-    utilization = get(obj, "gpu_memory_utilization", path, as_number, None, positive=True)
-    if utilization is not None and utilization > 1:
-        raise FieldError(child(path, "gpu_memory_utilization"), f"must be in (0, 1], got {utilization:g}")
+    utilization = obj.get("gpu_memory_utilization")
+    if utilization is not None and (problem := utilization_problem(utilization)) is not None:
+        raise FieldError(child(path, "gpu_memory_utilization"), problem)
     knobs: list[tuple[str, Any]] = []
     for key in ENGINE_KNOBS:
         if key not in obj:
@@ -259,7 +260,7 @@ def _parse_engine(raw: Any, path: str, base_dir: Path) -> EngineSpec:
         model=model,
         gpu=get(obj, "gpu", path, as_str, None),
         gpu_memory=sizes.get("gpu_memory"),
-        gpu_memory_utilization=utilization,
+        gpu_memory_utilization=None if utilization is None else float(utilization),
         kv_cache_memory=sizes.get("kv_cache_memory"),
         knobs=tuple(knobs),
     )
