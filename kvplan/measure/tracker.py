@@ -39,9 +39,6 @@ class LiveBytes(TorchDispatchMode):
         for tensor in tensors:
             self._known.add(tensor.untyped_storage()._cdata)
 
-    def reset_peak(self) -> None:
-        self.peak = self.current
-
     def _forget(self, key: int) -> None:
         self.current -= self._live.pop(key, 0)
 

@@ -17,7 +17,7 @@ from kvplan.semantics.config.cache import utilization_problem
 from kvplan.semantics.config.model import long_max_model_len_warning, resolve_model_dtype, verify_max_model_len
 from kvplan.semantics.config.parallel import verify_tensor_parallel
 from kvplan.semantics.config.scheduler import BatchLimits, resolve_batch_limits, verify_batch_limits
-from kvplan.semantics.kv.layer_specs import CacheKnobs, CacheLayout, build_worker_specs, resolve_cache_layout
+from kvplan.semantics.kv.layer_specs import CacheLayout, CacheSettings, build_worker_specs, resolve_cache_layout
 from kvplan.semantics.kv.sizing import SizingResult, kv_bytes_per_token, size_kv_cache
 from kvplan.semantics.kv.specs import KVCacheConfig, KVCacheSpec, SizingLimits
 from kvplan.semantics.models.resolve import ResolvedConfig, resolve_config
@@ -27,7 +27,7 @@ from kvplan.semantics.weights import WeightEstimate
 
 @dataclass(frozen=True)
 class PlanRequest:
-    """The user's knobs, as `vllm serve` takes them. None means "left unset": vLLM's default."""
+    """The user's settings, as `vllm serve` takes them. None means "left unset": vLLM's default."""
 
     model: str
     kv_cache_memory_bytes: int | None = None
@@ -66,7 +66,7 @@ class Device:
 
 
 @dataclass(frozen=True)
-class Setup:
+class SettledConfig:
     """Everything settled before memory enters: what `VllmConfig` holds after `__post_init__`."""
 
     resolved: ResolvedConfig
@@ -76,7 +76,7 @@ class Setup:
     max_model_len: int                 # the model's (or the user's) length; auto-fit may reduce it
     auto_fit: bool
     batch: BatchLimits
-    knobs: CacheKnobs
+    settings: CacheSettings
     layout: CacheLayout
     worker_specs: tuple[dict[str, KVCacheSpec], ...]
     logs: tuple[str, ...]
@@ -85,7 +85,7 @@ class Setup:
 @dataclass(frozen=True)
 class PlanResult:
     request: PlanRequest
-    setup: Setup
+    setup: SettledConfig
     kv_cache_memory_bytes: int
     sizing: SizingResult
     weights: WeightEstimate | None
@@ -185,7 +185,7 @@ def summarize(result: PlanResult) -> PlanSummary:
     )
 
 
-def setup_kv_bytes_per_token(setup: Setup) -> int | float:
+def setup_kv_bytes_per_token(setup: SettledConfig) -> int | float:
     """The largest per-GPU figure over pipeline stages; an int where it is whole."""
     value = max((kv_bytes_per_token(specs) for specs in setup.worker_specs), default=0.0)
     return int(value) if float(value).is_integer() else value
@@ -217,7 +217,7 @@ def check_request(request: PlanRequest) -> None:
         raise KvplanError(f"--num-gpu-blocks-override must be at least 1, got {request.num_gpu_blocks_override}")
 
 
-def settle(request: PlanRequest) -> Setup:
+def settle(request: PlanRequest) -> SettledConfig:
     """Every decision vLLM makes before it measures memory, with its refusals (exit 2)."""
     check_request(request)
     resolved = resolve_config(request.model)
@@ -250,7 +250,7 @@ def settle(request: PlanRequest) -> Setup:
     logs.extend(verify_batch_limits(
         batch.max_num_batched_tokens, batch.max_num_seqs, max_model_len, request.enable_chunked_prefill
     ))
-    knobs = CacheKnobs(
+    settings = CacheSettings(
         max_model_len=max_model_len,
         model_dtype=dtype.dtype,
         block_size=request.block_size,
@@ -262,17 +262,17 @@ def settle(request: PlanRequest) -> Setup:
         enable_chunked_prefill=request.enable_chunked_prefill,
         gpu_capability=device.capability,
     )
-    layout = resolve_cache_layout(shape, knobs)
+    layout = resolve_cache_layout(shape, settings)
     logs.extend(layout.logs)
-    worker_specs = tuple(build_worker_specs(shape, knobs))
-    return Setup(
+    worker_specs = tuple(build_worker_specs(shape, settings))
+    return SettledConfig(
         resolved=resolved, shape=shape, device=device, model_dtype=dtype.dtype, max_model_len=max_model_len,
-        auto_fit=request.max_model_len == -1, batch=batch, knobs=knobs, layout=layout,
+        auto_fit=request.max_model_len == -1, batch=batch, settings=settings, layout=layout,
         worker_specs=worker_specs, logs=tuple(logs),
     )
 
 
-def plan(request: PlanRequest, setup: Setup | None = None) -> PlanResult:
+def plan(request: PlanRequest, setup: SettledConfig | None = None) -> PlanResult:
     """Size the KV cache for `request.kv_cache_memory_bytes` per GPU, exactly as vLLM would."""
     if request.kv_cache_memory_bytes is None:
         raise KvplanError(

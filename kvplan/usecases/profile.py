@@ -49,7 +49,7 @@ from kvplan.semantics.memory.budget import (
 from kvplan.semantics.memory.profile_batch import ProfileBatch, profile_batch
 from kvplan.semantics.memory.sampler import ASSUMED_MULTIPROCESSORS
 from kvplan.units import format_gib
-from kvplan.usecases.plan import PlanRequest, PlanResult, Setup, check_request, plan, settle
+from kvplan.usecases.plan import PlanRequest, PlanResult, SettledConfig, check_request, plan, settle
 from kvplan.usecases.profile_summary import ProfileSummary, Provenance, knobs_sha256
 
 Progress = Callable[[str], None]
@@ -96,7 +96,7 @@ class OutsideRequested:
 
 
 @dataclass(frozen=True)
-class TargetKnobs:
+class FitTarget:
     """What reaches one request of `max_model_len` tokens, and vLLM's own suggestion."""
 
     max_model_len: int
@@ -109,7 +109,7 @@ class TargetKnobs:
 @dataclass(frozen=True)
 class ProfileResult:
     options: ProfileRequest
-    setup: Setup
+    setup: SettledConfig
     backend: str
     predicted: bool
     device_label: str
@@ -123,7 +123,7 @@ class ProfileResult:
     plan: PlanResult | None
     allocation: AllocationReport | None
     outside: OutsideRequested
-    target: TargetKnobs | None
+    target: FitTarget | None
     finding: str | None                     # vLLM's refusal: the configuration does not fit
     vllm_log: tuple[str, ...]
     warnings: tuple[str, ...]
@@ -153,7 +153,7 @@ def _catalog_gpu_named(device_name: str) -> GpuSpec | None:
     return matches[0] if len(matches) == 1 else None
 
 
-def _model_directory(setup: Setup) -> Path | None:
+def _model_directory(setup: SettledConfig) -> Path | None:
     if setup.resolved.source in ("local", "hf-cache"):
         return Path(setup.resolved.path).parent
     return None
@@ -189,7 +189,7 @@ def _cuda_backend(options: ProfileRequest) -> tuple[MemoryBackend, PlanRequest, 
     return backend, replace(request, gpu=gpu_key, gpu_memory_bytes=int(total)), query_nvml(options.device_index)
 
 
-def _host_backend(name: str, setup: Setup) -> MemoryBackend:
+def _host_backend(name: str, setup: SettledConfig) -> MemoryBackend:
     """The fake or cpu backend, planning for the GPU the setup names."""
     total = setup.device.total_bytes
     assert total is not None
@@ -203,7 +203,7 @@ def _host_backend(name: str, setup: Setup) -> MemoryBackend:
     return CpuBackend(total, _label(setup), multiprocessors)
 
 
-def _label(setup: Setup) -> str:
+def _label(setup: SettledConfig) -> str:
     gpu = setup.device.gpu
     if gpu is not None:
         return f"{gpu.name} ({gpu.key})"
@@ -367,7 +367,9 @@ def run_profile(options: ProfileRequest, progress: Progress | None = None) -> Pr
     )
 
 
-def _target(result: PlanResult, setup: Setup, budget: MemoryBudget, options: ProfileRequest) -> TargetKnobs | None:
+def _target(
+    result: PlanResult, setup: SettledConfig, budget: MemoryBudget, options: ProfileRequest
+) -> FitTarget | None:
     groups = result.sizing.groups
     if not groups:
         return None
@@ -375,7 +377,7 @@ def _target(result: PlanResult, setup: Setup, budget: MemoryBudget, options: Pro
     limits = SizingLimits(int(setup.shape.max_model_len), setup.batch.max_num_batched_tokens)
     available = budget.available_kv_bytes
     largest = estimate_max_model_len_from_groups(groups, available, limits) if available > 0 else 0
-    return TargetKnobs(
+    return FitTarget(
         max_model_len=result.sizing.max_model_len,
         kv_cache_memory_bytes=needed,
         gpu_memory_utilization=utilization_for(budget.total_bytes, budget.non_kv_bytes, max(needed, 1)),

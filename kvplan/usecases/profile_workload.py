@@ -74,7 +74,7 @@ class WorkloadCheck:
 
 
 def profile_engine(result: ProfileResult) -> ResolvedEngine:
-    """The engine the workload runs on: the pool the profile allocated and the profile's knobs."""
+    """The engine the workload runs on: the pool the profile allocated and the profile's settings."""
     allocation = result.allocation
     if result.plan is None or allocation is None or allocation.pool is None:
         raise KvplanError(REFUSE_FAKE if result.backend == "fake" else
@@ -83,7 +83,7 @@ def profile_engine(result: ProfileResult) -> ResolvedEngine:
     pool = pool_from_plan(plan, "plan")
     num_blocks = allocation.pool.config.num_blocks
     config = EngineConfig(num_gpu_blocks=num_blocks, enable_chunked_prefill=plan.enable_chunked_prefill,
-                          **pool.knobs)
+                          **pool.settings)
     note = (f"the workload's engine section is replaced by the profile's pool: {num_blocks:,} blocks of "
             f"{config.block_size} tokens (null block included), max_model_len {config.max_model_len:,}, "
             f"{config.max_num_batched_tokens:,} tokens and {config.max_num_seqs} requests per step, prefix caching "

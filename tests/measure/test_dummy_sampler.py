@@ -8,7 +8,8 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 
 from kvplan.measure.dummy_sampler import run_dummy_sampler
 from kvplan.measure.tracker import LiveBytes
-from kvplan.semantics.memory.sampler import SamplerSpec, padded_vocab_size, sampler_peak_bytes, topk_topp_scratch_rows
+from kvplan.semantics.memory.sampler import SamplerSpec, padded_vocab_size, topk_topp_scratch_rows
+from tests.references import sampler_peak_bytes
 
 
 def test_scratch_rows_follow_the_triton_kernel():

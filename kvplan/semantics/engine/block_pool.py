@@ -9,7 +9,7 @@ the middle (a prefix hit on an evictable block) are all O(1), in C.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 
 from kvplan.errors import KvplanError
 
@@ -61,9 +61,6 @@ class BlockPool:
     def num_used_blocks(self) -> int:
         return self.num_gpu_blocks - 1 - len(self._free)
 
-    def get_num_free_blocks(self) -> int:
-        return len(self._free)
-
     def get_usage(self) -> float:
         """vLLM's KV cache usage: evictable cached blocks count as free."""
         return 1.0 - len(self._free) / (self.num_gpu_blocks - 1)
@@ -71,9 +68,6 @@ class BlockPool:
     def free_block_ids(self) -> list[int]:
         """Every free block id, head (next handed out) first."""
         return list(self._free)
-
-    def iter_free_blocks(self) -> Iterator[KVCacheBlock]:
-        return iter(self._free.values())
 
     def cached_prefix(self, block_hashes: Iterable[BlockHash]) -> list[KVCacheBlock]:
         """The cached blocks of the leading hashes, up to the first miss (full-attention hits)."""

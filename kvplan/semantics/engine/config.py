@@ -1,4 +1,4 @@
-"""The engine's knobs, with vLLM 0.17.1's defaults and the config rules vLLM enforces at start-up."""
+"""The engine's settings, with vLLM 0.17.1's defaults and the config rules vLLM enforces at start-up."""
 
 from __future__ import annotations
 

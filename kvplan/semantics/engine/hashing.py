@@ -45,11 +45,6 @@ def encode_extra_keys(extra_keys: ExtraKeys) -> bytes:
     return json.dumps(list(extra_keys), separators=(",", ":")).encode()
 
 
-def hash_block_tokens(parent: bytes, token_ids: Sequence[int], extra_keys: ExtraKeys = None) -> bytes:
-    """The hash of one full block given its parent's hash."""
-    return sha256(parent + encode_tokens(token_ids) + encode_extra_keys(extra_keys)).digest()
-
-
 def block_extra_keys(request: Request, start: int, end: int) -> ExtraKeys:
     """vLLM 0.17.1's `generate_block_hash_extra_keys` for tokens [start, end) of a request:
     the LoRA name on every block, the identifier of every multimodal item overlapping the block

@@ -83,7 +83,7 @@ class KVCacheManager:
             blocks = self._req_to_blocks.get(request_id)
             num_required = (num_tokens_need_slot + block_size - 1) // block_size
             num_missing = num_required - (len(blocks) if blocks else 0)
-            if num_missing > self.block_pool.get_num_free_blocks():
+            if num_missing > self.block_pool.num_free_blocks:
                 return None
             if blocks is None:
                 blocks = self._req_to_blocks[request_id] = []
@@ -115,7 +115,7 @@ class KVCacheManager:
             request_id, num_tokens_need_slot, new_computed_blocks,
             num_local_computed + num_external_computed_tokens,
         )
-        if num_blocks_to_allocate > self.block_pool.get_num_free_blocks():
+        if num_blocks_to_allocate > self.block_pool.num_free_blocks:
             return None
         if new_computed_blocks or num_external_computed_tokens > 0:
             manager.allocate_new_computed_blocks(
@@ -152,9 +152,6 @@ class KVCacheManager:
 
     def get_blocks(self, request_id: str) -> list[KVCacheBlock]:
         return self.manager.req_to_blocks.get(request_id, [])
-
-    def get_block_ids(self, request_id: str) -> list[int]:
-        return [block.block_id for block in self.get_blocks(request_id)]
 
     def make_prefix_cache_stats(self) -> PrefixCacheStats:
         """The statistics since the last call, which starts a new interval."""

@@ -103,11 +103,6 @@ class Request:
         self._hash_block_size = hasher.block_size
         hasher.update(self)
 
-    @property
-    def all_token_ids(self) -> list[int]:
-        """Prompt and generated tokens so far."""
-        return list(self.token_ids(0, self.num_tokens))
-
     def token_ids(self, start: int, end: int) -> Sequence[int]:
         """Tokens [start, end) of prompt + generated tokens (end <= num_tokens)."""
         prompt_len = self.num_prompt_tokens

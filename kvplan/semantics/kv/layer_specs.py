@@ -1,16 +1,16 @@
-"""Per-layer KV-cache specs of each pipeline stage, from a `ModelShape` and the serving knobs,
+"""Per-layer KV-cache specs of each pipeline stage, from a `ModelShape` and the serving settings,
 as vLLM 0.17.1's workers report them (`GPUModelRunner.get_kv_cache_spec`).
 
 Public API:
-    CacheKnobs                                   -- the user's choices (CLI flags), frozen
-    resolve_cache_layout(shape, knobs) -> CacheLayout
+    CacheSettings                                   -- the user's choices (CLI flags), frozen
+    resolve_cache_layout(shape, settings) -> CacheLayout
         What `VllmConfig.__post_init__` settles before any spec exists: the attention block
         size (hybrid hook, then the MLA backend rule), KV dtype, prefix caching, Mamba cache
         mode, Mamba block size and page padding, with vLLM's log lines.
-    build_worker_specs(shape, knobs) -> list[dict[str, KVCacheSpec]]
+    build_worker_specs(shape, settings) -> list[dict[str, KVCacheSpec]]
         One dict per pipeline stage (layer name -> spec, model order); the TP ranks of a stage
         hold identical specs. Layers of kind "none" / "unsupported" hold no cache.
-    mamba_state(state, tp, model_dtype, knobs) -> (shapes, dtypes)   -- one Mamba layer's state"""
+    mamba_state(state, tp, model_dtype, settings) -> (shapes, dtypes)   -- one Mamba layer's state"""
 
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ _PLAIN_KV_SPLIT_ARCHITECTURES = frozenset({"GptOssForCausalLM"})
 
 
 @dataclass(frozen=True)
-class CacheKnobs:
+class CacheSettings:
     """The user's choices. `model_dtype` is already resolved (`resolve_model_dtype`) and
     `max_model_len` is the model's length as vLLM holds it (the derived one when auto-fitting);
     None means "left unset", for which vLLM's defaults apply."""
@@ -80,11 +80,11 @@ class CacheLayout:
     logs: tuple[str, ...] = ()
 
 
-def _mamba_dtypes(state: MambaState, model_dtype: str, knobs: CacheKnobs) -> tuple[str, str]:
+def _mamba_dtypes(state: MambaState, model_dtype: str, settings: CacheSettings) -> tuple[str, str]:
     # the user's flag wins; else a model hook's choice (Nemotron-H: float16 ssm); else the model dtype
-    conv = knobs.mamba_cache_dtype if knobs.mamba_cache_dtype != "auto" else state.conv_dtype
+    conv = settings.mamba_cache_dtype if settings.mamba_cache_dtype != "auto" else state.conv_dtype
     conv = model_dtype if conv == "auto" else conv
-    ssm = knobs.mamba_ssm_cache_dtype if knobs.mamba_ssm_cache_dtype != "auto" else state.ssm_dtype
+    ssm = settings.mamba_ssm_cache_dtype if settings.mamba_ssm_cache_dtype != "auto" else state.ssm_dtype
     return conv, conv if ssm == "auto" else ssm
 
 
@@ -97,7 +97,7 @@ def _divide(numerator: int, denominator: int, what: str) -> int:
 
 
 def mamba_state(
-    state: MambaState, tp: int, model_dtype: str, knobs: CacheKnobs
+    state: MambaState, tp: int, model_dtype: str, settings: CacheSettings
 ) -> tuple[tuple[tuple[int, ...], ...], tuple[str, str]]:
     """`MambaStateShapeCalculator` per rank: (conv state, ssm state) shapes and their dtypes."""
     if state.mamba_type == "gdn_attention":
@@ -121,7 +121,7 @@ def mamba_state(
             (state.conv_kernel - 1, _divide(conv_dim, tp, "mamba conv dim")),
             (_divide(state.num_heads, tp, "mamba heads"), state.head_dim, state.state_size),
         )
-    return shapes, _mamba_dtypes(state, model_dtype, knobs)
+    return shapes, _mamba_dtypes(state, model_dtype, settings)
 
 
 def _mamba_page(shapes: tuple[tuple[int, ...], ...], dtypes: tuple[str, str]) -> int:
@@ -139,47 +139,47 @@ def _attention_page_per_token(shape: ModelShape, tp: int, kv_dtype: str) -> int:
     ).page_size_bytes
 
 
-def resolve_cache_layout(shape: ModelShape, knobs: CacheKnobs) -> CacheLayout:
-    if knobs.block_size is not None:
-        check_block_size(knobs.block_size)
-    cache_dtype = knobs.cache_dtype
+def resolve_cache_layout(shape: ModelShape, settings: CacheSettings) -> CacheLayout:
+    if settings.block_size is not None:
+        check_block_size(settings.block_size)
+    cache_dtype = settings.cache_dtype
     if shape.mla_sparse:
         # DeepSeek V3.2's hook: its fp8 cache is the packed 656-byte format
         if cache_dtype.startswith("fp8"):
             cache_dtype = "fp8_ds_mla"
         elif cache_dtype == "bfloat16":
             cache_dtype = "auto"
-    kv_dtype = kv_cache_dtype(cache_dtype, knobs.model_dtype)
+    kv_dtype = kv_cache_dtype(cache_dtype, settings.model_dtype)
     mambas = [layer.mamba for layer in shape.layers if layer.mamba is not None and layer.kind == "mamba"]
     # 0.17.1 turns prefix caching off by default for hybrid models
-    prefix_caching = knobs.enable_prefix_caching
+    prefix_caching = settings.enable_prefix_caching
     if prefix_caching is None:
         prefix_caching = not shape.is_hybrid
     logs: list[str] = []
-    block_size, rule = knobs.block_size, "user"
+    block_size, rule = settings.block_size, "user"
     mode: Literal["none", "align", "all"] = "none"
     mamba_block_size, padded = None, None
     if shape.is_hybrid and mambas:
         mamba_mode = resolve_mamba_cache_mode(
             prefix_caching, shape.architecture in MAMBA_PREFIX_CACHING_ARCHITECTURES,
-            knobs.mamba_cache_mode, knobs.enable_chunked_prefill,
+            settings.mamba_cache_mode, settings.enable_chunked_prefill,
         )
         mode = mamba_mode.mode
         logs.extend(mamba_mode.logs)
-        shapes, dtypes = mamba_state(mambas[0], knobs.tensor_parallel_size, knobs.model_dtype, knobs)
+        shapes, dtypes = mamba_state(mambas[0], settings.tensor_parallel_size, settings.model_dtype, settings)
         hybrid = hybrid_block_size(
-            _attention_page_per_token(shape, knobs.tensor_parallel_size, kv_dtype),
+            _attention_page_per_token(shape, settings.tensor_parallel_size, kv_dtype),
             _mamba_page(shapes, dtypes),
-            block_size=knobs.block_size,
+            block_size=settings.block_size,
             mamba_cache_mode=mode,
             alignment=kernel_block_alignment(
-                knobs.gpu_capability, shape.head_size, shape.use_mla, knobs.attention_backend
+                settings.gpu_capability, shape.head_size, shape.use_mla, settings.attention_backend
             ),
-            max_model_len=knobs.max_model_len,
-            mamba_block_size=knobs.mamba_block_size,
+            max_model_len=settings.max_model_len,
+            mamba_block_size=settings.mamba_block_size,
             mamba_chunk_size=mambas[0].chunk_size,
         )
-        if hybrid.block_size != knobs.block_size:
+        if hybrid.block_size != settings.block_size:
             rule = "hybrid"
         block_size, mamba_block_size = hybrid.block_size, hybrid.mamba_block_size
         padded = hybrid.mamba_page_size_padded
@@ -189,8 +189,8 @@ def resolve_cache_layout(shape: ModelShape, knobs: CacheKnobs) -> CacheLayout:
     mla_backend = None
     if shape.use_mla:
         choice = mla_block_size(
-            knobs.gpu_capability, block_size, sparse=shape.mla_sparse,
-            qk_nope_head_dim=shape.qk_nope_head_dim, backend=knobs.attention_backend,
+            settings.gpu_capability, block_size, sparse=shape.mla_sparse,
+            qk_nope_head_dim=shape.qk_nope_head_dim, backend=settings.attention_backend,
         )
         mla_backend = choice.backend
         if choice.log is not None:
@@ -204,9 +204,9 @@ def resolve_cache_layout(shape: ModelShape, knobs: CacheKnobs) -> CacheLayout:
 
 
 def _layer_spec(
-    layer: LayerShape, shape: ModelShape, knobs: CacheKnobs, layout: CacheLayout
+    layer: LayerShape, shape: ModelShape, settings: CacheSettings, layout: CacheLayout
 ) -> KVCacheSpec | None:
-    tp = knobs.tensor_parallel_size
+    tp = settings.tensor_parallel_size
     replicate = shape.architecture not in _PLAIN_KV_SPLIT_ARCHITECTURES
     heads = kv_heads_per_rank(layer.num_kv_heads, tp, replicate)
     common = {"block_size": layout.block_size, "head_size": layer.head_size, "dtype": layout.kv_dtype}
@@ -226,7 +226,7 @@ def _layer_spec(
         return MLAAttentionSpec(num_kv_heads=1, cache_dtype_str=layout.cache_dtype, **common)
     if layer.kind == "mamba":
         assert layer.mamba is not None and layout.mamba_block_size is not None, layer
-        shapes, dtypes = mamba_state(layer.mamba, tp, knobs.model_dtype, knobs)
+        shapes, dtypes = mamba_state(layer.mamba, tp, settings.model_dtype, settings)
         return MambaSpec(
             block_size=layout.mamba_block_size, shapes=shapes, dtypes=dtypes,
             page_size_padded=layout.mamba_page_size_padded, mamba_type=layer.mamba.mamba_type,
@@ -235,17 +235,17 @@ def _layer_spec(
     return None  # "none" and "unsupported" layers hold no KV cache
 
 
-def build_worker_specs(shape: ModelShape, knobs: CacheKnobs) -> list[dict[str, KVCacheSpec]]:
-    verify_tensor_parallel(shape, knobs.tensor_parallel_size)
-    layout = resolve_cache_layout(shape, knobs)
+def build_worker_specs(shape: ModelShape, settings: CacheSettings) -> list[dict[str, KVCacheSpec]]:
+    verify_tensor_parallel(shape, settings.tensor_parallel_size)
+    layout = resolve_cache_layout(shape, settings)
     workers = []
-    for rank in range(knobs.pipeline_parallel_size):
+    for rank in range(settings.pipeline_parallel_size):
         start, end = get_pp_indices(
-            shape.num_hidden_layers, rank, knobs.pipeline_parallel_size, knobs.pp_layer_partition
+            shape.num_hidden_layers, rank, settings.pipeline_parallel_size, settings.pp_layer_partition
         )
         specs: dict[str, KVCacheSpec] = {}
         for layer in shape.layers:
-            spec = _layer_spec(layer, shape, knobs, layout) if start <= layer.index < end else None
+            spec = _layer_spec(layer, shape, settings, layout) if start <= layer.index < end else None
             if spec is not None:
                 specs[layer.name] = spec
         workers.append(specs)

@@ -14,7 +14,6 @@ Public API:
     project_groups(groups, worker_specs) -> groups      -- a PP worker's share of the groups
     max_memory_usage_bytes_from_groups(groups, limits) -> int
     estimate_max_model_len_from_groups(groups, available_bytes, limits) -> int
-    estimate_max_model_len(specs, available_bytes, limits) -> int   -- the older per-layer sum
     check_enough_kv_cache_memory(available_bytes, needed_bytes, max_model_len, estimate) -> str | None
     shrink_pool(config, num_blocks) -> KVCacheConfig    -- the same layout with fewer blocks
     max_concurrency(config, limits) -> float            -- `get_max_concurrency_for_kv_cache_config`
@@ -132,18 +131,6 @@ def estimate_max_model_len_from_groups(
     return _largest_fitting_len(
         lambda n: max_memory_usage_bytes_from_groups(groups, replace(limits, max_model_len=n))
         <= available_bytes,
-        limits.max_model_len,
-    )
-
-
-def estimate_max_model_len(
-    specs: Mapping[str, KVCacheSpec], available_bytes: int, limits: SizingLimits
-) -> int:
-    """The older estimator over the plain sum of every layer's need (vLLM's own tests use it)."""
-    return _largest_fitting_len(
-        lambda n: sum(
-            spec.max_memory_usage_bytes(replace(limits, max_model_len=n)) for spec in specs.values()
-        ) <= available_bytes,
         limits.max_model_len,
     )
 

@@ -4,7 +4,7 @@ Page sizes are bytes per layer per block; `max_memory_usage_bytes` is what one r
 `max_model_len` tokens may need, the quantity vLLM's memory check and concurrency log use.
 
 Public API:
-    SizingLimits(max_model_len, max_num_batched_tokens) -- the scheduler knobs specs read
+    SizingLimits(max_model_len, max_num_batched_tokens) -- the scheduler settings specs read
     FullAttentionSpec, MLAAttentionSpec, SlidingWindowSpec, ChunkedLocalAttentionSpec, MambaSpec
                                                         -- one layer's spec (`KVCacheSpec`)
     UniformTypeKVCacheSpecs                             -- one group of same-type layers of unequal pages
@@ -26,7 +26,7 @@ FP8_DS_MLA_TOKEN_BYTES = 656
 
 @dataclass(frozen=True)
 class SizingLimits:
-    """The scheduler knobs that enter `max_memory_usage_bytes`."""
+    """The scheduler settings that enter `max_memory_usage_bytes`."""
 
     max_model_len: int
     max_num_batched_tokens: int

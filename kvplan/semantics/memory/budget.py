@@ -67,11 +67,6 @@ class MemoryBudget:
             return self.kv_cache_memory_override
         return self.profiled_available_bytes
 
-    @property
-    def outside_requested_bytes(self) -> int:
-        """`total - requested`: where the CUDA context and the CUDA-graph pool must fit."""
-        return self.total_bytes - self.requested_bytes
-
 
 def model_loading_line(weights_bytes: int, seconds: float) -> str:
     return f"Model loading took {format_gib(weights_bytes)} GiB memory and {seconds:.6f} seconds"

@@ -2,8 +2,8 @@
 part of the profiled activation peak: logits for one row per request, their float32 copy,
 top-k/top-p, softmax and the exponential noise of random sampling (`vllm-kv-semantics.md` 2.2).
 
-`sampler_peak_bytes` is their sum in closed form; `kvplan.measure.dummy_sampler` runs the ops for
-real on whatever tensors it gets (CUDA, CPU or fake), so every backend measures them its own way."""
+`kvplan.measure.dummy_sampler` runs the ops for real on whatever tensors it gets (CUDA, CPU or
+fake), so every backend measures them its own way; here are the sizes they depend on."""
 
 from __future__ import annotations
 
@@ -40,17 +40,3 @@ class SamplerSpec:
     @property
     def padded_vocab_size(self) -> int:
         return padded_vocab_size(self.vocab_size)
-
-
-def sampler_peak_bytes(
-    num_tokens: int, num_reqs: int, hidden_size: int, dtype_bytes: int, spec: SamplerSpec
-) -> int:
-    """The tensors alive at the sampler's peak, unrounded (the formula of section 2.2)."""
-    vocab, padded = spec.vocab_size, spec.padded_vocab_size
-    held = num_tokens * hidden_size * dtype_bytes + 2 * num_reqs * hidden_size * dtype_bytes
-    logits = num_reqs * padded * dtype_bytes
-    if num_reqs >= TRITON_TOPK_MIN_ROWS:
-        scratch = topk_topp_scratch_rows(num_reqs, spec.multiprocessors) * vocab * 4
-        return held + logits + 3 * num_reqs * vocab * 4 + scratch
-    # sort path: sorted values + int64 indices + softmax, then probs and noise after they die
-    return held + logits + max(num_reqs * vocab * (4 + 4 + 8 + 4 + 1), 3 * num_reqs * vocab * 4)

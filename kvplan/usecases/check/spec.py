@@ -29,26 +29,26 @@ from kvplan.usecases.check.assertions import KINDS, Assertion, AssertionKind, Co
 SPEC_SCHEMA_VERSION = 1
 TOP_KEYS = ("schema_version", "name", "description", "target", "assert")
 BLOCK_KEYS = ("name", "workload", "seed", "step_time_ms")
-# [target] keys that plan on the spot (PlanRequest's knobs, as `kvplan plan` names its flags)
-PLAN_KNOBS: dict[str, str] = {
+# [target] keys that plan on the spot (PlanRequest's settings, as `kvplan plan` names its flags)
+PLAN_SETTINGS: dict[str, str] = {
     "gpu": "str", "gpu_memory": "bytes", "gpu_memory_utilization": "utilization", "kv_cache_memory": "bytes",
     "block_size": "positive", "max_model_len": "max_model_len", "max_num_batched_tokens": "positive",
     "max_num_seqs": "positive", "kv_cache_dtype": "str", "dtype": "str", "tensor_parallel_size": "positive",
     "pipeline_parallel_size": "positive", "num_gpu_blocks_override": "positive",
     "enable_prefix_caching": "bool", "enable_chunked_prefill": "bool", "trust_remote_code": "bool",
 }
-TARGET_KEYS = ("profile", "model", "config_sha256", *PLAN_KNOBS)
+TARGET_KEYS = ("profile", "model", "config_sha256", *PLAN_SETTINGS)
 
 
 @dataclass(frozen=True)
 class TargetSpec:
-    """``profile`` names a saved profile: ``model``, ``config_sha256`` and the knobs are then what
-    its provenance must match. Without it, ``model`` and the knobs are planned on the spot."""
+    """``profile`` names a saved profile: ``model``, ``config_sha256`` and the settings are then what
+    its provenance must match. Without it, ``model`` and the settings are planned on the spot."""
 
     profile: Path | None = None
     model: str | None = None
     config_sha256: str | None = None
-    knobs: dict[str, Any] = field(default_factory=dict)
+    settings: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -147,18 +147,18 @@ def _parse_target(raw: Any, base: Path, shown: str) -> TargetSpec:
                           "or model = \"...\" to plan on the spot")
     if model is not None and (base / model).exists():
         model = str(base / model)  # a config.json or model directory next to the spec
-    knobs = {key: parse_knob(key, raw[key], f"{shown}: target.{key}") for key in PLAN_KNOBS if key in raw}
+    settings = {key: parse_setting(key, raw[key], f"{shown}: target.{key}") for key in PLAN_SETTINGS if key in raw}
     return TargetSpec(
         profile=_relative(base, profile) if profile is not None else None,
         model=model,
         config_sha256=raw.get("config_sha256"),
-        knobs=knobs,
+        settings=settings,
     )
 
 
-def parse_knob(key: str, value: Any, where: str) -> Any:
-    """One planning knob, typed as `kvplan plan` takes it (sizes as bytes)."""
-    kind = PLAN_KNOBS[key]
+def parse_setting(key: str, value: Any, where: str) -> Any:
+    """One planning setting, typed as `kvplan plan` takes it (sizes as bytes)."""
+    kind = PLAN_SETTINGS[key]
     if kind == "str":
         if not isinstance(value, str) or not value:
             raise KvplanError(f"{where}: expected a non-empty string, got {value!r}")

@@ -22,7 +22,7 @@ from kvplan.usecases.check.spec import TargetSpec
 from kvplan.usecases.plan import PlanRequest, PlanResult, PlanSummary, plan
 from kvplan.usecases.profile_summary import ProfileSummary, load_profile, profile_mismatches
 
-# spec knob name -> PlanRequest field, where they differ (the spec takes sizes as `kvplan plan` flags do)
+# spec setting name -> PlanRequest field, where they differ (the spec takes sizes as `kvplan plan` flags do)
 REQUEST_FIELD = {"kv_cache_memory": "kv_cache_memory_bytes", "gpu_memory": "gpu_memory_bytes"}
 PLAN_FIELDS = tuple(f.name for f in dataclasses.fields(PlanRequest))
 # settings left unset in a profile's request, and where its plan says what they resolved to
@@ -76,8 +76,8 @@ def _request(spec: TargetSpec, shown: str) -> PlanRequest:
         raise KvplanError(f"{shown}: target.model: required to plan on the spot (or give target.profile)")
     if spec.config_sha256 is not None:
         raise KvplanError(f"{shown}: target.config_sha256: applies to a saved profile (target.profile)")
-    knobs = {REQUEST_FIELD.get(key, key): value for key, value in spec.knobs.items()}
-    return PlanRequest(model=spec.model, **knobs)
+    settings = {REQUEST_FIELD.get(key, key): value for key, value in spec.settings.items()}
+    return PlanRequest(model=spec.model, **settings)
 
 
 def plan_target(request: PlanRequest) -> Target:
@@ -111,18 +111,18 @@ def profile_target(profile: ProfileSummary, path: Path | None, model: str | None
         where = path.name if path else "the profile"
         raise KvplanError(f"{where}: no provenance.knobs: not a profile saved by `kvplan profile --save`; "
                           "profile again with this kvplan")
-    knobs = {key: value for key, value in provenance.knobs.items() if key in PLAN_FIELDS}
-    knobs["model"] = model or provenance.model or knobs.get("model")
-    knobs["with_weights"] = False
+    settings = {key: value for key, value in provenance.knobs.items() if key in PLAN_FIELDS}
+    settings["model"] = model or provenance.model or settings.get("model")
+    settings["with_weights"] = False
     if profile.plan is not None:
-        knobs["kv_cache_memory_bytes"] = profile.plan.kv_cache_memory_bytes
+        settings["kv_cache_memory_bytes"] = profile.plan.kv_cache_memory_bytes
     budget = None
     total, non_kv = profile.total_bytes, profile.non_kv_bytes
     if not profile.kv_cache_memory_given and total is not None and non_kv is not None:
-        budget = Budget(total, non_kv, float(profile.gpu_memory_utilization or knobs["gpu_memory_utilization"]))
+        budget = Budget(total, non_kv, float(profile.gpu_memory_utilization or settings["gpu_memory_utilization"]))
     predicted = " (predicted)" if profile.predicted else ""
-    label = f"profile {path.name if path else ''} of {knobs['model']} on {profile.device}{predicted}"
-    return Target("profile", " ".join(label.split()), profile.plan, profile, PlanRequest(**knobs), budget, path)
+    label = f"profile {path.name if path else ''} of {settings['model']} on {profile.device}{predicted}"
+    return Target("profile", " ".join(label.split()), profile.plan, profile, PlanRequest(**settings), budget, path)
 
 
 def _saved_profile(spec: TargetSpec, shown: str) -> Target:
@@ -138,15 +138,15 @@ def _saved_profile(spec: TargetSpec, shown: str) -> Target:
                               f"config.json ({resolved_sha})")
         expected_sha = resolved_sha
     reasons = profile_mismatches(document, config_sha256=expected_sha)
-    reasons += _knob_mismatches(document, spec.knobs)
+    reasons += _setting_mismatches(document, spec.settings)
     if reasons:
         raise KvplanError(
             f"{shown}: target.profile {spec.profile.name} does not match the spec: {'; '.join(reasons)}: "
-            "profile again with the spec's model and knobs (`kvplan profile ... --save`), or fix the spec")
+            "profile again with the spec's model and settings (`kvplan profile ... --save`), or fix the spec")
     return profile_target(document, spec.profile, spec.model)
 
 
-def _knob_mismatches(profile: ProfileSummary, wanted: dict[str, Any]) -> list[str]:
+def _setting_mismatches(profile: ProfileSummary, wanted: dict[str, Any]) -> list[str]:
     saved = profile.provenance.knobs or {}
     reasons = []
     for key, value in wanted.items():
@@ -154,7 +154,7 @@ def _knob_mismatches(profile: ProfileSummary, wanted: dict[str, Any]) -> list[st
         if field not in saved:
             reasons.append(f"it does not record {key}")
             continue
-        # a knob left at vLLM's default matches the value that default resolved to
+        # a setting left at vLLM's default matches the value that default resolved to
         effective = saved[field]
         if effective is None and field in EFFECTIVE_IN_PLAN and profile.plan is not None:
             effective = EFFECTIVE_IN_PLAN[field](profile.plan)

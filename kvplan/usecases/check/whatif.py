@@ -1,5 +1,5 @@
 """What-if questions about a target, answered by replanning it with vLLM's sizing functions:
-the longest request that fits, the blocks a requirement needs, and the knob value that gives
+the longest request that fits, the blocks a requirement needs, and the setting that gives
 them ("raise gpu_memory_utilization to 0.93", "raise kv_cache_memory to ...")."""
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ def blocks_for_kv_tokens(target: Target, tokens: int) -> int:
 
 
 def advise_bytes(target: Target, kv_bytes: int, purpose: str = "") -> str:
-    """The knob that gives the KV cache `kv_bytes` per GPU; `purpose` says what for ("8,192 blocks")."""
+    """The setting that gives the KV cache `kv_bytes` per GPU; `purpose` says what for ("8,192 blocks")."""
     budget = target.budget
     amount = f"{format_gib(kv_bytes)} GiB of KV cache" + (f" for {purpose}" if purpose else "")
     if budget is None:

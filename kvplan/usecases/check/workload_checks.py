@@ -102,9 +102,9 @@ def run_workload(path: Path, target: Target | None, seed: int | None, step_time_
 
 def on_target_pool(workload: Workload, plan: PlanSummary, target: Target) -> Workload:
     """The workload with the target's pool and settings, and its model's bytes for the step-time model."""
-    kept = tuple((key, value) for key, value in workload.engine.knobs if key not in TARGET_ENGINE_SETTINGS)
+    kept = tuple((key, value) for key, value in workload.engine.settings if key not in TARGET_ENGINE_SETTINGS)
     settings = tuple((key, read(plan)) for key, read in TARGET_ENGINE_SETTINGS.items())
-    engine = EngineSpec(num_gpu_blocks=plan.num_blocks, gpu=plan.gpu, knobs=settings + kept)
+    engine = EngineSpec(num_gpu_blocks=plan.num_blocks, gpu=plan.gpu, settings=settings + kept)
     weights = (target.profile.weights_bytes if target.profile else None) or plan.weights_per_gpu_bytes
     per_token = plan.kv_bytes_per_token
     timing = workload.timing

@@ -21,10 +21,10 @@ from kvplan.usecases.profile_summary import load_profile
 from kvplan.usecases.simulate.workload import EngineSpec
 
 DEFAULT_UTILIZATION = 0.9
-# knobs a saved profile or a plan fixes along with the pool size
-POOL_KNOBS = ("block_size", "max_model_len", "max_num_batched_tokens", "max_num_seqs", "enable_prefix_caching")
+# settings a saved profile or a plan fixes along with the pool size
+POOL_SETTINGS = ("block_size", "max_model_len", "max_num_batched_tokens", "max_num_seqs", "enable_prefix_caching")
 # `kvplan plan`'s sizing flags: they only matter when the pool is planned from engine.model
-SIZING_KNOBS = ("kv_cache_dtype", "dtype", "tensor_parallel_size", "pipeline_parallel_size")
+SIZING_SETTINGS = ("kv_cache_dtype", "dtype", "tensor_parallel_size", "pipeline_parallel_size")
 
 
 @dataclass(frozen=True)
@@ -47,7 +47,7 @@ class EngineOverrides:
     tensor_parallel_size: int | None = None
     pipeline_parallel_size: int | None = None
 
-    def knobs(self) -> dict[str, Any]:
+    def settings(self) -> dict[str, Any]:
         skip = ("num_gpu_blocks", "gpu", "gpu_memory_utilization", "gpu_memory", "kv_cache_memory")
         return {f.name: getattr(self, f.name) for f in fields(self)
                 if f.name not in skip and getattr(self, f.name) is not None}
@@ -77,14 +77,14 @@ class PlannedPool:
     """The part of a plan (or a saved profile's plan record) that the simulation uses."""
 
     num_blocks: int
-    knobs: dict[str, Any]
+    settings: dict[str, Any]
     facts: ModelFacts
 
 
 def resolve_engine(spec: EngineSpec, overrides: EngineOverrides, where: str) -> ResolvedEngine:
     """The effective engine: file < its pool source < command line, one line on any mistake."""
     notes: list[str] = []
-    file_knobs = dict(spec.knobs)
+    file_settings = dict(spec.settings)
     sizing_flags = {
         "--gpu-memory-utilization": overrides.gpu_memory_utilization, "--gpu-memory": overrides.gpu_memory,
         "--kv-cache-memory": overrides.kv_cache_memory, "--kv-cache-dtype": overrides.kv_cache_dtype,
@@ -107,7 +107,7 @@ def resolve_engine(spec: EngineSpec, overrides: EngineOverrides, where: str) -> 
             notes.append(f"the pool size is the profile's, measured on {pool.facts.gpu}; "
                          f"--gpu {overrides.gpu} changes only the step-time estimate")
     elif spec.model is not None:
-        knobs = {**file_knobs, **overrides.knobs()}
+        settings = {**file_settings, **overrides.settings()}
         pool, source = plan_pool(
             model=spec.model,
             gpu=overrides.gpu or spec.gpu,
@@ -115,14 +115,15 @@ def resolve_engine(spec: EngineSpec, overrides: EngineOverrides, where: str) -> 
             gpu_memory_utilization=overrides.gpu_memory_utilization or spec.gpu_memory_utilization
             or DEFAULT_UTILIZATION,
             kv_cache_memory=kv_cache_memory,
-            knobs={k: v for k, v in knobs.items() if k in (*POOL_KNOBS, *SIZING_KNOBS, "enable_chunked_prefill")},
+            settings={k: v for k, v in settings.items()
+                      if k in (*POOL_SETTINGS, *SIZING_SETTINGS, "enable_chunked_prefill")},
         ), "plan"
 
-    merged: dict[str, Any] = dict(pool.knobs) if pool else {}
-    for layer, layer_name in ((file_knobs, "engine"), (overrides.knobs(), "the command line")):
+    merged: dict[str, Any] = dict(pool.settings) if pool else {}
+    for layer, layer_name in ((file_settings, "engine"), (overrides.settings(), "the command line")):
         for key, value in layer.items():
             pool_fixed = source == "profile" and overrides.num_gpu_blocks is None
-            if pool_fixed and key in POOL_KNOBS and merged.get(key) != value:
+            if pool_fixed and key in POOL_SETTINGS and merged.get(key) != value:
                 if key == "block_size":
                     raise KvplanError(
                         f"{where}: block_size {value} from {layer_name} differs from the profile's "
@@ -145,13 +146,13 @@ def resolve_engine(spec: EngineSpec, overrides: EngineOverrides, where: str) -> 
 
 
 def plan_pool(*, model: str, gpu: str | None, gpu_memory: int | None, gpu_memory_utilization: float,
-              kv_cache_memory: int | None, knobs: dict[str, Any]) -> PlannedPool:
+              kv_cache_memory: int | None, settings: dict[str, Any]) -> PlannedPool:
     """Plan the pool for ``model`` with kvplan's planner: `kvplan plan` on ``kv_cache_memory`` (no
     torch for catalog models), else the KV memory of ``gpu`` / ``gpu_memory`` at
     ``gpu_memory_utilization`` as the fake profile run predicts it (needs the `profile` extra)."""
     request = PlanRequest(model=model, gpu=gpu, gpu_memory_bytes=gpu_memory,
                           gpu_memory_utilization=gpu_memory_utilization, kv_cache_memory_bytes=kv_cache_memory,
-                          **knobs)
+                          **settings)
     if kv_cache_memory is None and gpu is None and gpu_memory is None:
         raise KvplanError("engine.model: give engine.gpu (or gpu_memory) or engine.kv_cache_memory to size the pool")
     if kv_cache_memory is not None:
@@ -196,7 +197,7 @@ def pool_from_plan(plan: PlanSummary, path: str) -> PlannedPool:
     per_token = plan.kv_bytes_per_token
     return PlannedPool(
         num_blocks=as_int(plan.num_blocks, child(path, "num_blocks"), minimum=2),
-        knobs=settings,
+        settings=settings,
         facts=ModelFacts(
             model=plan.model,
             gpu=plan.gpu,

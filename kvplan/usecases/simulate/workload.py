@@ -36,19 +36,19 @@ from kvplan.usecases.simulate.distributions import Distribution, parse_distribut
 SCHEMA_VERSION = 1
 TOP_KEYS = ("schema_version", "description", "seed", "engine", "timing", "classes", "arrival", "requests")
 ENGINE_SOURCES = ("num_gpu_blocks", "profile", "model")
-ENGINE_KNOBS = (
+ENGINE_SETTINGS = (
     "block_size", "max_num_batched_tokens", "max_num_seqs", "max_model_len",
     "enable_prefix_caching", "enable_chunked_prefill", "hash_algo", "hash_seed",
 )
 PLANNING_KEYS = ("gpu_memory", "gpu_memory_utilization", "kv_cache_memory")
-ENGINE_KEYS = (*ENGINE_SOURCES, "gpu", *PLANNING_KEYS, *ENGINE_KNOBS)
+ENGINE_KEYS = (*ENGINE_SOURCES, "gpu", *PLANNING_KEYS, *ENGINE_SETTINGS)
 TIMING_KEYS = ("step_time_ms", "calibration", "gpu", "weights_bytes", "kv_bytes_per_token", "overhead_ms")
 CLASS_KEYS = ("name", "weight", "prompt_tokens", "output_tokens", "shared_prefix", "turns")
 
 
 @dataclass(frozen=True)
 class EngineSpec:
-    """The ``engine`` section as written: at most one pool source, planning inputs, vLLM knobs."""
+    """The ``engine`` section as written: at most one pool source, planning inputs, vLLM settings."""
 
     num_gpu_blocks: int | None = None
     profile: Path | None = None
@@ -57,10 +57,7 @@ class EngineSpec:
     gpu_memory: int | None = None
     gpu_memory_utilization: float | None = None
     kv_cache_memory: int | None = None
-    knobs: tuple[tuple[str, Any], ...] = ()
-
-    def knob(self, name: str) -> Any:
-        return dict(self.knobs).get(name)
+    settings: tuple[tuple[str, Any], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -244,16 +241,16 @@ def _parse_engine(raw: Any, path: str, base_dir: Path) -> EngineSpec:
     utilization = obj.get("gpu_memory_utilization")
     if utilization is not None and (problem := utilization_problem(utilization)) is not None:
         raise FieldError(child(path, "gpu_memory_utilization"), problem)
-    knobs: list[tuple[str, Any]] = []
-    for key in ENGINE_KNOBS:
+    settings: list[tuple[str, Any]] = []
+    for key in ENGINE_SETTINGS:
         if key not in obj:
             continue
         if key.startswith("enable_"):
-            knobs.append((key, as_bool(obj[key], child(path, key))))
+            settings.append((key, as_bool(obj[key], child(path, key))))
         elif key.startswith("hash_"):
-            knobs.append((key, as_str(obj[key], child(path, key))))
+            settings.append((key, as_str(obj[key], child(path, key))))
         else:
-            knobs.append((key, as_int(obj[key], child(path, key), minimum=1)))
+            settings.append((key, as_int(obj[key], child(path, key), minimum=1)))
     return EngineSpec(
         num_gpu_blocks=get(obj, "num_gpu_blocks", path, as_int, None, minimum=2),
         profile=(base_dir / profile) if profile is not None else None,
@@ -262,7 +259,7 @@ def _parse_engine(raw: Any, path: str, base_dir: Path) -> EngineSpec:
         gpu_memory=sizes.get("gpu_memory"),
         gpu_memory_utilization=None if utilization is None else float(utilization),
         kv_cache_memory=sizes.get("kv_cache_memory"),
-        knobs=tuple(knobs),
+        settings=tuple(settings),
     )
 
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from kvplan.semantics.engine.hashing import RequestBlockHasher, block_extra_keys, hash_block_tokens, none_hash
+from kvplan.semantics.engine.hashing import RequestBlockHasher, block_extra_keys, none_hash
 from kvplan.semantics.engine.request import MultiModalFeature
+from tests.references import hash_block_tokens
 
 
 def hashed(request, block_size: int = 4, seed: str = "0"):
@@ -29,7 +30,7 @@ def test_generated_tokens_extend_the_hashes_when_a_block_fills(make_request) -> 
     assert len(request.block_hashes) == 2
     expected = hash_block_tokens(request.block_hashes[0], [4, 5, 6, 10**9])
     assert request.block_hashes[1] == expected
-    assert request.all_token_ids == [*range(7), 10**9]
+    assert list(request.token_ids(0, request.num_tokens)) == [*range(7), 10**9]
 
 
 def test_equal_prefixes_hash_equal_and_any_difference_propagates(make_request) -> None:

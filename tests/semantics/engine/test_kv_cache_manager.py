@@ -6,6 +6,7 @@ import pytest
 
 from kvplan.semantics.engine.hashing import RequestBlockHasher
 from kvplan.semantics.engine.kv_cache_manager import KVCacheManager
+from tests.references import block_ids
 
 BLOCK = 16
 
@@ -24,7 +25,7 @@ def run_prefill(kv: KVCacheManager, request) -> list[int]:
     hits, num_hit = kv.get_computed_blocks(request)
     assert kv.allocate_slots(request, request.num_tokens - num_hit, num_hit, hits) is not None
     request.num_computed_tokens = request.num_tokens
-    return kv.get_block_ids(request.request_id)
+    return block_ids(kv, request.request_id)
 
 
 def test_a_fully_cached_block_multiple_prompt_recomputes_its_last_block(make_request) -> None:
@@ -86,7 +87,7 @@ def test_external_tokens_get_blocks_before_the_new_tokens(make_request) -> None:
     kv = manager(10)
     request = hashed(make_request("a", 40))
     kv.allocate_slots(request, 8, num_external_computed_tokens=32)
-    assert kv.get_block_ids("a") == [1, 2, 3]
+    assert block_ids(kv, "a") == [1, 2, 3]
     assert kv.block_pool.num_cached_blocks == 2
     with pytest.raises(ValueError):
         kv.allocate_slots(request, 0)

@@ -12,12 +12,13 @@ from hypothesis import strategies as st
 
 from kvplan.report.replay_records import RecordEncoder, step_record
 from kvplan.semantics.engine.config import EngineConfig
-from kvplan.semantics.engine.hashing import hash_block_tokens, none_hash
+from kvplan.semantics.engine.hashing import none_hash
 from kvplan.semantics.engine.kv_cache_manager import KVCacheManager
 from kvplan.semantics.engine.replay import replay
 from kvplan.semantics.engine.request import Request
 from kvplan.semantics.engine.scheduler import Scheduler, StepResult
 from kvplan.semantics.engine.trace import Trace, TraceRequest
+from tests.references import hash_block_tokens
 
 SETTINGS = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

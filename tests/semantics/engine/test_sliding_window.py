@@ -5,6 +5,7 @@ from __future__ import annotations
 from kvplan.semantics.engine.hashing import RequestBlockHasher
 from kvplan.semantics.engine.kv_cache_manager import KVCacheManager
 from kvplan.semantics.engine.single_type_manager import SlidingWindowManager
+from tests.references import block_ids
 
 
 def hashed(request):
@@ -22,11 +23,11 @@ def test_the_worked_example(make_request) -> None:
     kv.allocate_slots(first, 80)
     first.num_computed_tokens = 80
     first.append_output_token()
-    assert kv.get_block_ids("a") == [1, 2, 3, 4, 5]
+    assert block_ids(kv, "a") == [1, 2, 3, 4, 5]
 
     # Next step: 80 - 32 + 1 = 49 skipped tokens = 3 blocks go back, still hashed, in reverse order.
     kv.allocate_slots(first, 1)
-    assert kv.get_block_ids("a") == [0, 0, 0, 4, 5, 6]
+    assert block_ids(kv, "a") == [0, 0, 0, 4, 5, 6]
     assert kv.block_pool.free_block_ids()[-3:] == [3, 2, 1]
     assert kv.block_pool.num_evictable_cached_blocks == 3
 
@@ -35,7 +36,7 @@ def test_the_worked_example(make_request) -> None:
     hits, num_hit = kv.get_computed_blocks(second)
     assert [b.block_id for b in hits] == [0, 0, 0, 4, 5] and num_hit == 80
     assert kv.allocate_slots(second, 10, num_hit, hits) is not None
-    assert kv.get_block_ids("b") == [0, 0, 0, 4, 5, 7]
+    assert block_ids(kv, "b") == [0, 0, 0, 4, 5, 7]
     assert [kv.block_pool.blocks[i].ref_cnt for i in (4, 5)] == [2, 2]
 
 

@@ -11,7 +11,7 @@ from kvplan.semantics.kv.grouping import (
     merge_specs,
     unify_kv_cache_spec_page_size,
 )
-from kvplan.semantics.kv.layer_specs import CacheKnobs, build_worker_specs
+from kvplan.semantics.kv.layer_specs import CacheSettings, build_worker_specs
 from kvplan.semantics.kv.sizing import size_kv_cache
 from kvplan.semantics.kv.specs import FullAttentionSpec, MambaSpec, SizingLimits, SlidingWindowSpec
 
@@ -70,7 +70,7 @@ def test_full_attention_layers_that_only_record_a_window_merge() -> None:
 
 
 def test_disabled_hybrid_manager_treats_windows_as_full_attention(catalog_shape) -> None:
-    workers = build_worker_specs(catalog_shape("google/gemma-2-9b-it"), CacheKnobs(max_model_len=8192))
+    workers = build_worker_specs(catalog_shape("google/gemma-2-9b-it"), CacheSettings(max_model_len=8192))
     grouping = get_kv_cache_groups(workers[0], disable_hybrid_kv_cache_manager=True)
     (group,) = grouping.groups
     assert len(group.layer_names) == 42
@@ -85,7 +85,7 @@ def test_disabled_hybrid_manager_treats_windows_as_full_attention(catalog_shape)
 
 def test_disabled_hybrid_manager_cannot_unify_mamba_layers(catalog_shape) -> None:
     shape = catalog_shape("Qwen/Qwen3-Next-80B-A3B-Thinking")
-    workers = build_worker_specs(shape, CacheKnobs(max_model_len=8192))
+    workers = build_worker_specs(shape, CacheSettings(max_model_len=8192))
     with pytest.raises(GroupingError, match="failed to convert the KV cache specs to one unified type"):
         get_kv_cache_groups(workers[0], disable_hybrid_kv_cache_manager=True)
 

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from kvplan.semantics.kv.layer_specs import CacheKnobs, build_worker_specs
+from kvplan.semantics.kv.grouping import get_kv_cache_groups
+from kvplan.semantics.kv.layer_specs import CacheSettings, build_worker_specs
 from kvplan.semantics.kv.sizing import (
     CANNOT_AUTO_FIT,
     NO_MEMORY,
-    estimate_max_model_len,
+    estimate_max_model_len_from_groups,
     kv_bytes_per_token,
     max_concurrency,
     size_kv_cache,
@@ -105,9 +106,9 @@ def test_minimum_pool_is_exactly_one_request() -> None:
 
 def test_estimate_max_model_len_from_vllm_tests() -> None:
     # 32 layers x 32 KV heads x 128 x fp16: 16384 tokens need 8 GiB
-    specs = llama_like()
-    assert estimate_max_model_len(specs, 8 * GiB, SizingLimits(16385, 32768)) == 16384
-    assert estimate_max_model_len(specs, 8 * GiB, SizingLimits(16383, 32768)) == 16383
+    groups = get_kv_cache_groups(llama_like()).groups
+    assert estimate_max_model_len_from_groups(groups, 8 * GiB, SizingLimits(16385, 32768)) == 16384
+    assert estimate_max_model_len_from_groups(groups, 8 * GiB, SizingLimits(16383, 32768)) == 16383
 
 
 def test_max_concurrency_from_vllm_tests() -> None:
@@ -129,7 +130,7 @@ def test_max_concurrency_from_vllm_tests() -> None:
 
 def test_pipeline_stages_take_the_smallest_pool(catalog_shape) -> None:
     shape = catalog_shape("meta-llama/Llama-3.1-8B-Instruct")
-    workers = build_worker_specs(shape, CacheKnobs(max_model_len=131072, pipeline_parallel_size=3))
+    workers = build_worker_specs(shape, CacheSettings(max_model_len=131072, pipeline_parallel_size=3))
     assert [len(specs) for specs in workers] == [11, 11, 10]
     limits = SizingLimits(131072, 2048)
 

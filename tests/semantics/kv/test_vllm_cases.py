@@ -7,7 +7,7 @@ import pytest
 from kvplan.errors import ConfigRejected
 from kvplan.semantics.config.model import resolve_model_dtype, verify_max_model_len
 from kvplan.semantics.config.parallel import verify_tensor_parallel
-from kvplan.semantics.kv.layer_specs import CacheKnobs, build_worker_specs, resolve_cache_layout
+from kvplan.semantics.kv.layer_specs import CacheSettings, build_worker_specs, resolve_cache_layout
 from kvplan.semantics.kv.sizing import size_kv_cache
 from kvplan.semantics.kv.specs import (
     GroupSpec,
@@ -56,7 +56,7 @@ def plan(shape, args: dict, derived_max_len: float):
     model_dtype = resolve_model_dtype("auto", shape.config_dtype, shape.model_type).dtype
     max_model_len = verify_max_model_len(args["max_model_len"], derived_max_len, "max_position_embeddings")
     verify_tensor_parallel(shape, args["tensor_parallel_size"])
-    knobs = CacheKnobs(
+    knobs = CacheSettings(
         max_model_len=max_model_len, model_dtype=model_dtype, block_size=args["block_size"],
         cache_dtype=args["kv_cache_dtype"], tensor_parallel_size=args["tensor_parallel_size"],
     )

@@ -38,7 +38,7 @@ def test_json_spec_reads_the_same(tmp_path):
     path.write_text(json.dumps({"target": {"model": "Qwen/Qwen2-0.5B-Instruct", "kv_cache_memory": "24GiB"},
                                 "assert": [{"min_num_blocks": 1000, "fits": True}]}))
     spec = load_spec(path)
-    assert spec.target.knobs == {"kv_cache_memory": 24 * 2**30}
+    assert spec.target.settings == {"kv_cache_memory": 24 * 2**30}
     assert [a.required for a in spec.blocks[0].assertions] == [1000, True]
 
 

@@ -76,7 +76,7 @@ def test_a_missing_profile_is_bad_input(write_spec):
 
 def test_planning_on_the_spot_needs_a_model():
     with pytest.raises(KvplanError, match=r"spec\.toml: target\.model: required"):
-        load_target(TargetSpec(knobs={"kv_cache_memory": 10**9}), "spec.toml")
+        load_target(TargetSpec(settings={"kv_cache_memory": 10**9}), "spec.toml")
 
 
 @pytest.mark.parametrize("spec", ["l4-chat.toml", "fail-tight-kv-cache.toml"])

@@ -19,10 +19,10 @@ from kvplan.measure.backend import SlotCheck
 from kvplan.measure.nvml import NvmlReport
 from kvplan.report.profile_console import render_profile
 from kvplan.report.profile_json import profile_record
-from kvplan.semantics.memory.sampler import sampler_peak_bytes
 from kvplan.units import cdiv
 from kvplan.usecases.plan import PlanRequest
 from kvplan.usecases.profile import ProfileRequest, choose_backend, run_profile
+from tests.references import sampler_peak_bytes
 
 MIB = 1 << 20
 

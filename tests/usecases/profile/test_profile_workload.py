@@ -34,6 +34,7 @@ from kvplan.usecases.profile import ProfileRequest, run_profile
 from kvplan.usecases.profile_workload import run_workload_check
 from kvplan.usecases.simulate.driver import SimOptions, prepare, run
 from kvplan.usecases.simulate.workload import load_workload
+from tests.references import block_ids
 
 REPO = Path(__file__).resolve().parents[3]
 MIB = 1 << 20
@@ -169,7 +170,7 @@ def test_the_values_sit_where_the_kernels_read_them():
     scheduler = Scheduler(config, writer)
     scheduler.add_request(Request("only", prompt, 4, range(500, 504)))
     scheduler.step()                         # the whole prompt in one step, then the first token
-    blocks = scheduler.kv_cache_manager.get_block_ids("only")
+    blocks = block_ids(scheduler.kv_cache_manager, "only")
     raw = pool.raw[1].view(torch.bfloat16).view(2, 8, 16, 2, 8)
     expected = KvValues([1], [0, 1], (2, 8), torch.bfloat16, torch.device("cpu"))(
         content_chain(torch.tensor(prompt), 0, 0))[0]
