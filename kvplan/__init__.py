@@ -1,4 +1,3 @@
 """kvplan: exact KV-cache sizing, profiling and simulation with vLLM 0.17.1's semantics."""
 
 __version__ = "0.1.0"
-VLLM_SEMANTICS = "0.17.1"

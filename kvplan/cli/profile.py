@@ -113,7 +113,8 @@ def profile_command(
         if save is not None:
             print(f"saved {save}")
     finding = not result.fits or (check is not None and check.finding is not None)
-    code = verdict_exit_code(profile_report(assertions, result.summary) if assertions else None, finding=finding)
+    report = profile_report(assertions, result.summary, request.release) if assertions else None
+    code = verdict_exit_code(report, finding=finding)
     if code:
         raise typer.Exit(code)
     if check is not None and check.metrics.stalled:

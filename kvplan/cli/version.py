@@ -2,15 +2,16 @@ from __future__ import annotations
 
 import typer
 
-from kvplan import VLLM_SEMANTICS, __version__
+from kvplan import __version__
 from kvplan.cli.app import app
 from kvplan.report.jsonout import emit_json
+from kvplan.semantics.releases import DEFAULT_RELEASE
 
 
 @app.command()
 def version(json_output: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """Print kvplan's version and the vLLM version whose semantics it reproduces."""
     if json_output:
-        emit_json({"schema_version": 1, "kvplan": __version__, "vllm_semantics": VLLM_SEMANTICS})
+        emit_json({"schema_version": 1, "kvplan": __version__, "vllm_semantics": DEFAULT_RELEASE.version})
     else:
-        print(f"kvplan {__version__} (vLLM {VLLM_SEMANTICS} semantics)")
+        print(f"kvplan {__version__} (vLLM {DEFAULT_RELEASE.version} semantics)")

@@ -133,7 +133,7 @@ class CpuBackend(PlannedGpu):
             how + ", 512-B rounded",
         )
 
-    def profile(self, batch: ProfileBatch, multiprocessors: int) -> ActivationMeasurement:
+    def profile(self, batch: ProfileBatch, multiprocessors: int, sampler_passes: int = 1) -> ActivationMeasurement:
         assert self._model is not None, "load_model first"
         start = time.perf_counter()
         input_ids, logits_indices = make_inputs(batch, "cpu")
@@ -142,7 +142,7 @@ class CpuBackend(PlannedGpu):
         hwm_reset = reset_high_water_mark()
         with torch.no_grad(), LiveBytes(CUDA_ALLOCATOR_ROUNDING) as live:
             live.register_existing([*weight_tensors(self._model), input_ids, logits_indices])
-            sampler = profile_step(self._model, input_ids, logits_indices, multiprocessors)
+            sampler = profile_step(self._model, input_ids, logits_indices, multiprocessors, sampler_passes)
         checks: dict[str, int] = {}
         peak_rss = high_water_mark_bytes()
         if hwm_reset and baseline is not None and peak_rss is not None:

@@ -117,7 +117,7 @@ class CudaBackend:
             "memory_allocated() increase across loading",
         )
 
-    def profile(self, batch: ProfileBatch, multiprocessors: int) -> ActivationMeasurement:
+    def profile(self, batch: ProfileBatch, multiprocessors: int, sampler_passes: int = 1) -> ActivationMeasurement:
         """`memory_profiling` around the profile run."""
         assert self._model is not None, "load_model first"
         if self._init is None:
@@ -130,7 +130,7 @@ class CudaBackend:
         self.cuda.reset_peak_memory_stats(self.device)
         before_peak = _peak(self.cuda, self.device)
         with torch.inference_mode():
-            sampler = profile_step(self._model, input_ids, logits_indices, multiprocessors)
+            sampler = profile_step(self._model, input_ids, logits_indices, multiprocessors, sampler_passes)
         self.cuda.synchronize(self.device)
         gc.collect()
         self.cuda.empty_cache()

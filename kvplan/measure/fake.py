@@ -61,14 +61,14 @@ class FakeBackend(PlannedGpu):
             "meta-device build: parameter and buffer storages, 512-B rounded",
         )
 
-    def profile(self, batch: ProfileBatch, multiprocessors: int) -> ActivationMeasurement:
+    def profile(self, batch: ProfileBatch, multiprocessors: int, sampler_passes: int = 1) -> ActivationMeasurement:
         assert self._model is not None and self._mode is not None, "load_model first"
         start = time.perf_counter()
         with self._mode:
             input_ids, logits_indices = make_inputs(batch, "cpu")
         with torch.no_grad(), self._mode, LiveBytes(CUDA_ALLOCATOR_ROUNDING) as live:
             live.register_existing([*weight_tensors(self._model), input_ids, logits_indices])
-            sampler = profile_step(self._model, input_ids, logits_indices, multiprocessors)
+            sampler = profile_step(self._model, input_ids, logits_indices, multiprocessors, sampler_passes)
         return ActivationMeasurement(
             live.peak, None, time.perf_counter() - start,
             "fake-tensor forward: live-tensor peak, 512-B rounded", sampler,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kvplan import VLLM_SEMANTICS, __version__
+from kvplan import __version__
 from kvplan.usecases.check.assertions import AssertionResult, Concurrency
 from kvplan.usecases.check.evaluate import CheckReport
 from kvplan.usecases.check.target import Target
@@ -57,7 +57,7 @@ def check_record(report: CheckReport) -> dict[str, Any]:
         "schema_version": CHECK_SCHEMA_VERSION,
         "kind": "kvplan.check",
         "kvplan_version": __version__,
-        "vllm_semantics": VLLM_SEMANTICS,
+        "vllm_semantics": report.release.version,
         "name": report.name,
         "source": report.source,
         "target": describe(report.target),

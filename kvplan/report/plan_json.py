@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kvplan import VLLM_SEMANTICS, __version__
+from kvplan import __version__
 from kvplan.semantics.kv.layout import view_shape
 from kvplan.semantics.kv.specs import AttentionSpec, GroupSpec, MambaSpec, UniformTypeKVCacheSpecs
 from kvplan.usecases.plan import PlanResult
@@ -59,7 +59,7 @@ def plan_record(result: PlanResult) -> dict[str, Any]:
         "schema_version": PLAN_SCHEMA_VERSION,
         "kind": PLAN_KIND,
         "kvplan_version": __version__,
-        "vllm_semantics": VLLM_SEMANTICS,
+        "vllm_semantics": request.release.version,
         "model": summary.model,
         "model_source": setup.resolved.source,
         "config_sha256": summary.config_sha256,

@@ -30,7 +30,8 @@ def _title(result: ProfileResult) -> str:
 
 
 def _breakdown(result: ProfileResult) -> Table:
-    table = Table(title="Memory (per GPU, vLLM 0.17.1 accounting)", title_justify="left")
+    release = result.options.plan.release
+    table = Table(title=f"Memory (per GPU, vLLM {release.version} accounting)", title_justify="left")
     table.add_column("term")
     table.add_column("GiB", justify="right")
     table.add_column("bytes", justify="right")

@@ -35,6 +35,7 @@ def summary_record(summary: ReplaySummary) -> dict[str, Any]:
     body = asdict(summary)
     config = body.pop("config")
     config.pop("sliding_window")
+    config.pop("release")
     return {"summary": {"schema_version": SUMMARY_SCHEMA_VERSION, **body, "config": config}}
 
 

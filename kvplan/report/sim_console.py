@@ -14,7 +14,6 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from kvplan import VLLM_SEMANTICS
 from kvplan.report.simulate_json import SeriesRow, round_floats, series_rows
 from kvplan.units import significant
 from kvplan.usecases.simulate.capacity_search import Capacity
@@ -307,5 +306,5 @@ def render(result: SimResult, console: Console) -> None:
     ]
     for warning in result.notes:
         parts.append(Text(f"warning: {warning}", style="yellow"))
-    console.print(Panel(Group(*parts), title=f"kvplan simulate · vLLM {VLLM_SEMANTICS} semantics",
+    console.print(Panel(Group(*parts), title=f"kvplan simulate · vLLM {result.setup.config.release.version} semantics",
                         title_align="left"))

@@ -9,7 +9,6 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from kvplan import VLLM_SEMANTICS
 from kvplan.report.sim_console import _num, _pct, _seconds, series_end, timing_text
 from kvplan.report.simulate_json import SeriesRow, round_floats, series_rows
 from kvplan.usecases.simulate.capacity_search import Capacity
@@ -296,7 +295,7 @@ def render_html(result: SimResult) -> str:
     timed = result.setup.timer is not None
     body = [
         f"<h1>kvplan simulate: {_esc(workload.name)}</h1>",
-        f'<p class="sub">vLLM {_esc(VLLM_SEMANTICS)} scheduler and block-manager semantics · seed '
+        f'<p class="sub">vLLM {_esc(result.setup.config.release.version)} scheduler and block-manager semantics · seed '
         f"{_esc(result.setup.seed)} · "
         f"{'times are estimates from the step-time model' if timed else 'no time model: steps only'}</p>",
         stalled,

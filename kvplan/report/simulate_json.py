@@ -12,7 +12,6 @@ import math
 from dataclasses import dataclass, fields, is_dataclass, replace
 from typing import Any, TypeVar
 
-from kvplan import VLLM_SEMANTICS
 from kvplan.report.jsonout import to_jsonable
 from kvplan.semantics.engine.trace import CONFIG_KEYS
 from kvplan.units import significant
@@ -114,7 +113,7 @@ def result_document(result: SimResult) -> dict[str, Any]:
     document = {
         "schema_version": RESULT_SCHEMA_VERSION,
         "kind": SIMULATION_KIND,
-        "vllm_semantics": VLLM_SEMANTICS,
+        "vllm_semantics": setup.config.release.version,
         "workload": describe_setup(setup),
         "engine": describe_engine(setup),
         "timing": timing,

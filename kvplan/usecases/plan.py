@@ -22,18 +22,20 @@ from kvplan.semantics.kv.sizing import SizingResult, kv_bytes_per_token, size_kv
 from kvplan.semantics.kv.specs import KVCacheConfig, KVCacheSpec, SizingLimits
 from kvplan.semantics.models.resolve import ResolvedConfig, resolve_config
 from kvplan.semantics.models.shape import ModelShape
+from kvplan.semantics.releases import DEFAULT_RELEASE, Release
 from kvplan.semantics.weights import WeightEstimate
 
 
 @dataclass(frozen=True)
 class PlanRequest:
-    """The user's settings, as `vllm serve` takes them. None means "left unset": vLLM's default."""
+    """The user's settings, as `vllm serve` takes them, for one vLLM release. None means "left
+    unset": the release's default (an unset gpu_memory_utilization becomes the release's)."""
 
     model: str
     kv_cache_memory_bytes: int | None = None
     gpu: str | None = None
     gpu_memory_bytes: int | None = None
-    gpu_memory_utilization: float = 0.9
+    gpu_memory_utilization: float | None = None
     block_size: int | None = None
     max_model_len: int | None = None           # -1: auto-fit
     max_num_batched_tokens: int | None = None
@@ -47,6 +49,17 @@ class PlanRequest:
     enable_prefix_caching: bool | None = None
     enable_chunked_prefill: bool = True
     with_weights: bool = True
+    release: Release = DEFAULT_RELEASE
+
+    def __post_init__(self) -> None:
+        if self.gpu_memory_utilization is None:
+            object.__setattr__(self, "gpu_memory_utilization", self.release.gpu_memory_utilization)
+
+    @property
+    def utilization(self) -> float:
+        """gpu_memory_utilization, the release's default when it was left unset."""
+        return self.release.gpu_memory_utilization if self.gpu_memory_utilization is None \
+            else self.gpu_memory_utilization
 
 
 @dataclass(frozen=True)
@@ -76,7 +89,7 @@ class SettledConfig:
     max_model_len: int                 # the model's (or the user's) length; auto-fit may reduce it
     auto_fit: bool
     batch: BatchLimits
-    settings: CacheSettings
+    cache: CacheSettings               # the cache settings of the release, resolved
     layout: CacheLayout
     worker_specs: tuple[dict[str, KVCacheSpec], ...]
     logs: tuple[str, ...]
@@ -202,7 +215,7 @@ def _device(request: PlanRequest) -> Device:
 
 def check_request(request: PlanRequest) -> None:
     """The request's own values, as vLLM's argument checks take them (exit 2)."""
-    problem = utilization_problem(request.gpu_memory_utilization)
+    problem = utilization_problem(request.utilization)
     if problem is not None:
         raise KvplanError(f"--gpu-memory-utilization: {problem}")
     for flag, value in (
@@ -261,13 +274,14 @@ def settle(request: PlanRequest) -> SettledConfig:
         enable_prefix_caching=request.enable_prefix_caching,
         enable_chunked_prefill=request.enable_chunked_prefill,
         gpu_capability=device.capability,
+        release=request.release,
     )
     layout = resolve_cache_layout(shape, settings)
     logs.extend(layout.logs)
     worker_specs = tuple(build_worker_specs(shape, settings))
     return SettledConfig(
         resolved=resolved, shape=shape, device=device, model_dtype=dtype.dtype, max_model_len=max_model_len,
-        auto_fit=request.max_model_len == -1, batch=batch, settings=settings, layout=layout,
+        auto_fit=request.max_model_len == -1, batch=batch, cache=settings, layout=layout,
         worker_specs=worker_specs, logs=tuple(logs),
     )
 
@@ -289,6 +303,7 @@ def plan(request: PlanRequest, setup: SettledConfig | None = None) -> PlanResult
         limits,
         num_gpu_blocks_override=request.num_gpu_blocks_override,
         auto_fit=setup.auto_fit,
+        release=request.release,
     )
     weights = None
     if request.with_weights:

@@ -20,7 +20,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from kvplan import VLLM_SEMANTICS
 from kvplan.errors import KvplanError, require_profile_extra
 from kvplan.gpus.catalog import DEFAULT_GPU, GpuSpec, list_gpus
 from kvplan.measure.backend import (
@@ -309,7 +308,7 @@ def run_profile(options: ProfileRequest, progress: Progress | None = None) -> Pr
             f"SM count of this GPU unknown: the sampler's top-k/top-p scratch buffer assumes {multiprocessors}"
         )
     say(f"profile run: {batch.num_tokens} tokens over {batch.num_reqs} requests, then the dummy sampler")
-    activations = backend.profile(batch, multiprocessors)
+    activations = backend.profile(batch, multiprocessors, setup.cache.release.sampler_passes)
     timings["profile_s"] = activations.seconds
     backend.release_model()
 
@@ -331,6 +330,7 @@ def run_profile(options: ProfileRequest, progress: Progress | None = None) -> Pr
         total_bytes=snapshot.total_bytes, free_at_start_bytes=snapshot.free_bytes, utilization=utilization,
         weights_bytes=weights_bytes, activation_peak_bytes=activations.activation_peak_bytes,
         non_torch_bytes=non_torch, kv_cache_memory_override=options.plan.kv_cache_memory_bytes,
+        release=request.release, cuda_graph_bytes=options.cuda_graph_bytes or 0,
     )
 
     # 5. sizing with the functions of `kvplan plan`, then the tensors
@@ -376,7 +376,8 @@ def _target(
     needed = result.sizing.bytes_needed_for_one_max_len_request
     limits = SizingLimits(int(setup.shape.max_model_len), setup.batch.max_num_batched_tokens)
     available = budget.available_kv_bytes
-    largest = estimate_max_model_len_from_groups(groups, available, limits) if available > 0 else 0
+    release = options.plan.release
+    largest = estimate_max_model_len_from_groups(groups, available, limits, release) if available > 0 else 0
     return FitTarget(
         max_model_len=result.sizing.max_model_len,
         kv_cache_memory_bytes=needed,
@@ -404,7 +405,9 @@ def plan_for_device(request: PlanRequest) -> PlanResult:
 def provenance_knobs(result: ProfileResult) -> dict[str, Any]:
     """The settings a saved profile was made with: vLLM's, then how kvplan measured."""
     options = result.options
-    knobs = {field.name: getattr(options.plan, field.name) for field in dataclasses.fields(PlanRequest)}
+    # the release is the provenance's `vllm_semantics`, not a setting
+    knobs = {field.name: getattr(options.plan, field.name) for field in dataclasses.fields(PlanRequest)
+             if field.name != "release"}
     knobs.update(
         backend=result.backend, load_format=options.load_format, attention_backend=options.attention_backend,
         allocate=options.allocate, non_torch_bytes=options.non_torch_bytes,
@@ -434,7 +437,7 @@ def summarize(result: ProfileResult) -> ProfileSummary:
         profile_run_tokens=result.batch.num_tokens,
         plan=None if result.plan is None else result.plan.summary,
         provenance=Provenance(
-            vllm_semantics=VLLM_SEMANTICS, model=result.setup.shape.model_id,
+            vllm_semantics=result.options.plan.release.version, model=result.setup.shape.model_id,
             config_sha256=result.setup.resolved.sha256, knobs=knobs, knobs_sha256=knobs_sha256(knobs),
         ),
     )

@@ -6,7 +6,7 @@ figures under the very keys read here.
     load_profile(path, where) -> ProfileSummary      (exit 2, naming the field, for anything else)
     parse_profile(document, where) -> ProfileSummary
     knobs_sha256(knobs) -> str
-    profile_mismatches(profile, config_sha256=None, knobs=None) -> [reason, ...]"""
+    profile_mismatches(profile, release, config_sha256=None, knobs=None) -> [reason, ...]"""
 
 from __future__ import annotations
 
@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kvplan import VLLM_SEMANTICS
 from kvplan.errors import KvplanError
 from kvplan.parsing import (
     FieldError,
@@ -33,6 +32,7 @@ from kvplan.parsing import (
     get_optional,
     parse_calibration,
 )
+from kvplan.semantics.releases import Release
 from kvplan.usecases.plan import PlanSummary
 
 PROFILE_KIND = "kvplan.profile"
@@ -198,14 +198,15 @@ def _gpu_key(gpu: Any) -> str | None:
 
 
 def profile_mismatches(
-    profile: ProfileSummary, config_sha256: str | None = None, knobs: Mapping[str, Any] | None = None
+    profile: ProfileSummary, release: Release, config_sha256: str | None = None,
+    knobs: Mapping[str, Any] | None = None,
 ) -> list[str]:
-    """Why a saved profile does not describe this model and these knobs (empty: it does)."""
+    """Why a saved profile does not describe this release, this model and these knobs (empty: it does)."""
     provenance = profile.provenance
     reasons = []
-    if provenance.vllm_semantics != VLLM_SEMANTICS:
+    if provenance.vllm_semantics != release.version:
         reasons.append(
-            f"it follows vLLM {provenance.vllm_semantics} semantics, this kvplan follows {VLLM_SEMANTICS}"
+            f"it follows vLLM {provenance.vllm_semantics} semantics, this check follows {release.version}"
         )
     if config_sha256 is not None and provenance.config_sha256 != config_sha256:
         reasons.append("it was made for a different model config (config sha256 differs)")

@@ -83,7 +83,7 @@ def profile_engine(result: ProfileResult) -> ResolvedEngine:
     pool = pool_from_plan(plan, "plan")
     num_blocks = allocation.pool.config.num_blocks
     config = EngineConfig(num_gpu_blocks=num_blocks, enable_chunked_prefill=plan.enable_chunked_prefill,
-                          **pool.settings)
+                          release=result.options.plan.release, **pool.settings)
     note = (f"the workload's engine section is replaced by the profile's pool: {num_blocks:,} blocks of "
             f"{config.block_size} tokens (null block included), max_model_len {config.max_model_len:,}, "
             f"{config.max_num_batched_tokens:,} tokens and {config.max_num_seqs} requests per step, prefix caching "
@@ -97,7 +97,7 @@ def run_workload_check(result: ProfileResult, workload: Workload, *, verify_ever
     engine = profile_engine(result)
     allocation = result.allocation
     assert allocation is not None and allocation.pool is not None
-    setup = prepare(workload, SimOptions(engine=engine))
+    setup = prepare(workload, SimOptions(engine=engine, release=engine.config.release))
     writer = PoolWriter(allocation.pool, setup.config, verify_every)
     start = time.perf_counter()
     outcome = run(setup, progress=progress, model_runner=writer)

@@ -5,11 +5,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from kvplan.semantics.engine.replay import ReplaySummary, StepObserver, replay
 from kvplan.semantics.engine.trace import Trace, load_trace
+from kvplan.semantics.releases import DEFAULT_RELEASE, Release
 
 
 @dataclass(frozen=True)
@@ -29,12 +30,14 @@ class EngineSettings:
 class ReplayRequest:
     trace: Path
     settings: EngineSettings = EngineSettings()
+    release: Release = DEFAULT_RELEASE
 
 
 def load_replay(request: ReplayRequest) -> Trace:
-    """The trace with the request's settings in place of its config's (validated: exit 2)."""
+    """The trace with the request's settings in place of its config's (validated: exit 2), for the
+    request's release."""
     settings = request.settings
-    return load_trace(request.trace, {
+    trace = load_trace(request.trace, {
         "num_gpu_blocks": settings.num_gpu_blocks,
         "block_size": settings.block_size,
         "enable_prefix_caching": settings.enable_prefix_caching,
@@ -43,6 +46,7 @@ def load_replay(request: ReplayRequest) -> Trace:
         "max_model_len": settings.max_model_len,
         "enable_chunked_prefill": settings.enable_chunked_prefill,
     })
+    return replace(trace, config=replace(trace.config, release=request.release))
 
 
 def replay_trace(trace: Trace, observe: StepObserver | None = None) -> ReplaySummary:

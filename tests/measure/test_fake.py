@@ -71,3 +71,21 @@ def test_allocation_is_exact_on_meta_and_checked_on_a_small_real_pool():
     assert report.pool_bytes == 24 * 8192 * 680_593 and report.num_tensors == 24
     assert report.layouts[0].shapes == ((2, 680_593, 16, 2, 64),)
     assert report.check.passed and report.check_pool_blocks == CHECK_POOL_BLOCKS
+
+
+def test_the_profile_run_makes_the_releases_sampler_passes(tiny_config, monkeypatch):
+    import kvplan.measure.dummy_run as dummy_run
+
+    calls = []
+    real = dummy_run.run_dummy_sampler
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(dummy_run, "run_dummy_sampler", counted)
+    backend = FakeBackend(H100, "h100-sxm-80gb")
+    backend.load_model(ModelSource("tiny", tiny_config, "bfloat16"))
+    backend.profile(profile_batch(64, 4), 132)
+    backend.profile(profile_batch(64, 4), 132, sampler_passes=2)
+    assert len(calls) == 3

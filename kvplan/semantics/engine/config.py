@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kvplan.errors import KvplanError
+from kvplan.semantics.releases import DEFAULT_RELEASE, Release
 
 # `PrefixCachingHashAlgo` in 0.17.1. The hash function never changes hit/miss behaviour, so every
 # name selects kvplan's own exact hash; the name is still validated as vLLM would.
@@ -28,6 +29,8 @@ class EngineConfig:
     hash_algo: str = "sha256"
     hash_seed: str = "0"
     sliding_window: int | None = None
+    # the release whose engine policies apply (free-queue order, admission, prefix-cache statistics)
+    release: Release = DEFAULT_RELEASE
 
     def __post_init__(self) -> None:
         self.validate()

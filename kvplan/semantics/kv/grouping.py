@@ -2,7 +2,7 @@
 (`v1/core/kv_cache_utils.py`, semantics section 4).
 
 Public API:
-    get_kv_cache_groups(specs, disable_hybrid_kv_cache_manager=False) -> Grouping
+    get_kv_cache_groups(specs, disable_hybrid_kv_cache_manager=False, release=...) -> Grouping
         `specs` maps layer names (in model order) to per-layer specs. Returns the groups and the
         warnings vLLM logs on the way ("Add %d padding layers, ..."). Raises `GroupingError`
         (exit 2) where vLLM refuses the model's specs.
@@ -31,6 +31,7 @@ from kvplan.semantics.kv.specs import (
     SlidingWindowSpec,
     UniformTypeKVCacheSpecs,
 )
+from kvplan.semantics.releases import DEFAULT_RELEASE, Release
 from kvplan.units import cdiv
 
 HYBRID_DISABLED_WARNING = (
@@ -232,14 +233,14 @@ def _groups(specs: Mapping[str, KVCacheSpec], grouped_names: list[list[str]]) ->
     )
 
 
-def _group_uniform_page_size(specs: Mapping[str, KVCacheSpec]) -> Grouping:
+def _group_uniform_page_size(specs: Mapping[str, KVCacheSpec], padding_ratio: float) -> Grouping:
     buckets: dict[KVCacheSpec, list[str]] = {}
     for name, spec in specs.items():
         buckets.setdefault(spec, []).append(name)
     sizes = [len(layers) for layers in buckets.values()]
     group_size = min(sizes)
     # nearly balanced types (gpt-oss + eagle: 12 sw + 13 full) pad the smaller one instead
-    if max(sizes) < group_size * 1.25:
+    if max(sizes) < group_size * padding_ratio:
         group_size = max(sizes)
     grouped: list[list[str]] = []
     logs: list[str] = []
@@ -256,7 +257,8 @@ def _group_uniform_page_size(specs: Mapping[str, KVCacheSpec]) -> Grouping:
 
 
 def get_kv_cache_groups(
-    specs: Mapping[str, KVCacheSpec], disable_hybrid_kv_cache_manager: bool = False
+    specs: Mapping[str, KVCacheSpec], disable_hybrid_kv_cache_manager: bool = False, *,
+    release: Release = DEFAULT_RELEASE,
 ) -> Grouping:
     """vLLM's `get_kv_cache_groups` over the merged specs of all workers."""
     layer_specs = dict(specs)
@@ -272,5 +274,5 @@ def get_kv_cache_groups(
             block_size=next(iter(layer_specs.values())).block_size, kv_cache_specs=layer_specs
         )
         return Grouping((KVCacheGroupSpec(tuple(layer_specs), uniform),), logs)
-    hybrid = _group_uniform_page_size(unify_kv_cache_spec_page_size(layer_specs))
+    hybrid = _group_uniform_page_size(unify_kv_cache_spec_page_size(layer_specs), release.group_padding_ratio)
     return Grouping(hybrid.groups, logs + hybrid.logs)

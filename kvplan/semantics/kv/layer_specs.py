@@ -38,6 +38,7 @@ from kvplan.semantics.kv.specs import (
     SlidingWindowSpec,
 )
 from kvplan.semantics.models.shape import LayerShape, MambaState, ModelShape
+from kvplan.semantics.releases import DEFAULT_RELEASE, Release
 
 # gpt-oss's attention divides its KV heads plainly instead of replicating them
 _PLAIN_KV_SPLIT_ARCHITECTURES = frozenset({"GptOssForCausalLM"})
@@ -64,6 +65,7 @@ class CacheSettings:
     mamba_block_size: int | None = None
     gpu_capability: tuple[int, int] | None = None
     attention_backend: str | None = None
+    release: Release = DEFAULT_RELEASE
 
 
 @dataclass(frozen=True)
@@ -151,10 +153,10 @@ def resolve_cache_layout(shape: ModelShape, settings: CacheSettings) -> CacheLay
             cache_dtype = "auto"
     kv_dtype = kv_cache_dtype(cache_dtype, settings.model_dtype)
     mambas = [layer.mamba for layer in shape.layers if layer.mamba is not None and layer.kind == "mamba"]
-    # 0.17.1 turns prefix caching off by default for hybrid models
+    # unset, prefix caching is on, and for Mamba hybrids what the release says (0.17.1: off)
     prefix_caching = settings.enable_prefix_caching
     if prefix_caching is None:
-        prefix_caching = not shape.is_hybrid
+        prefix_caching = settings.release.prefix_caching_for_hybrids if shape.is_hybrid else True
     logs: list[str] = []
     block_size, rule = settings.block_size, "user"
     mode: Literal["none", "align", "all"] = "none"

@@ -19,7 +19,7 @@ Public API:
     max_concurrency(config, limits) -> float            -- `get_max_concurrency_for_kv_cache_config`
     gpu_kv_cache_tokens(config) -> int                  -- the "GPU KV cache size" figure
     kv_bytes_per_token(worker_specs) -> float           -- sum of page / block size over layers
-    report_lines(config, limits) -> (str, str)          -- vLLM's two info lines, verbatim"""
+    report_lines(config, limits, release) -> lines      -- the release's info lines, verbatim"""
 
 from __future__ import annotations
 
@@ -36,6 +36,7 @@ from kvplan.semantics.kv.specs import (
     SizingLimits,
     UniformTypeKVCacheSpecs,
 )
+from kvplan.semantics.releases import DEFAULT_RELEASE, KvCapacityLog, PerRequestMemory, Release
 from kvplan.units import cdiv, format_gib
 
 DOCS_HINT = "See https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more details."
@@ -97,18 +98,47 @@ def _single_uniform_type(groups: Sequence[KVCacheGroupSpec]) -> UniformTypeKVCac
     return None
 
 
-def max_memory_usage_bytes_from_groups(groups: Sequence[KVCacheGroupSpec], limits: SizingLimits) -> int:
-    """Bytes one `max_model_len` request needs. For several groups 0.17.1 counts the blocks of
-    group 0's spec only, times the group size (so padding layers are paid for)."""
+def _first_group_times_group_size(groups: Sequence[KVCacheGroupSpec], limits: SizingLimits) -> int:
+    """0.17.1: for several groups, the blocks of group 0's spec only, times the group size (so
+    padding layers are paid for)."""
+    group_size = max(len(group.layer_names) for group in groups)
+    page_size = _uniform_page_size(group.kv_cache_spec for group in groups)
+    blocks = cdiv(groups[0].kv_cache_spec.max_memory_usage_bytes(limits), page_size)
+    return group_size * page_size * blocks
+
+
+# Release.per_request_memory -> what one max_model_len request needs when there are several groups
+PER_REQUEST_MEMORY: dict[PerRequestMemory, Callable[[Sequence[KVCacheGroupSpec], SizingLimits], int]] = {
+    "first_group_times_group_size": _first_group_times_group_size,
+}
+
+
+def max_memory_usage_bytes_from_groups(
+    groups: Sequence[KVCacheGroupSpec], limits: SizingLimits, release: Release = DEFAULT_RELEASE
+) -> int:
+    """Bytes one `max_model_len` request needs, by the release's rule for several groups."""
     if not groups:
         return 0
     uniform = _single_uniform_type(groups)
     if uniform is not None:
         return sum(spec.max_memory_usage_bytes(limits) for spec in uniform.kv_cache_specs.values())
+    return PER_REQUEST_MEMORY[release.per_request_memory](groups, limits)
+
+
+def bytes_per_block(groups: Sequence[KVCacheGroupSpec]) -> int:
+    """What one more block of the pool costs on one worker (`num_blocks = available // this`)."""
+    uniform = _single_uniform_type(groups)
+    if uniform is not None:
+        return uniform.page_size_bytes
     group_size = max(len(group.layer_names) for group in groups)
-    page_size = _uniform_page_size(group.kv_cache_spec for group in groups)
-    blocks = cdiv(groups[0].kv_cache_spec.max_memory_usage_bytes(limits), page_size)
-    return group_size * page_size * blocks
+    return _uniform_page_size(group.kv_cache_spec for group in groups) * group_size
+
+
+def reserved_bytes(groups: Sequence[KVCacheGroupSpec], release: Release) -> int:
+    """The memory the release's capacity check and auto-fit hold back: whole blocks of the pool."""
+    if not groups or not release.capacity_reserve_blocks:
+        return 0
+    return release.capacity_reserve_blocks * bytes_per_block(groups)
 
 
 def _largest_fitting_len(fits: Callable[[int], bool], upper: int) -> int:
@@ -126,10 +156,11 @@ def _largest_fitting_len(fits: Callable[[int], bool], upper: int) -> int:
 
 
 def estimate_max_model_len_from_groups(
-    groups: Sequence[KVCacheGroupSpec], available_bytes: int, limits: SizingLimits
+    groups: Sequence[KVCacheGroupSpec], available_bytes: int, limits: SizingLimits,
+    release: Release = DEFAULT_RELEASE,
 ) -> int:
     return _largest_fitting_len(
-        lambda n: max_memory_usage_bytes_from_groups(groups, replace(limits, max_model_len=n))
+        lambda n: max_memory_usage_bytes_from_groups(groups, replace(limits, max_model_len=n), release)
         <= available_bytes,
         limits.max_model_len,
     )
@@ -236,12 +267,22 @@ def kv_bytes_per_token(specs: Mapping[str, KVCacheSpec]) -> float:
     return sum(spec.page_size_bytes / spec.block_size for spec in specs.values())
 
 
-def report_lines(config: KVCacheConfig, limits: SizingLimits) -> tuple[str, str]:
+def _tokens_then_concurrency(config: KVCacheConfig, limits: SizingLimits) -> tuple[str, ...]:
     return (
         f"GPU KV cache size: {gpu_kv_cache_tokens(config):,} tokens",
         f"Maximum concurrency for {limits.max_model_len:,} tokens per request: "
         f"{max_concurrency(config, limits):.2f}x",
     )
+
+
+# Release.kv_capacity_log -> the info lines that report the pool, verbatim
+KV_CAPACITY_LOG: dict[KvCapacityLog, Callable[[KVCacheConfig, SizingLimits], tuple[str, ...]]] = {
+    "tokens_then_concurrency": _tokens_then_concurrency,
+}
+
+
+def report_lines(config: KVCacheConfig, limits: SizingLimits, release: Release = DEFAULT_RELEASE) -> tuple[str, ...]:
+    return KV_CAPACITY_LOG[release.kv_capacity_log](config, limits)
 
 
 def _merge_worker_specs(worker_specs: Sequence[Mapping[str, KVCacheSpec]]) -> dict[str, KVCacheSpec]:
@@ -257,7 +298,8 @@ def _merge_worker_specs(worker_specs: Sequence[Mapping[str, KVCacheSpec]]) -> di
 
 
 def _auto_fit_max_model_len(
-    projected: Sequence[Sequence[KVCacheGroupSpec]], available: Sequence[int], limits: SizingLimits
+    projected: Sequence[Sequence[KVCacheGroupSpec]], available: Sequence[int], limits: SizingLimits,
+    release: Release,
 ) -> tuple[int, str | None]:
     """The largest `max_model_len` every worker holds and vLLM's log line; 0 and no line when not
     even one token fits."""
@@ -269,7 +311,8 @@ def _auto_fit_max_model_len(
     best, limiting_bytes = original, available[0]
     for groups, avail in zip(projected, available, strict=True):
         if groups:
-            worker_best = estimate_max_model_len_from_groups(groups, avail, limits)
+            worker_best = estimate_max_model_len_from_groups(
+                groups, avail - reserved_bytes(groups, release), limits, release)
             if worker_best < best:
                 best, limiting_bytes = worker_best, avail
     if best <= 0:
@@ -301,15 +344,19 @@ def size_kv_cache(
     num_gpu_blocks_override: int | None = None,
     auto_fit: bool = False,
     disable_hybrid_kv_cache_manager: bool = False,
+    *,
+    release: Release = DEFAULT_RELEASE,
 ) -> SizingResult:
-    """vLLM's `get_kv_cache_configs` and `_report_kv_cache_config` for these workers.
+    """vLLM's `get_kv_cache_configs` and `_report_kv_cache_config` for these workers, as `release`
+    computes them.
 
     `worker_specs` has one dict per worker (layer name -> spec, in model order) and
     `available_bytes_per_worker` the KV memory of each. `limits.max_model_len` is the model's
     derived length; with `auto_fit` it is reduced to what every worker holds."""
     if len(worker_specs) != len(available_bytes_per_worker):
         raise ValueError("one available-memory figure per worker is needed")
-    grouping = get_kv_cache_groups(_merge_worker_specs(worker_specs), disable_hybrid_kv_cache_manager)
+    grouping = get_kv_cache_groups(
+        _merge_worker_specs(worker_specs), disable_hybrid_kv_cache_manager, release=release)
     projected = [project_groups(grouping.groups, specs) for specs in worker_specs]
     logs = list(grouping.logs)
 
@@ -321,21 +368,22 @@ def size_kv_cache(
         )
 
     if auto_fit:
-        fitted_len, fit_log = _auto_fit_max_model_len(projected, available_bytes_per_worker, limits)
+        fitted_len, fit_log = _auto_fit_max_model_len(projected, available_bytes_per_worker, limits, release)
         if fit_log is None:
-            needed = tuple(max_memory_usage_bytes_from_groups(groups, limits) for groups in projected)
+            needed = tuple(max_memory_usage_bytes_from_groups(groups, limits, release) for groups in projected)
             return refused(CANNOT_AUTO_FIT, needed)
         logs.append(fit_log)
         limits = replace(limits, max_model_len=fitted_len)
 
-    needed = tuple(max_memory_usage_bytes_from_groups(groups, limits) for groups in projected)
+    needed = tuple(max_memory_usage_bytes_from_groups(groups, limits, release) for groups in projected)
     for groups, avail, need in zip(projected, available_bytes_per_worker, needed, strict=True):
         if not groups:
             continue
 
         def estimate(available: int, groups: Sequence[KVCacheGroupSpec] = groups) -> int:
-            return estimate_max_model_len_from_groups(groups, available, limits)
+            return estimate_max_model_len_from_groups(groups, available, limits, release)
 
+        avail -= reserved_bytes(groups, release)
         finding = check_enough_kv_cache_memory(avail, need, limits.max_model_len, estimate)
         if finding is not None:
             return refused(finding, needed, estimate(avail) if 0 < avail < need else None)
@@ -359,7 +407,7 @@ def size_kv_cache(
         )
     for config in configs:
         # vLLM logs these once (`info_once`): every worker prints the same two lines
-        for line in report_lines(config, limits):
+        for line in report_lines(config, limits, release):
             if line not in logs:
                 logs.append(line)
     return SizingResult(

@@ -1,18 +1,21 @@
-"""vLLM 0.17.1's memory accounting, from the start-up snapshot to the KV-cache budget
+"""vLLM's memory accounting, from the start-up snapshot to the KV-cache budget
 (`vllm-kv-semantics.md` sections 2.1, 2.2, 2.4 and 2.5), and the log lines that report it.
 
     requested = ceil(total * gpu_memory_utilization)          (refused if free < requested)
-    non_kv    = weights + torch peak increase + non-torch increase
+    non_kv    = the release's formula; 0.17.1: weights + torch peak increase + non-torch increase
     available = requested - non_kv                            (or --kv-cache-memory as given)
 
-What vLLM does not count sits outside `requested`: the CUDA context (created before the
-snapshot) and the CUDA-graph pool (captured after the KV cache is allocated)."""
+What 0.17.1 does not count sits outside `requested`: the CUDA context (created before the
+snapshot) and the CUDA-graph pool (captured after the KV cache is allocated); a release whose
+`cuda_graphs_in_budget` is set takes the graph pool from the budget instead."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
+from kvplan.semantics.releases import DEFAULT_RELEASE, NonKvMemory, Release
 from kvplan.units import format_gib
 
 # vLLM's margin in its --kv-cache-memory suggestion: "memory profiling may slightly underestimate"
@@ -38,7 +41,9 @@ def startup_refusal(free_bytes: int, total_bytes: int, utilization: float, devic
 
 @dataclass(frozen=True)
 class MemoryBudget:
-    """One worker's budget, in bytes. `kv_cache_memory_override` is `--kv-cache-memory`."""
+    """One worker's budget, in bytes, as `release` accounts it. `kv_cache_memory_override` is
+    `--kv-cache-memory`; `cuda_graph_bytes` is the CUDA-graph pool (known or estimated), taken
+    from the budget only by a release whose `cuda_graphs_in_budget` is set."""
 
     total_bytes: int
     free_at_start_bytes: int
@@ -47,6 +52,8 @@ class MemoryBudget:
     activation_peak_bytes: int
     non_torch_bytes: int
     kv_cache_memory_override: int | None = None
+    release: Release = DEFAULT_RELEASE
+    cuda_graph_bytes: int = 0
 
     @property
     def requested_bytes(self) -> int:
@@ -54,11 +61,12 @@ class MemoryBudget:
 
     @property
     def non_kv_bytes(self) -> int:
-        return self.weights_bytes + self.activation_peak_bytes + self.non_torch_bytes
+        return NON_KV_MEMORY[self.release.non_kv_memory](self)
 
     @property
     def profiled_available_bytes(self) -> int:
-        return self.requested_bytes - self.non_kv_bytes
+        graphs = self.cuda_graph_bytes if self.release.cuda_graphs_in_budget else 0
+        return self.requested_bytes - self.non_kv_bytes - graphs
 
     @property
     def available_kv_bytes(self) -> int:
@@ -66,6 +74,16 @@ class MemoryBudget:
         if self.kv_cache_memory_override is not None:
             return self.kv_cache_memory_override
         return self.profiled_available_bytes
+
+
+def _weights_peak_non_torch(budget: MemoryBudget) -> int:
+    return budget.weights_bytes + budget.activation_peak_bytes + budget.non_torch_bytes
+
+
+# Release.non_kv_memory -> how the profile run's terms add up to non-KV memory
+NON_KV_MEMORY: dict[NonKvMemory, Callable[[MemoryBudget], int]] = {
+    "weights_peak_non_torch": _weights_peak_non_torch,
+}
 
 
 def model_loading_line(weights_bytes: int, seconds: float) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kvplan.errors import EXIT_FINDING, EXIT_OK
+from kvplan.semantics.releases import DEFAULT_RELEASE, Release
 from kvplan.usecases.check.assertions import Assertion, AssertionResult
 from kvplan.usecases.check.capacity_checks import evaluate_capacity
 from kvplan.usecases.check.spec import CheckSpec
@@ -22,6 +23,7 @@ class CheckReport:
     target: Target | None
     results: tuple[AssertionResult, ...]
     notes: tuple[str, ...] = ()
+    release: Release = DEFAULT_RELEASE             # whose numbers the assertions were judged on
 
     @property
     def failures(self) -> tuple[AssertionResult, ...]:
@@ -44,7 +46,7 @@ def evaluate(spec: CheckSpec) -> CheckReport:
     from kvplan.usecases.check.workload_checks import evaluate_workload, run_workload
 
     shown = spec.path.name
-    target = load_target(spec.target, shown) if spec.target is not None else None
+    target = load_target(spec.target, shown, spec.release) if spec.target is not None else None
     results: list[AssertionResult] = []
     notes: list[str] = []
     for block in spec.blocks:
@@ -54,13 +56,13 @@ def evaluate(spec: CheckSpec) -> CheckReport:
         workload = tuple(a for a in block.assertions if a.kind.scope == "workload")
         if block.workload is not None:
             find_max_rate = any(a.kind.key == "min_sustained_rate_rps" for a in workload)
-            run = run_workload(block.workload, target, block.seed, block.step_time_ms, find_max_rate)
+            run = run_workload(block.workload, target, block.seed, block.step_time_ms, find_max_rate, spec.release)
             notes.extend(run.notes)
             results.extend(evaluate_workload(workload, run, target, f"assert[{block.index}].workload"))
-    return CheckReport(spec.name, str(spec.path), target, tuple(results), tuple(dict.fromkeys(notes)))
+    return CheckReport(spec.name, str(spec.path), target, tuple(results), tuple(dict.fromkeys(notes)), spec.release)
 
 
 def evaluate_on(assertions: tuple[Assertion, ...], target: Target, source: str) -> CheckReport:
     """Capacity assertions on a target already at hand (the quick forms of plan and profile)."""
     results = tuple(evaluate_capacity(assertion, target) for assertion in assertions)
-    return CheckReport(source, source, target, results)
+    return CheckReport(source, source, target, results, release=target.request.release)

@@ -15,6 +15,7 @@ from kvplan.errors import KvplanError
 from kvplan.parsing import first_unknown_key
 
 if TYPE_CHECKING:
+    from kvplan.semantics.releases import Release
     from kvplan.usecases.check.assertions import Assertion, AssertionResult
     from kvplan.usecases.check.evaluate import CheckReport
     from kvplan.usecases.plan import PlanResult
@@ -83,17 +84,19 @@ def plan_report(assertions: tuple[Assertion, ...], result: PlanResult) -> CheckR
     return evaluate_on(assertions, plan_result_target(result, f"plan of {result.summary.model}"), "plan")
 
 
-def profile_report(assertions: tuple[Assertion, ...], profile: ProfileSummary) -> CheckReport:
+def profile_report(assertions: tuple[Assertion, ...], profile: ProfileSummary, release: Release) -> CheckReport:
+    """Capacity assertions on a profile of `release`."""
     from kvplan.usecases.check.evaluate import evaluate_on
     from kvplan.usecases.check.target import profile_target
 
-    return evaluate_on(assertions, profile_target(profile, None), "profile")
+    return evaluate_on(assertions, profile_target(profile, None, release=release), "profile")
 
 
 def simulation_report(assertions: tuple[Assertion, ...], result: SimResult) -> CheckReport:
     from kvplan.usecases.check.evaluate import CheckReport
 
-    return CheckReport("simulate", "simulate", None, tuple(_on_simulation(a, result) for a in assertions))
+    results = tuple(_on_simulation(a, result) for a in assertions)
+    return CheckReport("simulate", "simulate", None, results, release=result.setup.config.release)
 
 
 def _on_simulation(assertion: Assertion, result: SimResult) -> AssertionResult:

@@ -23,6 +23,7 @@ from typing import Any
 from kvplan.errors import KvplanError
 from kvplan.parsing import first_unknown_key
 from kvplan.semantics.config.cache import utilization_problem
+from kvplan.semantics.releases import DEFAULT_RELEASE, Release
 from kvplan.units import parse_bytes
 from kvplan.usecases.check.assertions import KINDS, Assertion, AssertionKind, Concurrency
 
@@ -67,6 +68,7 @@ class CheckSpec:
     name: str
     target: TargetSpec | None
     blocks: tuple[AssertBlock, ...]
+    release: Release = DEFAULT_RELEASE          # the vLLM release whose numbers the check asserts
 
     @property
     def needs_target(self) -> bool:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from kvplan.errors import KvplanError
+from kvplan.semantics.releases import DEFAULT_RELEASE, Release
 from kvplan.usecases.check.spec import TargetSpec
 from kvplan.usecases.plan import PlanRequest, PlanResult, PlanSummary, plan
 from kvplan.usecases.profile_summary import ProfileSummary, load_profile, profile_mismatches
@@ -65,19 +66,19 @@ class Target:
         return None if self.plan is None else self.plan.num_blocks
 
 
-def load_target(spec: TargetSpec, shown: str) -> Target:
+def load_target(spec: TargetSpec, shown: str, release: Release = DEFAULT_RELEASE) -> Target:
     if spec.profile is not None:
-        return _saved_profile(spec, shown)
-    return plan_target(_request(spec, shown))
+        return _saved_profile(spec, shown, release)
+    return plan_target(_request(spec, shown, release))
 
 
-def _request(spec: TargetSpec, shown: str) -> PlanRequest:
+def _request(spec: TargetSpec, shown: str, release: Release) -> PlanRequest:
     if spec.model is None:
         raise KvplanError(f"{shown}: target.model: required to plan on the spot (or give target.profile)")
     if spec.config_sha256 is not None:
         raise KvplanError(f"{shown}: target.config_sha256: applies to a saved profile (target.profile)")
     settings = {REQUEST_FIELD.get(key, key): value for key, value in spec.settings.items()}
-    return PlanRequest(model=spec.model, **settings)
+    return PlanRequest(model=spec.model, release=release, **settings)
 
 
 def plan_target(request: PlanRequest) -> Target:
@@ -92,7 +93,7 @@ def plan_target(request: PlanRequest) -> Target:
     from kvplan.usecases.profile import ProfileRequest, run_profile
 
     profiled = run_profile(ProfileRequest(plan=request, backend="fake", allocate=False))
-    return profile_target(profiled.summary, None)
+    return profile_target(profiled.summary, None, release=request.release)
 
 
 def plan_result_target(result: PlanResult, label: str) -> Target:
@@ -103,7 +104,8 @@ def plan_result_target(result: PlanResult, label: str) -> Target:
     return Target("plan", label, result.summary, None, request)
 
 
-def profile_target(profile: ProfileSummary, path: Path | None, model: str | None = None) -> Target:
+def profile_target(profile: ProfileSummary, path: Path | None, model: str | None = None,
+                   release: Release = DEFAULT_RELEASE) -> Target:
     """A profile as a target; `model` replaces the provenance's model for replanning (a config.json
     beside the spec when the profile's model is not in the catalog)."""
     provenance = profile.provenance
@@ -122,10 +124,11 @@ def profile_target(profile: ProfileSummary, path: Path | None, model: str | None
         budget = Budget(total, non_kv, float(profile.gpu_memory_utilization or settings["gpu_memory_utilization"]))
     predicted = " (predicted)" if profile.predicted else ""
     label = f"profile {path.name if path else ''} of {settings['model']} on {profile.device}{predicted}"
-    return Target("profile", " ".join(label.split()), profile.plan, profile, PlanRequest(**settings), budget, path)
+    request = PlanRequest(release=release, **settings)
+    return Target("profile", " ".join(label.split()), profile.plan, profile, request, budget, path)
 
 
-def _saved_profile(spec: TargetSpec, shown: str) -> Target:
+def _saved_profile(spec: TargetSpec, shown: str, release: Release) -> Target:
     assert spec.profile is not None
     document = load_profile(spec.profile, f"{shown}: target.profile ({spec.profile.name})")
     expected_sha = spec.config_sha256
@@ -137,13 +140,13 @@ def _saved_profile(spec: TargetSpec, shown: str) -> Target:
             raise KvplanError(f"{shown}: target.config_sha256: {expected_sha} is not the sha256 of {spec.model}'s "
                               f"config.json ({resolved_sha})")
         expected_sha = resolved_sha
-    reasons = profile_mismatches(document, config_sha256=expected_sha)
+    reasons = profile_mismatches(document, release, config_sha256=expected_sha)
     reasons += _setting_mismatches(document, spec.settings)
     if reasons:
         raise KvplanError(
             f"{shown}: target.profile {spec.profile.name} does not match the spec: {'; '.join(reasons)}: "
             "profile again with the spec's model and settings (`kvplan profile ... --save`), or fix the spec")
-    return profile_target(document, spec.profile, spec.model)
+    return profile_target(document, spec.profile, spec.model, release)
 
 
 def _setting_mismatches(profile: ProfileSummary, wanted: dict[str, Any]) -> list[str]:

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from kvplan.errors import KvplanError
+from kvplan.semantics.releases import Release
 from kvplan.units import significant
 from kvplan.usecases.check import whatif
 from kvplan.usecases.check.assertions import COMPLETES, Assertion, AssertionKind, AssertionResult, format_value, verdict
@@ -77,7 +78,7 @@ def passes(assertion: Assertion, figures: Figures) -> bool:
 
 
 def run_workload(path: Path, target: Target | None, seed: int | None, step_time_ms: float | None,
-                 find_max_rate: bool) -> WorkloadRun:
+                 find_max_rate: bool, release: Release) -> WorkloadRun:
     from kvplan.usecases.simulate.driver import SimOptions, prepare, run, with_pool
     from kvplan.usecases.simulate.simulation import simulate
     from kvplan.usecases.simulate.workload import load_workload
@@ -90,7 +91,7 @@ def run_workload(path: Path, target: Target | None, seed: int | None, step_time_
         workload = on_target_pool(workload, target.plan, target)
         notes.append(f"{path.name} ran on the target's pool of {target.plan.num_blocks:,} blocks; "
                      "the workload's own engine section is not used")
-    setup = prepare(workload, SimOptions(seed=seed, step_time_ms=step_time_ms))
+    setup = prepare(workload, SimOptions(seed=seed, step_time_ms=step_time_ms, release=release))
     result = simulate(setup, find_max_rate=find_max_rate)
 
     def rerun(num_gpu_blocks: int) -> Figures:

@@ -30,6 +30,7 @@ from kvplan.semantics.engine.trace import (
     TraceRequest,
     parse_trace,
 )
+from kvplan.semantics.releases import DEFAULT_RELEASE, Release
 from kvplan.usecases.simulate.engine_source import EngineOverrides, ResolvedEngine, resolve_engine
 from kvplan.usecases.simulate.metrics import Recorder, RequestRecord, RunMetrics
 from kvplan.usecases.simulate.timing import StepLoad, StepTimeModel, choose_step_time
@@ -52,6 +53,7 @@ class SimOptions:
     # an engine resolved by the caller (`kvplan profile --workload`: the pool it allocated), in
     # place of the workload's engine section and the overrides
     engine: ResolvedEngine | None = None
+    release: Release = DEFAULT_RELEASE
 
 
 @dataclass(frozen=True)
@@ -94,7 +96,7 @@ class RunOutcome:
 def prepare(workload: Workload, options: SimOptions) -> PreparedWorkload:
     """Resolve the engine and the time model and validate the requests against them."""
     where = workload.name
-    engine = options.engine or resolve_engine(workload.engine, options.overrides, where)
+    engine = options.engine or resolve_engine(workload.engine, options.overrides, where, options.release)
     timer, timing_notes = choose_step_time(workload.timing, engine.facts, step_time_ms=options.step_time_ms,
                                            gpu=options.overrides.gpu)
     seed = options.seed if options.seed is not None else workload.seed

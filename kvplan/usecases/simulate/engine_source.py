@@ -16,11 +16,11 @@ from kvplan.errors import DoesNotFitError, KvplanError
 from kvplan.parsing import FieldError, as_int, child
 from kvplan.semantics.engine.config import EngineConfig
 from kvplan.semantics.engine.trace import CONFIG_KEYS, parse_config
+from kvplan.semantics.releases import DEFAULT_RELEASE, Release
 from kvplan.usecases.plan import PlanRequest, PlanSummary, plan
 from kvplan.usecases.profile_summary import load_profile
 from kvplan.usecases.simulate.workload import EngineSpec
 
-DEFAULT_UTILIZATION = 0.9
 # settings a saved profile or a plan fixes along with the pool size
 POOL_SETTINGS = ("block_size", "max_model_len", "max_num_batched_tokens", "max_num_seqs", "enable_prefix_caching")
 # `kvplan plan`'s sizing flags: they only matter when the pool is planned from engine.model
@@ -81,7 +81,8 @@ class PlannedPool:
     facts: ModelFacts
 
 
-def resolve_engine(spec: EngineSpec, overrides: EngineOverrides, where: str) -> ResolvedEngine:
+def resolve_engine(spec: EngineSpec, overrides: EngineOverrides, where: str,
+                   release: Release = DEFAULT_RELEASE) -> ResolvedEngine:
     """The effective engine: file < its pool source < command line, one line on any mistake."""
     notes: list[str] = []
     file_settings = dict(spec.settings)
@@ -113,8 +114,9 @@ def resolve_engine(spec: EngineSpec, overrides: EngineOverrides, where: str) -> 
             gpu=overrides.gpu or spec.gpu,
             gpu_memory=overrides.gpu_memory or spec.gpu_memory,
             gpu_memory_utilization=overrides.gpu_memory_utilization or spec.gpu_memory_utilization
-            or DEFAULT_UTILIZATION,
+            or release.gpu_memory_utilization,
             kv_cache_memory=kv_cache_memory,
+            release=release,
             settings={k: v for k, v in settings.items()
                       if k in (*POOL_SETTINGS, *SIZING_SETTINGS, "enable_chunked_prefill")},
         ), "plan"
@@ -140,19 +142,19 @@ def resolve_engine(spec: EngineSpec, overrides: EngineOverrides, where: str) -> 
         raise KvplanError(f"{where}: engine: no pool size: give engine.num_gpu_blocks, engine.profile or "
                           "engine.model in the workload, or --num-gpu-blocks")
     merged["num_gpu_blocks"] = num_gpu_blocks
-    config = parse_config({k: v for k, v in merged.items() if k in CONFIG_KEYS}, where)
+    config = replace(parse_config({k: v for k, v in merged.items() if k in CONFIG_KEYS}, where), release=release)
     facts = pool.facts if pool else ModelFacts(gpu=spec.gpu)
     return ResolvedEngine(config, source, facts, tuple(notes))
 
 
 def plan_pool(*, model: str, gpu: str | None, gpu_memory: int | None, gpu_memory_utilization: float,
-              kv_cache_memory: int | None, settings: dict[str, Any]) -> PlannedPool:
+              kv_cache_memory: int | None, settings: dict[str, Any], release: Release) -> PlannedPool:
     """Plan the pool for ``model`` with kvplan's planner: `kvplan plan` on ``kv_cache_memory`` (no
     torch for catalog models), else the KV memory of ``gpu`` / ``gpu_memory`` at
     ``gpu_memory_utilization`` as the fake profile run predicts it (needs the `profile` extra)."""
     request = PlanRequest(model=model, gpu=gpu, gpu_memory_bytes=gpu_memory,
                           gpu_memory_utilization=gpu_memory_utilization, kv_cache_memory_bytes=kv_cache_memory,
-                          **settings)
+                          release=release, **settings)
     if kv_cache_memory is None and gpu is None and gpu_memory is None:
         raise KvplanError("engine.model: give engine.gpu (or gpu_memory) or engine.kv_cache_memory to size the pool")
     if kv_cache_memory is not None:

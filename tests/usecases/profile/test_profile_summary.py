@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from kvplan.errors import KvplanError
+from kvplan.semantics.releases import VLLM_0_17_1
 from kvplan.usecases.profile_summary import (
     PROFILE_KIND,
     PROFILE_SCHEMA_VERSION,
@@ -66,9 +67,10 @@ def test_missing_file_says_how_to_make_one(tmp_path):
 
 def test_mismatches_name_what_changed():
     saved = parse_profile(record(), "saved")
-    assert profile_mismatches(saved, config_sha256="a" * 64, knobs=KNOBS) == []
+    assert profile_mismatches(saved, VLLM_0_17_1, config_sha256="a" * 64, knobs=KNOBS) == []
     changed = dict(KNOBS, max_num_seqs=64)
-    (reason,) = profile_mismatches(saved, knobs=changed)
+    (reason,) = profile_mismatches(saved, VLLM_0_17_1, knobs=changed)
     assert reason == "its knobs differ: max_num_seqs"
-    assert "different model config" in profile_mismatches(saved, config_sha256="b" * 64)[0]
-    assert "vLLM 0.9.2 semantics" in profile_mismatches(parse_profile(record(vllm_semantics="0.9.2"), "old"))[0]
+    assert "different model config" in profile_mismatches(saved, VLLM_0_17_1, config_sha256="b" * 64)[0]
+    old = parse_profile(record(vllm_semantics="0.9.2"), "old")
+    assert "vLLM 0.9.2 semantics" in profile_mismatches(old, VLLM_0_17_1)[0]

@@ -1,0 +1,80 @@
+"""The release table: every policy is data that the code reads from the release it is handed, and
+no module compares version strings."""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import replace
+from pathlib import Path
+from typing import get_args
+
+from kvplan.semantics.kv.layer_specs import CacheSettings, resolve_cache_layout
+from kvplan.semantics.kv.sizing import KV_CAPACITY_LOG, PER_REQUEST_MEMORY, size_kv_cache
+from kvplan.semantics.kv.specs import FullAttentionSpec, SizingLimits
+from kvplan.semantics.memory.budget import NON_KV_MEMORY, MemoryBudget
+from kvplan.semantics.releases import (
+    DEFAULT_RELEASE,
+    RELEASES,
+    VLLM_0_17_1,
+    KvCapacityLog,
+    NonKvMemory,
+    PerRequestMemory,
+)
+from kvplan.usecases.plan import PlanRequest
+
+KVPLAN = Path(__file__).resolve().parents[2] / "kvplan"
+VERSION = re.compile(r"^\d+\.\d+(\.\d+)?$")
+
+
+def test_the_table_holds_0_17_1_as_the_default():
+    assert DEFAULT_RELEASE is VLLM_0_17_1 and RELEASES == {"0.17.1": VLLM_0_17_1}
+
+
+def test_every_policy_value_has_its_implementation():
+    assert set(NON_KV_MEMORY) == set(get_args(NonKvMemory))
+    assert set(PER_REQUEST_MEMORY) == set(get_args(PerRequestMemory))
+    assert set(KV_CAPACITY_LOG) == set(get_args(KvCapacityLog))
+
+
+def test_the_default_utilization_is_the_releases():
+    other = replace(VLLM_0_17_1, version="test", gpu_memory_utilization=0.92)
+    assert PlanRequest(model="m").gpu_memory_utilization == 0.9
+    assert PlanRequest(model="m", release=other).gpu_memory_utilization == 0.92
+    assert PlanRequest(model="m", release=other, gpu_memory_utilization=0.5).utilization == 0.5
+
+
+def test_the_capacity_reserve_moves_the_fitting_boundary():
+    # one request of 64 tokens needs exactly 4 blocks of 8,192 bytes x 24 layers
+    specs = {f"model.layers.{i}.self_attn.attn": FullAttentionSpec(16, 2, 64, "bfloat16") for i in range(24)}
+    limits, exact = SizingLimits(64, 2048), 4 * 8192 * 24
+    assert size_kv_cache([specs], [exact], limits).fits
+    reserving = replace(VLLM_0_17_1, version="test", capacity_reserve_blocks=1)
+    assert not size_kv_cache([specs], [exact], limits, release=reserving).fits
+    assert size_kv_cache([specs], [exact + 8192 * 24], limits, release=reserving).fits
+
+
+def test_cuda_graphs_leave_the_budget_only_where_the_release_says(catalog_shape):
+    budget = MemoryBudget(total_bytes=100, free_at_start_bytes=100, utilization=0.9, weights_bytes=10,
+                          activation_peak_bytes=5, non_torch_bytes=5, cuda_graph_bytes=7)
+    assert budget.available_kv_bytes == 90 - 20
+    taking = replace(VLLM_0_17_1, version="test", cuda_graphs_in_budget=True)
+    assert replace(budget, release=taking).available_kv_bytes == 90 - 20 - 7
+
+
+def test_prefix_caching_of_hybrids_defaults_to_the_releases(catalog_shape):
+    nemotron = catalog_shape("nvidia/Nemotron-H-56B-Base-8K")
+    assert not resolve_cache_layout(nemotron, CacheSettings(max_model_len=8192)).enable_prefix_caching
+    caching = replace(VLLM_0_17_1, version="test", prefix_caching_for_hybrids=True)
+    assert resolve_cache_layout(nemotron, CacheSettings(max_model_len=8192, release=caching)).enable_prefix_caching
+
+
+def test_no_module_compares_version_strings():
+    found = []
+    for path in KVPLAN.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Compare):
+                for side in (node.left, *node.comparators):
+                    if isinstance(side, ast.Constant) and isinstance(side.value, str) and VERSION.match(side.value):
+                        found.append(f"{path.relative_to(KVPLAN)}:{node.lineno}")
+    assert not found, f"compare releases through their policies, not version strings: {found}"
