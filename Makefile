@@ -17,6 +17,7 @@ run: setup
 
 lint: setup
 	$(VENV)/bin/ruff check kvplan tests benchmarks scripts
+	$(VENV)/bin/mypy
 
 test: lint
 	$(VENV)/bin/python -m pytest

@@ -18,6 +18,7 @@ from kvplan.errors import KvplanError
 from kvplan.measure.backend import (
     ActivationMeasurement,
     AllocationReport,
+    BackendName,
     ModelSource,
     PlannedGpu,
     WeightsMeasurement,
@@ -100,7 +101,7 @@ def check_weights_fit_ram(weights: int, available: int | None) -> None:
 
 
 class CpuBackend(PlannedGpu):
-    name = "cpu"
+    name: BackendName = "cpu"
     predicted = False
 
     def __init__(self, total_bytes: int, device_label: str, multiprocessors: int | None = None) -> None:

@@ -20,6 +20,7 @@ from kvplan.errors import KvplanError
 from kvplan.measure.backend import (
     ActivationMeasurement,
     AllocationReport,
+    BackendName,
     DeviceSnapshot,
     ModelSource,
     WeightsMeasurement,
@@ -55,7 +56,7 @@ def _peak(cuda: Any, device: Any) -> int:
 
 
 class CudaBackend:
-    name = "cuda"
+    name: BackendName = "cuda"
     predicted = False
 
     def __init__(self, device_index: int = 0, cuda: Any = None, tensor_device: str | None = None) -> None:

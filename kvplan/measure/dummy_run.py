@@ -5,6 +5,8 @@ measurement (allocator counters, live-tensor tracker, fake tensors)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 from kvplan.errors import KvplanError
@@ -15,10 +17,11 @@ from kvplan.semantics.memory.sampler import SamplerSpec
 
 def backbone_and_lm_head(model: torch.nn.Module) -> tuple[torch.nn.Module, torch.Tensor]:
     """The decoder stack (hidden states out) and the lm_head weight (vocab x hidden)."""
-    head = model.get_output_embeddings()
+    pretrained: Any = model    # a transformers PreTrainedModel
+    head = pretrained.get_output_embeddings()
     if head is None or getattr(head, "weight", None) is None:
         raise KvplanError(f"{type(model).__name__} has no language-model head; kvplan profiles generative models")
-    return model.base_model, head.weight
+    return pretrained.base_model, head.weight
 
 
 def make_inputs(batch: ProfileBatch, device: torch.device | str) -> tuple[torch.Tensor, torch.Tensor]:

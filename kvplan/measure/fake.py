@@ -15,6 +15,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from kvplan.measure.backend import (
     ActivationMeasurement,
     AllocationReport,
+    BackendName,
     ModelSource,
     PlannedGpu,
     WeightsMeasurement,
@@ -40,7 +41,7 @@ CHECK_POOL_BLOCKS = 8
 
 
 class FakeBackend(PlannedGpu):
-    name = "fake"
+    name: BackendName = "fake"
     predicted = True
 
     def __init__(self, total_bytes: int, device_label: str, multiprocessors: int | None = None) -> None:

@@ -53,7 +53,7 @@ def _no_weight_init() -> Iterator[None]:
     try:
         from transformers.initialization import no_init_weights
     except ImportError:  # transformers 4.x
-        from transformers.modeling_utils import no_init_weights
+        from transformers.modeling_utils import no_init_weights  # type: ignore[attr-defined,no-redef]
     with no_init_weights():
         yield
 
@@ -116,7 +116,7 @@ def load_safetensors_model(
     safetensors_files(path)
     attention = register_flashlike_attention()
     transformers_logging.disable_progress_bar()  # stderr belongs to kvplan's own progress display
-    model = AutoModelForCausalLM.from_pretrained(
+    model: Any = AutoModelForCausalLM.from_pretrained(
         str(path), dtype=dtype, attn_implementation=attention, use_safetensors=True,
         trust_remote_code=trust_remote_code,
     )
@@ -155,7 +155,8 @@ def materialize_fake(model: torch.nn.Module, fake_mode: Any, device: str = "cpu"
         return made[id(tensor)]
 
     for module in model.modules():
-        for table in (module._parameters, module._buffers):
+        tables: tuple[dict[str, Any], ...] = (module._parameters, module._buffers)
+        for table in tables:
             for name, tensor in table.items():
                 if tensor is not None:
                     table[name] = fake_like(tensor)

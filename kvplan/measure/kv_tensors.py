@@ -154,7 +154,7 @@ def _raw_bytes_at(raw: torch.Tensor, view: torch.Tensor, index: tuple) -> torch.
     """The bytes behind `view[index]`, read straight from the raw int8 tensor through the view's
     strides: one row of `view.shape[-1]` contiguous elements per selected (token, head)."""
     entries = list(index) + [slice(None)] * (view.dim() - 1 - len(index))
-    tokens: torch.Tensor | int = view.storage_offset()
+    tokens: torch.Tensor | int = int(view.storage_offset())
     heads: torch.Tensor | int = 0
     for dim, entry in enumerate(entries):
         stride = view.stride(dim)
@@ -230,7 +230,9 @@ def slot_mapping_check(allocation: KvCacheAllocation, seed: int = 0) -> SlotChec
                          "the pool has fewer than 2 blocks (block 0 is the null block)")
     generator = torch.Generator().manual_seed(seed)
     view_ok = raw_ok = zero_ok = True
-    checked, tokens, table, slots = 0, 0, (), ()
+    checked, tokens = 0, 0
+    table: tuple[int, ...] = ()
+    slots: tuple[int, ...] = ()
     seen_tensors: set[int] = set()
     for layout in allocation.layouts:
         if layout.kind == "mamba" or layout.tensor_index in seen_tensors:

@@ -354,7 +354,7 @@ def catalog_entries() -> list[CatalogEntry]:
     entries = []
     for model_id in catalog_ids():
         setup = settle(PlanRequest(model=model_id))
-        kinds = Counter(layer.kind for layer in setup.shape.layers)
+        kinds: Counter[str] = Counter(layer.kind for layer in setup.shape.layers)
         entries.append(CatalogEntry(
             model_id=model_id, architecture=setup.shape.architecture,
             num_hidden_layers=setup.shape.num_hidden_layers, layer_kinds=dict(kinds),

@@ -258,7 +258,7 @@ def run_profile(options: ProfileRequest, progress: Progress | None = None) -> Pr
 
     # 1. start-up snapshot and vLLM's refusal when less than `requested` is free
     snapshot = backend.snapshot()
-    utilization = request.gpu_memory_utilization
+    utilization = request.utilization
     refusal = startup_refusal(snapshot.free_bytes, snapshot.total_bytes, utilization, backend.device_label)
     batch = profile_batch(setup.batch.max_num_batched_tokens, setup.batch.max_num_seqs)
     headroom = snapshot.total_bytes - requested_memory(snapshot.total_bytes, utilization)

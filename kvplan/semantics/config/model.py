@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kvplan.errors import ConfigRejected
-from kvplan.semantics.dtypes import normalize_dtype
+from kvplan.semantics.dtypes import DTYPE_ALIASES
 
 _LONG_LEN_CAUTION = (
     "VLLM_ALLOW_LONG_MAX_MODEL_LEN must be used with extreme caution. If the model uses relative position "
@@ -55,7 +55,7 @@ def verify_max_model_len(
 
 
 # the names vLLM's --dtype accepts besides "auto", and what each means
-_EXPLICIT_DTYPES = {name: normalize_dtype(name) for name in ("half", "float16", "float", "float32", "bfloat16")}
+_EXPLICIT_DTYPES = {name: DTYPE_ALIASES.get(name, name) for name in ("half", "float16", "float", "float32", "bfloat16")}
 _FLOAT16_NOT_SUPPORTED = frozenset({"gemma2", "gemma3", "gemma3_text", "plamo2", "glm4"})
 @dataclass(frozen=True)
 class DtypeChoice:

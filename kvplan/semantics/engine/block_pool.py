@@ -77,13 +77,13 @@ class BlockPool:
             blocks = cached_get(block_hash)
             if blocks is None:
                 break
-            hits.append(blocks if type(blocks) is KVCacheBlock else next(iter(blocks.values())))
+            hits.append(blocks if isinstance(blocks, KVCacheBlock) else next(iter(blocks.values())))
         return hits
 
     def get_cached_block(self, block_hash: BlockHash) -> KVCacheBlock | None:
         """The block cached under this hash; the first inserted when several full blocks share it."""
         blocks = self._cached.get(block_hash)
-        if blocks is None or type(blocks) is KVCacheBlock:
+        if blocks is None or isinstance(blocks, KVCacheBlock):
             return blocks
         return next(iter(blocks.values()))
 
@@ -109,7 +109,7 @@ class BlockPool:
         block_hash = block.block_hash
         assert block_hash is not None
         entry = self._cached.pop(block_hash)
-        if type(entry) is KVCacheBlock:
+        if isinstance(entry, KVCacheBlock):
             assert entry is block
         else:
             del entry[block.block_id]
@@ -157,7 +157,7 @@ class BlockPool:
             entry = cached.get(block_hash)
             if entry is None:
                 cached[block_hash] = block
-            elif type(entry) is KVCacheBlock:
+            elif isinstance(entry, KVCacheBlock):
                 cached[block_hash] = {entry.block_id: entry, block.block_id: block}
             else:
                 entry[block.block_id] = block

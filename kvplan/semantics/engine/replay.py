@@ -54,8 +54,8 @@ def replay(trace: Trace, observe: StepObserver | None = None,
     `model_runner` inside every step, see `Scheduler`)."""
     scheduler = Scheduler(trace.config, model_runner)
     arrivals: defaultdict[int, list[int]] = defaultdict(list)
-    for request in trace.requests:
-        arrivals[request.arrival_step].append(request.ordinal)
+    for spec in trace.requests:
+        arrivals[spec.arrival_step].append(spec.ordinal)
     last_arrival = trace.last_arrival_step
     arrival_steps = {r.request_id: r.arrival_step for r in trace.requests}
     live: dict[str, Request] = {}

@@ -211,21 +211,19 @@ def _layer_spec(
     tp = settings.tensor_parallel_size
     replicate = shape.architecture not in _PLAIN_KV_SPLIT_ARCHITECTURES
     heads = kv_heads_per_rank(layer.num_kv_heads, tp, replicate)
-    common = {"block_size": layout.block_size, "head_size": layer.head_size, "dtype": layout.kv_dtype}
+    block, head, dtype = layout.block_size, layer.head_size, layout.kv_dtype
     if layer.kind == "full":
         head_size_v = layer.head_size_v or layer.head_size
-        return FullAttentionSpec(num_kv_heads=heads, head_size_v=head_size_v, **common)
+        return FullAttentionSpec(block, heads, head, dtype, head_size_v=head_size_v)
     if layer.kind == "sliding_window":
         assert layer.sliding_window is not None, layer
-        return SlidingWindowSpec(num_kv_heads=heads, sliding_window=layer.sliding_window, **common)
+        return SlidingWindowSpec(block, heads, head, dtype, sliding_window=layer.sliding_window)
     if layer.kind == "chunked_local":
         assert layer.attention_chunk_size is not None, layer
-        return ChunkedLocalAttentionSpec(
-            num_kv_heads=heads, attention_chunk_size=layer.attention_chunk_size, **common
-        )
+        return ChunkedLocalAttentionSpec(block, heads, head, dtype, attention_chunk_size=layer.attention_chunk_size)
     if layer.kind == "mla":
         # the latent is not split: every rank stores all of it
-        return MLAAttentionSpec(num_kv_heads=1, cache_dtype_str=layout.cache_dtype, **common)
+        return MLAAttentionSpec(block, 1, head, dtype, cache_dtype_str=layout.cache_dtype)
     if layer.kind == "mamba":
         assert layer.mamba is not None and layout.mamba_block_size is not None, layer
         shapes, dtypes = mamba_state(layer.mamba, tp, settings.model_dtype, settings)

@@ -36,7 +36,10 @@ class _PaddablePage:
     """`page_size_padded` (set by vLLM's hybrid hook) overrides the real page size, never below it."""
 
     page_size_padded: int | None
-    real_page_size_bytes: int
+
+    @property
+    def real_page_size_bytes(self) -> int:
+        raise NotImplementedError(type(self).__name__)
 
     @property
     def page_size_bytes(self) -> int:

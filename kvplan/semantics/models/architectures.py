@@ -58,8 +58,8 @@ def unsupported_layer(index: int, name: str, what: str, warnings: list[str]) -> 
     return LayerShape(index=index, name=name, kind="unsupported", note=what)
 
 
-def _checked_layer_types(view: ConfigView, layer_types: list[str] | None, count: int) -> list[str] | None:
-    if layer_types is not None and len(layer_types) != count:
+def _checked_layer_types(view: ConfigView, layer_types: list[str], count: int) -> list[str]:
+    if len(layer_types) != count:
         raise KvplanError(
             f"{view.where}: layer_types has {len(layer_types)} entries for {count} layers: fix the config"
         )

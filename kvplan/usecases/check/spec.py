@@ -278,11 +278,11 @@ def _from_text(kind: AssertionKind, text: str, where: str) -> Any:
 def _concurrency(value: Any, where: str) -> Concurrency:
     if isinstance(value, str):
         # the flag's form: "16" (at max_model_len) or "16@8192" (16 requests of 8192 tokens)
-        at_least, _, tokens = value.partition("@")
+        count_text, _, tokens_text = value.partition("@")
         try:
-            table: dict[str, Any] = {"at_least": float(at_least)}
-            if tokens:
-                table["tokens_per_request"] = int(tokens.replace("_", "").replace(",", ""))
+            table: dict[str, Any] = {"at_least": float(count_text)}
+            if tokens_text:
+                table["tokens_per_request"] = int(tokens_text.replace("_", "").replace(",", ""))
         except ValueError:
             raise KvplanError(f"{where}: expected X or X@TOKENS (e.g. 16@8192), got {value!r}") from None
         value = table

@@ -280,6 +280,7 @@ def _run_timed(setup: PreparedWorkload, config: EngineConfig, recorder: Recorder
             now = pending[0][0]
         while pending and pending[0][0] <= now:
             time, _, ordinal = heapq.heappop(pending)
+            made: tuple[Request, RequestRecord] | None
             if setup.workload.is_explicit:
                 made = _explicit_request(setup, ordinal, config, scheduler.num_steps, time)
             else:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -281,7 +282,7 @@ def _parse_timing(raw: Any, path: str) -> TimingSpec:
     reject_unknown(obj, path, TIMING_KEYS)
     if "step_time_ms" in obj and "calibration" in obj:
         raise FieldError(child(path, "calibration"), "give either step_time_ms or calibration, not both")
-    calibration = ()
+    calibration: tuple[tuple[int, float], ...] = ()
     if "calibration" in obj:
         calibration = parse_calibration(obj["calibration"], child(path, "calibration"))
     return TimingSpec(
@@ -319,7 +320,7 @@ def _parse_classes(raw: Any, path: str) -> tuple[RequestClass, ...]:
     return tuple(classes)
 
 
-def _required(obj: dict[str, Any], key: str, path: str) -> Any:
+def _required(obj: Mapping[str, Any], key: str, path: str) -> Any:
     if key not in obj:
         raise FieldError(child(path, key), "required key is missing")
     return obj[key]
