@@ -1,0 +1,110 @@
+"""Weight bytes of any model: the catalog's stored layouts (no torch), golden parameter counts, and
+the meta-device build of models outside the catalog, which agrees with the stored layouts."""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+
+import pytest
+
+from kvplan.measure.hf_config import load_model_shape
+from kvplan.measure.meta_build import weights_for
+from kvplan.semantics.models import catalog_ids, resolve_config
+from kvplan.semantics.weights import catalog_layouts
+from tests.semantics.factories import BF16, bf16, tiny_layout
+
+
+def test_golden_qwen2_05b():
+    result = weights_for(resolve_config("Qwen/Qwen2-0.5B-Instruct"), "bfloat16")
+    assert (result.total_params, result.total_bytes, result.exact) == (494_032_768, 988_065_536, True)
+    assert "catalog" in result.method
+    # vocab 151,936 is a multiple of 64: one GPU holds exactly the model
+    assert result.per_rank_bytes == 988_065_536
+    assert weights_for(load_model_shape("Qwen/Qwen2-0.5B-Instruct"), "float32").total_bytes == 4 * 494_032_768
+
+
+def test_golden_llama3_8b():
+    result = weights_for(resolve_config("meta-llama/Meta-Llama-3-8B-Instruct"), "bfloat16", tensor_parallel_size=2)
+    assert result.total_params == 8_030_261_248
+    assert result.total_bytes == 2 * 8_030_261_248
+
+
+def test_gpt_oss_mxfp4_from_the_scheme():
+    shape = load_model_shape("openai/gpt-oss-20b")
+    result = weights_for(shape, "bfloat16")
+    layers, experts, hidden, intermediate = 24, 32, 2880, 2880
+    expert_params = layers * experts * (hidden * 2 * intermediate + intermediate * hidden)
+    assert result.total_bytes == expert_params * 17 // 32 + (result.total_params - expert_params) * BF16
+    assert not result.exact and "mxfp4" in result.method
+
+
+def test_deepseek_v3_fp8_keeps_embeddings_and_routers_wide():
+    result = weights_for(resolve_config("deepseek-ai/DeepSeek-V3"), "bfloat16", tensor_parallel_size=8)
+    # fp8 weights take one byte per parameter; the excess over that is the bf16 embedding and lm_head,
+    # the float32 routers and the block scales (one float32 per 128x128 block: under 2**30 bytes)
+    vocab_params, router_params = 2 * 129_280 * 7_168, 58 * 256 * 7_168
+    excess = result.total_bytes - result.total_params
+    assert result.total_params == 671_026_404_352
+    assert vocab_params + 3 * router_params < excess < vocab_params + 3 * router_params + 2**30
+    assert not result.exact and "fp8" in result.method
+
+
+def test_local_copy_of_a_catalog_config_uses_the_stored_layout(tmp_path):
+    source = resolve_config("Qwen/Qwen2-0.5B-Instruct")
+    (tmp_path / "config.json").write_bytes(Path(source.path).read_bytes())
+    result = weights_for(resolve_config(str(tmp_path)), "bfloat16")
+    assert result.total_bytes == 988_065_536 and "catalog" in result.method
+
+
+SMALL_OR_COVERAGE = {"HuggingFaceTB/SmolLM2-135M-Instruct", "Qwen/Qwen2-0.5B-Instruct",
+                     "meta-llama/Llama-3.2-1B-Instruct", "google/gemma-3-4b-it", "Qwen/Qwen3-30B-A3B",
+                     "openai/gpt-oss-20b"}
+
+
+@pytest.mark.parametrize("model_id", [
+    model if model in SMALL_OR_COVERAGE else pytest.param(model, marks=pytest.mark.slow) for model in catalog_ids()
+])
+def test_stored_layout_equals_a_fresh_meta_build(model_id):
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from kvplan.measure.meta_build import build_layout
+
+    resolved = resolve_config(model_id)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fresh = build_layout(resolved)
+    stored = catalog_layouts()[resolved.sha256]
+    assert fresh.groups == stored.groups
+    assert fresh.total_params == stored.total_params
+    assert {**fresh.__dict__, "built_with": ""} == {**stored.__dict__, "built_with": ""}
+
+
+def test_model_outside_the_catalog_is_built_on_meta(tmp_path):
+    pytest.importorskip("torch")
+    config = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "num_hidden_layers": 3, "hidden_size": 64,
+              "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 128, "vocab_size": 1000,
+              "torch_dtype": "bfloat16"}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    result = weights_for(load_model_shape(str(tmp_path)), "bfloat16", tensor_parallel_size=2)
+    expected = tiny_layout()
+    assert result.total_params == expected.total_params
+    assert result.per_rank_bytes == bf16(expected, tp=2).per_rank_bytes
+    assert result.method.startswith("meta-device build")
+
+
+def test_model_outside_the_catalog_without_torch_says_so(tmp_path, monkeypatch):
+    import importlib.util
+
+    from kvplan.errors import MissingExtraError
+
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *args: None if name == "torch" else real_find_spec(name, *args))
+    config = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "num_hidden_layers": 2, "hidden_size": 64,
+              "num_attention_heads": 4, "vocab_size": 1000}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    with pytest.raises(MissingExtraError, match=r"kvplan\[profile\]") as error:
+        weights_for(resolve_config(str(tmp_path)), "bfloat16")
+    assert "torch" in str(error.value) and "\n" not in str(error.value)
