@@ -57,8 +57,8 @@ HEAVY = ("torch", "transformers")
 LIGHT = (
     "kvplan.errors", "kvplan.units", "kvplan.parsing", "kvplan.gpus", "kvplan.semantics",
     "kvplan.usecases.plan", "kvplan.usecases.replay", "kvplan.usecases.profile_summary", "kvplan.usecases.simulate",
-    "kvplan.usecases.check", "kvplan.report.plan_json", "kvplan.report.simulate_json", "kvplan.report.sim_console",
-    "kvplan.report.sim_html", "kvplan.report.check_", "kvplan.report.replay_", "kvplan.report.plan_console",
+    "kvplan.usecases.check", "kvplan.report.plan_json", "kvplan.report.simulate_json", "kvplan.report.sim_",
+    "kvplan.report.check_", "kvplan.report.replay_", "kvplan.report.plan_console",
 )
 
 

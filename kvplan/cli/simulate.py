@@ -16,6 +16,7 @@ from kvplan.cli.options import SIMULATING, EngineOptions, check_output, engine_o
 from kvplan.cli.quick_asserts import verdict_exit_code
 from kvplan.errors import EXIT_STALLED, KvplanError
 from kvplan.report.jsonout import dumps
+from kvplan.report.sim_timeline import TimelineCsv
 from kvplan.report.simulate_json import result_document
 from kvplan.usecases.check.quick import QUICK_ASSERTS, parse_quick_asserts, quick_help, simulation_report
 from kvplan.usecases.simulate.driver import SimOptions, prepare
@@ -82,8 +83,8 @@ def simulate_command(
         print(f"kvplan: warning: {note}", file=sys.stderr)
 
     with _writable(timeline) as timeline_stream, _progress() as progress:
-        result = simulate(setup, find_max_rate=find_max_rate, progress=progress, timeline=timeline_stream,
-                          stage=_stage)
+        result = simulate(setup, find_max_rate=find_max_rate, progress=progress,
+                          on_step=None if timeline_stream is None else TimelineCsv(timeline_stream), stage=_stage)
 
     if report is not None:
         from kvplan.report.sim_html import render_html

@@ -14,7 +14,6 @@ import heapq
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import TextIO
 
 from kvplan.errors import KvplanError
 from kvplan.parsing import FieldError, as_number
@@ -32,7 +31,7 @@ from kvplan.semantics.engine.trace import (
 )
 from kvplan.semantics.releases import DEFAULT_RELEASE, Release
 from kvplan.usecases.simulate.engine_source import EngineOverrides, ResolvedEngine, resolve_engine
-from kvplan.usecases.simulate.metrics import Recorder, RequestRecord, RunMetrics
+from kvplan.usecases.simulate.metrics import Recorder, RequestRecord, RunMetrics, StepListener
 from kvplan.usecases.simulate.timing import StepLoad, StepTimeModel, choose_step_time
 from kvplan.usecases.simulate.workload import PlannedConversation, Workload, plan_conversations
 
@@ -185,13 +184,13 @@ def _prefix_notes(workload: Workload, config: EngineConfig) -> list[str]:
 
 
 def run(setup: PreparedWorkload, *, config: EngineConfig | None = None, rate_factor: float = 1.0,
-        progress: Progress | None = None, timeline: TextIO | None = None,
+        progress: Progress | None = None, on_step: StepListener | None = None,
         model_runner: ModelRunner | None = None) -> RunOutcome:
     """One simulation of the setup, optionally with another engine config or a scaled rate;
-    ``model_runner`` runs inside every step (see ``Scheduler``)."""
+    ``on_step`` hears every step; ``model_runner`` runs inside every step (see ``Scheduler``)."""
     config = config or setup.config
     recorder = Recorder(config.num_gpu_blocks - 1, config.block_size, setup.class_names,
-                        timed=setup.timer is not None, timeline=timeline)
+                        timed=setup.timer is not None, on_step=on_step)
     if setup.in_steps:
         return _run_in_steps(setup, config, recorder, progress, model_runner)
     return _run_timed(setup, config, recorder, rate_factor, progress, model_runner)

@@ -12,19 +12,42 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TextIO
 
 from kvplan.semantics.engine.scheduler import StepResult
 from kvplan.usecases.simulate.series import Downsampler, SeriesPoint
 from kvplan.usecases.simulate.timing import StepLoad
 
 SERIES_NAMES = ("used_blocks", "evictable_cached_blocks", "running", "waiting", "scheduled_tokens")
-TIMELINE_COLUMNS = (
-    "step", "start_s_estimate", "duration_s_estimate", "num_scheduled_tokens", "running", "waiting",
-    "used_blocks_in_step", "num_used_blocks", "num_free_blocks", "num_evictable_cached_blocks",
-    "num_cached_blocks", "arrived", "admitted", "resumed", "preempted", "finished",
-    "prefix_queries", "prefix_hits", "preempted_queries", "preempted_hits",
-)
+
+
+@dataclass(frozen=True, slots=True)
+class TimelineRow:
+    """One scheduler step as the timeline reports it (``--timeline``; columns in ``docs/metrics.md``).
+    The time fields are None when no step-time model estimates seconds."""
+
+    step: int
+    start_s_estimate: float | None
+    duration_s_estimate: float | None
+    num_scheduled_tokens: int
+    running: int
+    waiting: int
+    used_blocks_in_step: int
+    num_used_blocks: int
+    num_free_blocks: int
+    num_evictable_cached_blocks: int
+    num_cached_blocks: int
+    arrived: int
+    admitted: int
+    resumed: int
+    preempted: int
+    finished: int
+    prefix_queries: int
+    prefix_hits: int
+    preempted_queries: int
+    preempted_hits: int
+
+
+StepListener = Callable[[TimelineRow], None]
 
 
 class RequestRecord:
@@ -222,17 +245,16 @@ def _ratio(numerator: float, denominator: float) -> float | None:
 
 
 class Recorder:
-    """Accumulates one run. ``timed``: a step-time model exists, so seconds are estimated."""
+    """Accumulates one run. ``timed``: a step-time model exists, so seconds are estimated;
+    ``on_step`` hears every step as a ``TimelineRow``."""
 
     def __init__(self, usable_blocks: int, block_size: int, class_names: tuple[str, ...], timed: bool,
-                 timeline: TextIO | None = None) -> None:
+                 on_step: StepListener | None = None) -> None:
         self.usable = usable_blocks
         self.block_size = block_size
         self.class_names = class_names
         self.timed = timed
-        self.timeline = timeline
-        if timeline is not None:
-            timeline.write(",".join(TIMELINE_COLUMNS) + "\n")
+        self.on_step = on_step
         self.records: dict[str, RequestRecord] = {}
         self.live: dict[str, RequestRecord] = {}
         self.used_histogram: dict[int, float] = {}
@@ -324,8 +346,8 @@ class Recorder:
         self._last = (float(result.num_used_blocks), float(result.num_evictable_cached_blocks),
                       float(running), float(waiting), 0.0)
         self.end_time = max(self.end_time, end)
-        if self.timeline is not None:
-            self._write_timeline(result, running, waiting, used, start, duration)
+        if self.on_step is not None:
+            self.on_step(self._timeline_row(result, running, waiting, used, start, duration))
         self._arrived = 0
         return duration
 
@@ -366,17 +388,16 @@ class Recorder:
             lookup[0] += queries
             lookup[1] += hits
 
-    def _write_timeline(self, result: StepResult, running: int, waiting: int, used: int,
-                        start: float, duration: float) -> None:
+    def _timeline_row(self, result: StepResult, running: int, waiting: int, used: int,
+                      start: float, duration: float) -> TimelineRow:
         stats = result.prefix_cache
-        time_cells = (f"{start:.6f}", f"{duration:.6f}") if self.timed else ("", "")
-        row = (
-            result.step, *time_cells, result.num_scheduled_tokens, running, waiting, used,
+        return TimelineRow(
+            result.step, start if self.timed else None, duration if self.timed else None,
+            result.num_scheduled_tokens, running, waiting, used,
             result.num_used_blocks, result.num_free_blocks, result.num_evictable_cached_blocks,
             result.num_cached_blocks, self._arrived, len(result.admitted), len(result.resumed), len(result.preempted),
             len(result.finished), stats.queries, stats.hits, stats.preempted_queries, stats.preempted_hits,
         )
-        self.timeline.write(",".join(map(str, row)) + "\n")  # type: ignore[union-attr]
 
     # ------------------------------------------------------------------------ results
 

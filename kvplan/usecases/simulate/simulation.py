@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TextIO
 
 from kvplan.usecases.simulate.capacity_search import Capacity, answer_capacity
 from kvplan.usecases.simulate.driver import PreparedWorkload, Progress, run
-from kvplan.usecases.simulate.metrics import RunMetrics
+from kvplan.usecases.simulate.metrics import RunMetrics, StepListener
 
 
 @dataclass(frozen=True)
@@ -24,9 +23,10 @@ class SimResult:
 
 
 def simulate(setup: PreparedWorkload, *, find_max_rate: bool = False, progress: Progress | None = None,
-             timeline: TextIO | None = None, stage: Callable[[str], None] | None = None) -> SimResult:
-    """Run a prepared workload, then answer the capacity questions; ``stage`` hears what runs next."""
-    outcome = run(setup, progress=progress, timeline=timeline)
+             on_step: StepListener | None = None, stage: Callable[[str], None] | None = None) -> SimResult:
+    """Run a prepared workload, then answer the capacity questions; ``on_step`` hears every step of
+    the run, ``stage`` what runs next."""
+    outcome = run(setup, progress=progress, on_step=on_step)
     notes = list(setup.notes)
     if outcome.num_rejected:
         notes.append(f"{outcome.num_rejected} requests were rejected: their prompt is not shorter than "
