@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,6 +38,26 @@ from kvplan.usecases.plan import PlanSummary
 PROFILE_KIND = "kvplan.profile"
 PROFILE_SCHEMA_VERSION = 1
 PROFILE_SCHEMA_VERSIONS = (1,)
+
+# The figures the profile record holds at its top level under `ProfileSummary`'s own attribute
+# names, each with its reader and its value when the key is absent (None: absent or null reads as
+# None). `parse_profile` reads them from this table; `report/profile_json` writes them from the
+# summary under the same names (tests/report/test_profile_json.py reads a record back through here).
+TOP_LEVEL_FIGURES: tuple[tuple[str, Callable[[Any, str], Any], bool | None], ...] = (
+    ("fits", as_bool, False),
+    ("error", as_str, None),
+    ("predicted", as_bool, None),
+    ("device", as_str, None),
+    ("total_bytes", as_int, None),
+    ("gpu_memory_utilization", as_number, None),
+    ("kv_cache_memory_given", as_bool, False),
+    ("weights_bytes", as_int, None),
+    ("activation_peak_bytes", as_int, None),
+    ("non_torch_bytes", as_int, None),
+    ("non_kv_bytes", as_int, None),
+    ("available_kv_bytes", as_int, None),
+    ("largest_max_model_len", as_int, None),
+)
 
 
 @dataclass(frozen=True)
@@ -114,20 +134,12 @@ def _profile(document: Any) -> ProfileSummary:
     raw_calibration = top.get("calibration")
     if isinstance(raw_calibration, dict) and "step_time" in raw_calibration:
         calibration = parse_calibration(raw_calibration["step_time"], child("calibration", "step_time"))
+    figures = {
+        key: get_optional(top, key, "", reader) if absent is None else get(top, key, "", reader, absent)
+        for key, reader, absent in TOP_LEVEL_FIGURES
+    }
     return ProfileSummary(
-        fits=get(top, "fits", "", as_bool, False),
-        error=get_optional(top, "error", "", as_str),
-        predicted=get_optional(top, "predicted", "", as_bool),
-        device=get_optional(top, "device", "", as_str),
-        total_bytes=get_optional(top, "total_bytes", "", as_int),
-        gpu_memory_utilization=get_optional(top, "gpu_memory_utilization", "", as_number),
-        kv_cache_memory_given=get(top, "kv_cache_memory_given", "", as_bool, False),
-        weights_bytes=get_optional(top, "weights_bytes", "", as_int),
-        activation_peak_bytes=get_optional(top, "activation_peak_bytes", "", as_int),
-        non_torch_bytes=get_optional(top, "non_torch_bytes", "", as_int),
-        non_kv_bytes=get_optional(top, "non_kv_bytes", "", as_int),
-        available_kv_bytes=get_optional(top, "available_kv_bytes", "", as_int),
-        largest_max_model_len=get_optional(top, "largest_max_model_len", "", as_int),
+        **figures,
         profile_run_tokens=get_optional(as_object(run, "profile_run"), "num_tokens", "profile_run", as_int)
         if run is not None else None,
         plan=None if top.get("plan") is None else parse_plan(top["plan"], "plan"),
