@@ -81,7 +81,13 @@ class EngineOptions:
         )
 
 
+    def pick(self, settings: type[S]) -> S:
+        """The options a use case's settings dataclass names, under the same names."""
+        return settings(**{field.name: getattr(self, field.name) for field in fields(settings)})  # type: ignore[arg-type]
+
+
 T = TypeVar("T")
+S = TypeVar("S")
 
 
 def _given(value: T | None, default: T) -> T:

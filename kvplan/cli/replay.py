@@ -37,15 +37,7 @@ def replay_command(
     """Replay a request trace step by step; JSON Lines when piped or with -o, a summary on a terminal.
 
     Exit codes: 0 done, 2 bad trace or options, 3 the run stalled."""
-    settings = EngineSettings(
-        num_gpu_blocks=engine.num_gpu_blocks,
-        block_size=engine.block_size,
-        enable_prefix_caching=engine.enable_prefix_caching,
-        max_num_batched_tokens=engine.max_num_batched_tokens,
-        max_num_seqs=engine.max_num_seqs,
-        max_model_len=engine.max_model_len,
-        enable_chunked_prefill=engine.enable_chunked_prefill,
-    )
+    settings = engine.pick(EngineSettings)
     if output is not None:
         check_output("-o", output, (trace_path,), "the input trace")
     trace = load_replay(ReplayRequest(trace_path, settings))

@@ -57,23 +57,7 @@ def simulate_command(
         raise KvplanError(f"--step-time-ms must be > 0, got {step_time_ms:g}")
     if seed is not None and seed < 0:
         raise KvplanError(f"--seed must be >= 0, got {seed}")
-    overrides = EngineOverrides(
-        num_gpu_blocks=engine.num_gpu_blocks,
-        block_size=engine.block_size,
-        enable_prefix_caching=engine.enable_prefix_caching,
-        max_num_batched_tokens=engine.max_num_batched_tokens,
-        max_num_seqs=engine.max_num_seqs,
-        max_model_len=engine.max_model_len,
-        enable_chunked_prefill=engine.enable_chunked_prefill,
-        gpu=engine.gpu,
-        gpu_memory_utilization=engine.gpu_memory_utilization,
-        gpu_memory=engine.gpu_memory,
-        kv_cache_memory=engine.kv_cache_memory,
-        kv_cache_dtype=engine.kv_cache_dtype,
-        dtype=engine.dtype,
-        tensor_parallel_size=engine.tensor_parallel_size,
-        pipeline_parallel_size=engine.pipeline_parallel_size,
-    )
+    overrides = engine.pick(EngineOverrides)
     workload = load_workload(workload_path)
     for flag, path in (("-o", output), ("--timeline", timeline), ("--report", report)):
         if path is not None:

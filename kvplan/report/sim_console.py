@@ -17,7 +17,7 @@ from rich.text import Text
 from kvplan.report.simulate_json import SeriesRow, round_floats, series_rows
 from kvplan.units import significant
 from kvplan.usecases.simulate.capacity_search import Capacity
-from kvplan.usecases.simulate.metrics import RunMetrics
+from kvplan.usecases.simulate.metrics import Latency, RunMetrics, Summary
 from kvplan.usecases.simulate.simulation import SimResult
 from kvplan.usecases.simulate.timing import CalibratedStepTime, ConstantStepTime, RooflineStepTime, StepTimeModel
 
@@ -237,11 +237,7 @@ def _latency(metrics: RunMetrics) -> Table:
     table.add_column("")
     for label in ("p50", "p95", "p99", "max"):
         table.add_column(label, justify="right")
-    rows = (("queueing", latency.queueing_s_estimate, latency.queueing_steps),
-            ("time to first token", latency.ttft_s_estimate, latency.ttft_steps),
-            ("time per output token", latency.tpot_s_estimate, latency.tpot_steps),
-            ("end to end", latency.e2e_s_estimate, latency.e2e_steps))
-    for name, seconds, steps in rows:
+    for name, seconds, steps in latency_rows(latency):
         step_values = (steps.p50, steps.p95, steps.p99, steps.max)
         if timed and seconds is not None:
             second_values = (seconds.p50, seconds.p95, seconds.p99, seconds.max)
@@ -258,18 +254,36 @@ def _classes(metrics: RunMetrics) -> Table:
     for label in ("class", "requests", "finished", "prompt", "output", "preempt.", "hit rate", "1st-adm. hits",
                   "TTFT p95" + (" (est.)" if timed else ""), "E2E p95" + (" (est.)" if timed else "")):
         table.add_column(label, justify="left" if label == "class" else "right")
+    for row in class_rows(metrics):
+        table.add_row(*row)
+    return table
+
+
+def latency_rows(latency: Latency) -> tuple[tuple[str, Summary | None, Summary], ...]:
+    """Each latency's name, its estimated seconds (None without a time model) and its steps."""
+    return (("queueing", latency.queueing_s_estimate, latency.queueing_steps),
+            ("time to first token", latency.ttft_s_estimate, latency.ttft_steps),
+            ("time per output token", latency.tpot_s_estimate, latency.tpot_steps),
+            ("end to end", latency.e2e_s_estimate, latency.e2e_steps))
+
+
+def class_rows(metrics: RunMetrics) -> list[list[str]]:
+    """One row per class: counts, mean lengths, preemptions, hit rates, then TTFT and E2E p95 in
+    estimated seconds (in steps without a time model)."""
+    timed = metrics.latency.ttft_s_estimate is not None
+    rows = []
     for item in metrics.classes:
         latency = item.latency
         if timed and latency.ttft_s_estimate is not None and latency.e2e_s_estimate is not None:
             ttft, e2e = _seconds(latency.ttft_s_estimate.p95), _seconds(latency.e2e_s_estimate.p95)
         else:
             ttft, e2e = _num(latency.ttft_steps.p95), _num(latency.e2e_steps.p95)
-        table.add_row(
+        rows.append([
             item.name, _num(item.num_requests), _num(item.num_finished),
             _num(item.mean_prompt_tokens, 4), _num(item.mean_output_tokens, 4), _num(item.preemptions),
             _pct(item.prefix_cache_hit_rate), _pct(item.first_admission_hit_rate), ttft, e2e,
-        )
-    return table
+        ])
+    return rows
 
 
 def _capacity(capacity: Capacity) -> Table:

@@ -9,7 +9,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from kvplan.report.sim_console import _num, _pct, _seconds, series_end, timing_text
+from kvplan.report.sim_console import _num, _pct, _seconds, class_rows, latency_rows, series_end, timing_text
 from kvplan.report.simulate_json import SeriesRow, round_floats, series_rows
 from kvplan.usecases.simulate.capacity_search import Capacity
 from kvplan.usecases.simulate.metrics import RunMetrics
@@ -214,10 +214,7 @@ def _latency_table(metrics: RunMetrics) -> str:
     latency = metrics.latency
     timed = latency.ttft_s_estimate is not None
     rows = []
-    for name, seconds, steps in (("queueing", latency.queueing_s_estimate, latency.queueing_steps),
-                                 ("time to first token", latency.ttft_s_estimate, latency.ttft_steps),
-                                 ("time per output token", latency.tpot_s_estimate, latency.tpot_steps),
-                                 ("end to end", latency.e2e_s_estimate, latency.e2e_steps)):
+    for name, seconds, steps in latency_rows(latency):
         row: list[Any] = [name]
         if timed and seconds is not None:
             row += [_seconds(value) for value in (seconds.mean, seconds.p50, seconds.p95, seconds.p99)]
@@ -230,17 +227,7 @@ def _latency_table(metrics: RunMetrics) -> str:
 
 def _class_table(metrics: RunMetrics) -> str:
     timed = metrics.latency.ttft_s_estimate is not None
-    rows = []
-    for item in metrics.classes:
-        latency = item.latency
-        if timed and latency.ttft_s_estimate is not None and latency.e2e_s_estimate is not None:
-            ttft, e2e = _seconds(latency.ttft_s_estimate.p95), _seconds(latency.e2e_s_estimate.p95)
-        else:
-            ttft, e2e = _num(latency.ttft_steps.p95), _num(latency.e2e_steps.p95)
-        rows.append([item.name, _num(item.num_requests), _num(item.num_finished),
-                     _num(item.mean_prompt_tokens, 4), _num(item.mean_output_tokens, 4),
-                     _num(item.preemptions),
-                     _pct(item.prefix_cache_hit_rate), _pct(item.first_admission_hit_rate), ttft, e2e])
+    rows: list[list[Any]] = list(class_rows(metrics))
     suffix = " (est.)" if timed else " (steps)"
     return _table(["class", "requests", "finished", "mean prompt", "mean output", "preemptions", "hit rate",
                    "first-admission hits", "TTFT p95" + suffix, "E2E p95" + suffix], rows)

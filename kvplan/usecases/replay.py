@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from kvplan.semantics.engine.replay import ReplaySummary, StepObserver, replay
@@ -15,7 +15,8 @@ from kvplan.semantics.releases import DEFAULT_RELEASE, Release
 
 @dataclass(frozen=True)
 class EngineSettings:
-    """Settings that replace the trace's config; None keeps the trace's value."""
+    """The engine's settings that replace a trace's config (or a workload's engine section, see
+    `simulate`'s `EngineOverrides`); None keeps the trace's value."""
 
     num_gpu_blocks: int | None = None
     block_size: int | None = None
@@ -36,16 +37,7 @@ class ReplayRequest:
 def load_replay(request: ReplayRequest) -> Trace:
     """The trace with the request's settings in place of its config's (validated: exit 2), for the
     request's release."""
-    settings = request.settings
-    trace = load_trace(request.trace, {
-        "num_gpu_blocks": settings.num_gpu_blocks,
-        "block_size": settings.block_size,
-        "enable_prefix_caching": settings.enable_prefix_caching,
-        "max_num_batched_tokens": settings.max_num_batched_tokens,
-        "max_num_seqs": settings.max_num_seqs,
-        "max_model_len": settings.max_model_len,
-        "enable_chunked_prefill": settings.enable_chunked_prefill,
-    })
+    trace = load_trace(request.trace, asdict(request.settings))
     return replace(trace, config=replace(trace.config, release=request.release))
 
 

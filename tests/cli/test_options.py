@@ -11,6 +11,8 @@ from typer.main import get_command
 from kvplan.cli import app
 from kvplan.cli.options import EngineOptions
 from kvplan.usecases.plan import PlanRequest
+from kvplan.usecases.replay import EngineSettings
+from kvplan.usecases.simulate.engine_source import EngineOverrides
 
 
 def _options(command: str) -> dict[str, tuple[tuple[str, ...], bool]]:
@@ -54,3 +56,11 @@ def test_a_bad_utilization_is_one_line(kvplan):
     code, out, err = kvplan("plan", "--kv-cache-memory", "1GiB", "--gpu-memory-utilization", "1.5")
     assert code == 2 and out == "" and err.strip() == (
         "kvplan: error: --gpu-memory-utilization: expected a number in (0, 1], e.g. 0.9, got 1.5")
+
+
+def test_replay_and_simulate_take_the_settings_their_use_case_names():
+    engine = EngineOptions(num_gpu_blocks=3, max_num_seqs=2, gpu="l4-24gb", enable_prefix_caching=False)
+    assert engine.pick(EngineSettings) == EngineSettings(num_gpu_blocks=3, max_num_seqs=2, enable_prefix_caching=False)
+    overrides = engine.pick(EngineOverrides)
+    assert overrides == EngineOverrides(num_gpu_blocks=3, max_num_seqs=2, gpu="l4-24gb", enable_prefix_caching=False)
+    assert overrides.settings() == {"max_num_seqs": 2, "enable_prefix_caching": False}

@@ -19,6 +19,7 @@ from kvplan.semantics.engine.trace import CONFIG_KEYS, parse_config
 from kvplan.semantics.releases import DEFAULT_RELEASE, Release
 from kvplan.usecases.plan import PlanRequest, PlanSummary, plan
 from kvplan.usecases.profile_summary import load_profile
+from kvplan.usecases.replay import EngineSettings
 from kvplan.usecases.simulate.workload import EngineSpec
 
 # settings a saved profile or a plan fixes along with the pool size
@@ -28,16 +29,10 @@ SIZING_SETTINGS = ("kv_cache_dtype", "dtype", "tensor_parallel_size", "pipeline_
 
 
 @dataclass(frozen=True)
-class EngineOverrides:
-    """Command-line options; None leaves the workload's value."""
+class EngineOverrides(EngineSettings):
+    """Command-line options: the engine's settings, and the sizing settings of a pool planned from
+    engine.model; None leaves the workload's value."""
 
-    num_gpu_blocks: int | None = None
-    block_size: int | None = None
-    enable_prefix_caching: bool | None = None
-    max_num_batched_tokens: int | None = None
-    max_num_seqs: int | None = None
-    max_model_len: int | None = None
-    enable_chunked_prefill: bool | None = None
     gpu: str | None = None
     gpu_memory_utilization: float | None = None
     gpu_memory: int | None = None
