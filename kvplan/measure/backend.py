@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
+from kvplan.errors import KvplanError
 from kvplan.semantics.kv.specs import KVCacheConfig
 from kvplan.semantics.memory.profile_batch import ProfileBatch
 from kvplan.semantics.memory.sampler import SamplerSpec
@@ -48,6 +49,15 @@ class ModelSource:
     load_format: LoadFormat = "dummy"
     directory: Path | None = None      # holds the safetensors for --load-format auto
     trust_remote_code: bool = False
+
+    def checkpoint(self) -> Path:
+        """The directory `--load-format auto` loads the weights from (exit 2 when there is none)."""
+        if self.directory is None:
+            raise KvplanError(
+                f"--load-format auto needs the weights of {self.model_id} in a local directory; "
+                "pass --model DIR, or use --load-format dummy"
+            )
+        return self.directory
 
 
 @dataclass(frozen=True)

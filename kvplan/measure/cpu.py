@@ -112,12 +112,8 @@ class CpuBackend(PlannedGpu):
         start = time.perf_counter()
         dtype = torch_dtype(source.dtype)
         if source.load_format == "auto":
-            if source.directory is None:
-                raise KvplanError(
-                    f"--load-format auto needs the weights of {source.model_id} in a local directory; "
-                    "pass --model DIR, or use --load-format dummy"
-                )
-            model = load_safetensors_model(source.directory, dtype, "cpu", trust_remote_code=source.trust_remote_code)
+            model = load_safetensors_model(source.checkpoint(), dtype, "cpu",
+                                           trust_remote_code=source.trust_remote_code)
             how = "safetensors checkpoint: parameter and buffer storages"
         else:
             config = hf_config(source.config, trust_remote_code=source.trust_remote_code)

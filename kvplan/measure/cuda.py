@@ -100,13 +100,8 @@ class CudaBackend:
         before = self._allocated()
         dtype = torch_dtype(source.dtype)
         if source.load_format == "auto":
-            if source.directory is None:
-                raise KvplanError(
-                    f"--load-format auto needs the weights of {source.model_id} in a local directory; "
-                    "pass --model DIR, or use --load-format dummy"
-                )
             model = load_safetensors_model(
-                source.directory, dtype, self.tensor_device, trust_remote_code=source.trust_remote_code
+                source.checkpoint(), dtype, self.tensor_device, trust_remote_code=source.trust_remote_code
             )
         else:
             config = hf_config(source.config, trust_remote_code=source.trust_remote_code)
