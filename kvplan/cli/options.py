@@ -19,7 +19,7 @@ import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
 from typer.models import ArgumentInfo
@@ -27,7 +27,9 @@ from typer.models import ArgumentInfo
 from kvplan.errors import KvplanError
 from kvplan.semantics.config.cache import utilization_problem
 from kvplan.units import parse_bytes
-from kvplan.usecases.plan import PlanRequest
+
+if TYPE_CHECKING:
+    from kvplan.usecases.plan import PlanRequest
 
 DEFAULT_MODEL = "Qwen/Qwen2-0.5B-Instruct"
 JSON = typer.Option(False, "--json", help="Print one JSON document on stdout and nothing else.")
@@ -59,6 +61,8 @@ class EngineOptions:
 
     def plan_request(self) -> PlanRequest:
         """The request `plan` and `profile` size the cache for: vLLM's defaults where unset."""
+        from kvplan.usecases.plan import PlanRequest
+
         defaults = PlanRequest(model=self.model)
         return PlanRequest(
             model=self.model,

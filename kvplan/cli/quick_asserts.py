@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from rich.console import Console
+from typing import TYPE_CHECKING
 
 from kvplan.errors import EXIT_FINDING, EXIT_OK
-from kvplan.report.check_console import render_check
-from kvplan.usecases.check.evaluate import CheckReport
+
+if TYPE_CHECKING:
+    from kvplan.usecases.check.evaluate import CheckReport
 
 
 def verdict_exit_code(report: CheckReport | None, *, finding: bool = False) -> int:
@@ -15,5 +16,9 @@ def verdict_exit_code(report: CheckReport | None, *, finding: bool = False) -> i
     command_code = EXIT_FINDING if finding else EXIT_OK
     if report is None:
         return command_code
+    from rich.console import Console
+
+    from kvplan.report.check_console import render_check
+
     render_check(report, Console(stderr=True, highlight=False))
     return max(command_code, report.exit_code)
