@@ -11,20 +11,13 @@ from typing import Any
 
 from kvplan.errors import KvplanError, MissingExtraError
 from kvplan.semantics.models.reader import UnknownArchitecture, shape_from_config, shape_from_hf_config
-from kvplan.semantics.models.resolve import ResolvedConfig, resolve_config
+from kvplan.semantics.models.resolve import ResolvedConfig
 from kvplan.semantics.models.shape import ModelShape
 
 
 def config_directory(resolved: ResolvedConfig) -> str | None:
     """The directory a local or cached config.json sits in (its model code, its weights)."""
     return str(Path(resolved.path).parent) if resolved.source != "hub" else None
-
-
-def load_model_shape(model: str, *, trust_remote_code: bool = False) -> ModelShape:
-    """`--model` (hub id, directory or config.json path) -> ModelShape."""
-    resolved = resolve_config(model)
-    return model_shape(resolved.config, resolved.model_id, trust_remote_code=trust_remote_code,
-                       config_dir=config_directory(resolved))
 
 
 def model_shape(

@@ -34,10 +34,12 @@ def test_catalog_planning_imports_neither_torch_nor_transformers():
     code = (
         "import sys\n"
         "from kvplan.semantics.models import catalog_ids\n"
-        "from kvplan.measure.hf_config import load_model_shape\n"
+        "from kvplan.measure.hf_config import model_shape\n"
         "from kvplan.measure.meta_build import weights_for\n"
+        "from kvplan.semantics.models import resolve_config\n"
         "for model in catalog_ids():\n"
-        "    weights_for(load_model_shape(model), 'bfloat16', 2, 2)\n"
+        "    resolved = resolve_config(model)\n"
+        "    weights_for(model_shape(resolved.config, resolved.model_id), 'bfloat16', 2, 2)\n"
         "heavy = sorted(name for name in ('torch', 'transformers') if name in sys.modules)\n"
         "print(','.join(heavy) or 'none')\n"
     )

@@ -9,11 +9,18 @@ from pathlib import Path
 
 import pytest
 
-from kvplan.measure.hf_config import load_model_shape
+from kvplan.measure.hf_config import config_directory, model_shape
 from kvplan.measure.meta_build import weights_for
 from kvplan.semantics.models import catalog_ids, resolve_config
+from kvplan.semantics.models.shape import ModelShape
 from kvplan.semantics.weights import catalog_layouts
 from tests.semantics.factories import BF16, bf16, tiny_layout
+
+
+def load_model_shape(model: str) -> ModelShape:
+    """`--model` (hub id, directory or config.json path) -> ModelShape, as `kvplan plan` reads it."""
+    resolved = resolve_config(model)
+    return model_shape(resolved.config, resolved.model_id, config_dir=config_directory(resolved))
 
 
 def test_golden_qwen2_05b():
