@@ -13,9 +13,9 @@ from dataclasses import asdict
 from typing import Any
 
 from kvplan.semantics.engine.block_pool import KVCacheBlock
+from kvplan.semantics.engine.config import EngineConfig
 from kvplan.semantics.engine.replay import ReplaySummary
 from kvplan.semantics.engine.scheduler import Scheduler, StepResult
-from kvplan.semantics.engine.single_type_manager import FullAttentionManager
 from kvplan.semantics.engine.stats import PrefixCacheStats
 
 SUMMARY_SCHEMA_VERSION = 1
@@ -28,15 +28,38 @@ def step_record(result: StepResult, scheduler: Scheduler, arrived: list[str],
     record["running"] = [r.request_id for r in scheduler.running]
     record["waiting"] = [r.request_id for r in scheduler.waiting]
     record["block_tables"] = scheduler.block_tables()
+    if scheduler.config.kv_cache_groups is not None:
+        record["block_tables_by_group"] = scheduler.block_tables_by_group()
     return record
 
 
 def summary_record(summary: ReplaySummary) -> dict[str, Any]:
     body = asdict(summary)
     config = body.pop("config")
-    config.pop("sliding_window")
+    config.pop("kv_cache_groups")
     config.pop("release")
+    if summary.config.kv_cache_groups is not None:
+        config.update(groups_summary(summary.config))
     return {"summary": {"schema_version": SUMMARY_SCHEMA_VERSION, **body, "config": config}}
+
+
+def groups_summary(config: EngineConfig) -> dict[str, Any]:
+    """The summary's informational group keys, as the vLLM harness writes them."""
+    assert config.kv_cache_groups is not None
+    given = []
+    for group in config.kv_cache_groups:
+        entry: dict[str, Any] = {"type": group.kind}
+        for name in ("sliding_window", "attention_chunk_size", "mamba_cache_mode"):
+            if getattr(group, name) is not None:
+                entry[name] = getattr(group, name)
+        given.append(entry)
+    fields: dict[str, Any] = {
+        "kv_cache_groups": given,
+        "kv_cache_group_specs": [{"spec": g.spec_name, "block_size": g.block_size} for g in config.groups],
+    }
+    if config.mamba_cache_mode is not None:
+        fields["mamba_cache_mode"] = config.mamba_cache_mode
+    return fields
 
 
 class _EncodedIds(dict[str, str]):
@@ -60,8 +83,8 @@ class RecordEncoder:
         self._waiting: deque[str] = deque()
 
     def encode(self, result: StepResult, scheduler: Scheduler, arrived: list[str]) -> str:
-        if type(scheduler.kv_cache_manager.manager) is not FullAttentionManager:
-            # Sliding-window tables change in place (null blocks): no incremental encoding.
+        if scheduler.config.kv_cache_groups is not None or not scheduler.kv_cache_manager.is_full_attention:
+            # Several tables per request, and window tables change in place (null blocks).
             return json.dumps(step_record(result, scheduler, arrived, self.dump_free_queue))
         head = _record_head(result, scheduler, arrived, self.dump_free_queue)
         ids = self._ids
@@ -89,7 +112,7 @@ class RecordEncoder:
     def _tables_json(self, scheduler: Scheduler) -> list[str]:
         previous = self._tables
         current: dict[str, tuple[list[KVCacheBlock], int, str]] = {}
-        req_to_blocks = scheduler.kv_cache_manager.manager.req_to_blocks
+        req_to_blocks = scheduler.kv_cache_manager.managers[0].req_to_blocks
         parts = []
         for request in scheduler.running:
             request_id = request.request_id

@@ -9,7 +9,7 @@ the middle (a prefix hit on an evictable block) are all O(1), in C.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from kvplan.errors import KvplanError
 
@@ -17,13 +17,15 @@ BlockHash = bytes
 
 
 class KVCacheBlock:
-    __slots__ = ("block_hash", "block_id", "ref_cnt")
+    __slots__ = ("block_hash", "block_id", "group_id", "ref_cnt")
 
     def __init__(self, block_id: int) -> None:
         self.block_id = block_id
         self.ref_cnt = 0
-        # Set only while the block is full and registered in the prefix cache.
+        # Set only while the block is full and registered in the prefix cache (of group_id).
         self.block_hash: BlockHash | None = None
+        # The KV cache group that took the block last: a block serves one group at a time.
+        self.group_id = 0
 
     @property
     def is_null(self) -> bool:
@@ -35,9 +37,12 @@ class KVCacheBlock:
 
 
 class BlockPool:
-    """Blocks 0..num_gpu_blocks-1; block 0 is the null block and is never handed out."""
+    """Blocks 0..num_gpu_blocks-1; block 0 is the null block and is never handed out.
 
-    def __init__(self, num_gpu_blocks: int, enable_caching: bool) -> None:
+    The prefix cache is keyed by (block hash, group id), as vLLM's `BlockHashWithGroupId`: one map
+    per KV cache group."""
+
+    def __init__(self, num_gpu_blocks: int, enable_caching: bool, num_groups: int = 1) -> None:
         if num_gpu_blocks < 2:
             raise KvplanError(f"a block pool needs 2 blocks or more (block 0 is null), got {num_gpu_blocks}")
         self.num_gpu_blocks = num_gpu_blocks
@@ -47,7 +52,10 @@ class BlockPool:
         self._free: OrderedDict[int, KVCacheBlock] = OrderedDict((b.block_id, b) for b in self.blocks[1:])
         # hash -> the block, or {block_id: block} when several full blocks share a hash: vLLM does
         # not de-duplicate, because a running request's block table never changes.
-        self._cached: dict[BlockHash, KVCacheBlock | dict[int, KVCacheBlock]] = {}
+        self._cached: list[dict[BlockHash, KVCacheBlock | dict[int, KVCacheBlock]]] = [
+            {} for _ in range(num_groups)
+        ]
+        self._num_used_by_group = [0] * num_groups
         self.num_cached_blocks = 0
         self.num_evictable_cached_blocks = 0
 
@@ -65,13 +73,17 @@ class BlockPool:
         """vLLM's KV cache usage: evictable cached blocks count as free."""
         return 1.0 - len(self._free) / (self.num_gpu_blocks - 1)
 
+    def num_used_blocks_by_group(self) -> tuple[int, ...]:
+        """Blocks each KV cache group holds (a block shared by requests of a group counts once)."""
+        return tuple(self._num_used_by_group)
+
     def free_block_ids(self) -> list[int]:
         """Every free block id, head (next handed out) first."""
         return list(self._free)
 
-    def cached_prefix(self, block_hashes: Iterable[BlockHash]) -> list[KVCacheBlock]:
+    def cached_prefix(self, block_hashes: Iterable[BlockHash], group_id: int = 0) -> list[KVCacheBlock]:
         """The cached blocks of the leading hashes, up to the first miss (full-attention hits)."""
-        cached_get = self._cached.get
+        cached_get = self._cached[group_id].get
         hits = []
         for block_hash in block_hashes:
             blocks = cached_get(block_hash)
@@ -80,17 +92,27 @@ class BlockPool:
             hits.append(blocks if isinstance(blocks, KVCacheBlock) else next(iter(blocks.values())))
         return hits
 
-    def get_cached_block(self, block_hash: BlockHash) -> KVCacheBlock | None:
+    def get_cached_block(self, block_hash: BlockHash, group_id: int = 0) -> KVCacheBlock | None:
         """The block cached under this hash; the first inserted when several full blocks share it."""
-        blocks = self._cached.get(block_hash)
+        blocks = self._cached[group_id].get(block_hash)
         if blocks is None or isinstance(blocks, KVCacheBlock):
             return blocks
         return next(iter(blocks.values()))
 
+    def get_cached_blocks(self, block_hash: BlockHash, group_ids: Sequence[int]) -> list[KVCacheBlock] | None:
+        """One cached block per group for this hash, or None when any group misses it."""
+        found = []
+        for group_id in group_ids:
+            block = self.get_cached_block(block_hash, group_id)
+            if block is None:
+                return None
+            found.append(block)
+        return found
+
     # -- mutations -----------------------------------------------------------------------------
 
-    def get_new_blocks(self, num_blocks: int) -> list[KVCacheBlock]:
-        """Pop `num_blocks` from the head of the free queue, evicting their cached hashes."""
+    def get_new_blocks(self, num_blocks: int, group_id: int = 0) -> list[KVCacheBlock]:
+        """Pop `num_blocks` from the head of the free queue for a group, evicting their cached hashes."""
         free = self._free
         if num_blocks > len(free):
             raise ValueError(f"Cannot get {num_blocks} free blocks from the pool")
@@ -101,20 +123,23 @@ class BlockPool:
             if block.block_hash is not None:
                 self._evict(block)
             block.ref_cnt = 1
+            block.group_id = group_id
             new_blocks.append(block)
+        self._num_used_by_group[group_id] += num_blocks
         return new_blocks
 
     def _evict(self, block: KVCacheBlock) -> None:
         """Drop a free block's hash before reuse: it stops being a prefix-cache hit."""
         block_hash = block.block_hash
         assert block_hash is not None
-        entry = self._cached.pop(block_hash)
+        cached = self._cached[block.group_id]
+        entry = cached.pop(block_hash)
         if isinstance(entry, KVCacheBlock):
             assert entry is block
         else:
             del entry[block.block_id]
             if entry:
-                self._cached[block_hash] = entry
+                cached[block_hash] = entry
         block.block_hash = None
         self.num_cached_blocks -= 1
         self.num_evictable_cached_blocks -= 1
@@ -127,6 +152,7 @@ class BlockPool:
                 continue
             if block.ref_cnt == 0:
                 del free[block.block_id]
+                self._num_used_by_group[block.group_id] += 1
                 if block.block_hash is not None:
                     self.num_evictable_cached_blocks -= 1
             block.ref_cnt += 1
@@ -140,13 +166,15 @@ class BlockPool:
             block.ref_cnt -= 1
             if block.ref_cnt == 0:
                 free[block.block_id] = block
+                self._num_used_by_group[block.group_id] -= 1
                 if block.block_hash is not None:
                     self.num_evictable_cached_blocks += 1
 
-    def cache_full_blocks(self, blocks: list[KVCacheBlock], block_hashes: list[BlockHash],
-                          num_cached_blocks: int, num_full_blocks: int) -> None:
-        """Register blocks[num_cached_blocks:num_full_blocks] under their request's chained hashes."""
-        cached = self._cached
+    def cache_full_blocks(self, blocks: list[KVCacheBlock], block_hashes: Sequence[BlockHash],
+                          num_cached_blocks: int, num_full_blocks: int, group_id: int = 0) -> None:
+        """Register a group's blocks[num_cached_blocks:num_full_blocks] under their request's chained
+        hashes; null blocks (out of a window) are skipped."""
+        cached = self._cached[group_id]
         for i in range(num_cached_blocks, num_full_blocks):
             block = blocks[i]
             if block.block_id == 0:
@@ -169,7 +197,7 @@ class BlockPool:
         """Forget every cached hash; only possible when no block is in use, as in vLLM."""
         if self.num_used_blocks > 0:
             return False
-        self._cached = {}
+        self._cached = [{} for _ in self._cached]
         for block in self.blocks:
             block.block_hash = None
         self.num_cached_blocks = 0

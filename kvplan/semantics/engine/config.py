@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kvplan.errors import KvplanError
+from kvplan.semantics.engine.groups import KVCacheGroup, resolve_groups
 from kvplan.semantics.releases import DEFAULT_RELEASE, Release
 
 # `PrefixCachingHashAlgo` in 0.17.1. The hash function never changes hit/miss behaviour, so every
@@ -14,10 +15,11 @@ HASH_ALGOS = ("sha256", "sha256_cbor", "xxhash", "xxhash_cbor")
 
 @dataclass(frozen=True)
 class EngineConfig:
-    """One KV cache group of `num_gpu_blocks` blocks (block 0 is the null block) and the scheduler.
+    """A pool of `num_gpu_blocks` blocks (block 0 is the null block) and the scheduler.
 
-    `sliding_window` (tokens) selects the sliding-window manager for the group instead of full
-    attention; the trace replay always uses full attention."""
+    `kv_cache_groups` None is one full-attention group of `block_size` (the single-group trace
+    contract); otherwise the KV cache groups sharing the pool, in group-id order, and records show
+    every group's block table. `block_size` is also the block size of the prefix-cache hashes."""
 
     num_gpu_blocks: int
     block_size: int = 16
@@ -28,7 +30,7 @@ class EngineConfig:
     enable_chunked_prefill: bool = True
     hash_algo: str = "sha256"
     hash_seed: str = "0"
-    sliding_window: int | None = None
+    kv_cache_groups: tuple[KVCacheGroup, ...] | None = None
     # the release whose engine policies apply (free-queue order, admission, prefix-cache statistics)
     release: Release = DEFAULT_RELEASE
 
@@ -53,9 +55,6 @@ class EngineConfig:
             raise KvplanError(f"hash_algo must be one of {', '.join(HASH_ALGOS)}, got {self.hash_algo!r}")
         if not isinstance(self.hash_seed, str):
             raise KvplanError(f"hash_seed must be a string, got {self.hash_seed!r}")
-        window = self.sliding_window
-        if window is not None and (type(window) is not int or window < 1):
-            raise KvplanError(f"sliding_window must be a positive integer, got {self.sliding_window!r}")
         if self.max_num_batched_tokens < self.max_num_seqs:
             raise KvplanError(
                 f"max_num_batched_tokens ({self.max_num_batched_tokens}) must be greater than or equal to "
@@ -67,7 +66,20 @@ class EngineConfig:
                 f"({self.max_model_len}) with chunked prefill off, so the longest prompt could never be "
                 "scheduled: raise max_num_batched_tokens, lower max_model_len or enable chunked prefill"
             )
+        resolve_groups(self.kv_cache_groups, self.block_size, self.enable_prefix_caching,
+                       self.max_model_len, self.enable_chunked_prefill)
 
     @property
     def num_usable_blocks(self) -> int:
         return self.num_gpu_blocks - 1
+
+    @property
+    def groups(self) -> tuple[KVCacheGroup, ...]:
+        """The KV cache groups with vLLM's derived block sizes and Mamba cache mode."""
+        return resolve_groups(self.kv_cache_groups, self.block_size, self.enable_prefix_caching,
+                              self.max_model_len, self.enable_chunked_prefill)
+
+    @property
+    def mamba_cache_mode(self) -> str | None:
+        """vLLM's one `mamba_cache_mode` when a group is Mamba, else None."""
+        return next((g.mamba_cache_mode for g in self.groups if g.mamba_cache_mode is not None), None)

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import json
 from array import array
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from hashlib import sha256
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, overload
 
 from kvplan.errors import KvplanError
 
@@ -87,3 +87,40 @@ class RequestBlockHasher:
             for offset in range(0, (last - first) * width, width):
                 parent = sha256(parent + data[offset:offset + width]).digest()
                 hashes.append(parent)
+
+
+class MergedBlockHashes(Sequence[bytes]):
+    """The hashes of a group whose blocks span `factor` hash blocks (vLLM's
+    `BlockHashListWithBlockSize`): block i is keyed by the concatenation of hashes i*factor ..
+    (i+1)*factor-1, computed on access."""
+
+    def __init__(self, block_hashes: Sequence[bytes], factor: int) -> None:
+        self.block_hashes = block_hashes
+        self.factor = factor
+
+    def __len__(self) -> int:
+        return len(self.block_hashes) // self.factor
+
+    @overload
+    def __getitem__(self, index: int) -> bytes: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[bytes]: ...
+
+    def __getitem__(self, index: int | slice) -> bytes | list[bytes]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError(index)
+        start = index * self.factor
+        return b"".join(self.block_hashes[start:start + self.factor])
+
+    def __iter__(self) -> Iterator[bytes]:
+        for i in range(len(self)):
+            yield self[i]
+
+
+def block_hashes_at_size(block_hashes: Sequence[bytes], factor: int) -> Sequence[bytes]:
+    return block_hashes if factor == 1 else MergedBlockHashes(block_hashes, factor)

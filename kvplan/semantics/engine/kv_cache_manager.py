@@ -1,18 +1,16 @@
-"""vLLM 0.17.1's `KVCacheManager` for one KV cache group (`v1/core/kv_cache_manager.py` with the
-unitary coordinator): prefix-cache lookups, slot allocation with its exact capacity arithmetic,
-freeing, and prefix-cache statistics."""
+"""vLLM 0.17.1's `KVCacheManager` (`v1/core/kv_cache_manager.py`): prefix-cache lookups, slot
+allocation with its exact capacity arithmetic across KV cache groups, freeing, and prefix-cache
+statistics. The groups and their shared pool are the coordinator's."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from kvplan.semantics.engine.block_pool import BlockPool, KVCacheBlock
-from kvplan.semantics.engine.single_type_manager import (
-    FullAttentionManager,
-    SingleTypeKVCacheManager,
-    SlidingWindowManager,
-)
+from kvplan.semantics.engine.block_pool import KVCacheBlock
+from kvplan.semantics.engine.coordinator import GroupBlocks, KVCacheCoordinator
+from kvplan.semantics.engine.groups import KVCacheGroup, resolve_groups
+from kvplan.semantics.engine.single_type_manager import FullAttentionManager, SingleTypeKVCacheManager
 from kvplan.semantics.engine.stats import PrefixCacheStats
 
 if TYPE_CHECKING:
@@ -20,34 +18,47 @@ if TYPE_CHECKING:
 
 
 class KVCacheManager:
+    """`kv_cache_groups` None: one full-attention group of `block_size` (the trace replay's
+    default); otherwise the groups, resolved as vLLM derives them (`resolve_groups`)."""
+
     def __init__(self, num_gpu_blocks: int, block_size: int, max_model_len: int,
-                 enable_caching: bool = True, sliding_window: int | None = None) -> None:
+                 enable_caching: bool = True, kv_cache_groups: tuple[KVCacheGroup, ...] | None = None,
+                 enable_chunked_prefill: bool = True) -> None:
         self.block_size = block_size
         self.max_model_len = max_model_len
         self.enable_caching = enable_caching
-        self.block_pool = BlockPool(num_gpu_blocks, enable_caching)
-        self.manager: SingleTypeKVCacheManager
-        if sliding_window is None:
-            self.manager = FullAttentionManager(self.block_pool, block_size, enable_caching)
-        else:
-            self.manager = SlidingWindowManager(self.block_pool, block_size, enable_caching, sliding_window)
+        groups = resolve_groups(kv_cache_groups, block_size, enable_caching, max_model_len, enable_chunked_prefill)
+        self.coordinator = KVCacheCoordinator(groups, num_gpu_blocks, block_size, enable_caching)
+        self.block_pool = self.coordinator.block_pool
+        self.managers = self.coordinator.managers
         self.prefix_cache_stats = PrefixCacheStats()
-        self._full_attention = isinstance(self.manager, FullAttentionManager)
-        self._req_to_blocks = self.manager.req_to_blocks
-        self._num_cached_block = self.manager.num_cached_block
+        # One full-attention group: most calls take the short path of `allocate_slots`.
+        self._full_attention = self.is_full_attention
+        self._req_to_blocks = self.managers[0].req_to_blocks
+        self._num_cached_block = self.managers[0].num_cached_block
+        self._no_hits: GroupBlocks = tuple([] for _ in self.managers)
+
+    @property
+    def manager(self) -> SingleTypeKVCacheManager:
+        """Group 0's manager."""
+        return self.managers[0]
+
+    @property
+    def is_full_attention(self) -> bool:
+        """One full-attention group: block tables only grow, at their end."""
+        return len(self.managers) == 1 and type(self.managers[0]) is FullAttentionManager
 
     @property
     def usage(self) -> float:
         return self.block_pool.get_usage()
 
-    def get_computed_blocks(self, request: Request) -> tuple[list[KVCacheBlock], int]:
-        """The request's prefix hit: whole blocks, at most num_tokens - 1 tokens (the last token is
-        always recomputed for its logits). Every lookup is counted in the statistics, including
-        one whose allocation then fails; no reference count changes here."""
+    def get_computed_blocks(self, request: Request) -> tuple[GroupBlocks, int]:
+        """The request's prefix hit, per group: whole blocks, at most num_tokens - 1 tokens (the
+        last token is always recomputed for its logits). Every lookup is counted in the
+        statistics, including one whose allocation then fails; no reference count changes here."""
         if not self.enable_caching:
-            return [], 0
-        hits = self.manager.find_longest_cache_hit(request.block_hashes, request.num_tokens - 1)
-        num_hit_tokens = len(hits) * self.block_size
+            return self._no_hits, 0
+        hits, num_hit_tokens = self.coordinator.find_longest_cache_hit(request.block_hashes, request.num_tokens - 1)
         self.prefix_cache_stats.record(request.num_tokens, num_hit_tokens, request.num_preemptions > 0)
         return hits, num_hit_tokens
 
@@ -56,17 +67,19 @@ class KVCacheManager:
         request: Request,
         num_new_tokens: int,
         num_new_computed_tokens: int = 0,
-        new_computed_blocks: Sequence[KVCacheBlock] = (),
+        new_computed_blocks: Sequence[Sequence[KVCacheBlock]] = (),
         num_lookahead_tokens: int = 0,
         num_external_computed_tokens: int = 0,
         delay_cache_blocks: bool = False,
-    ) -> list[KVCacheBlock] | None:
-        """Give the request slots for `num_new_tokens` more tokens (plus lookahead slots), pinning
-        its new prefix hits; None, with nothing changed but sliding-window blocks released, when
-        the free queue is too short. Returns only the newly allocated blocks."""
+    ) -> GroupBlocks | None:
+        """Give the request slots for `num_new_tokens` more tokens (plus lookahead slots) in every
+        group, pinning its new prefix hits (one list per group, as `get_computed_blocks` returns
+        them); None, with nothing changed but out-of-window blocks released, when the free queue
+        is too short. Returns each group's newly allocated blocks."""
         if num_new_tokens == 0 and num_external_computed_tokens == 0:
             raise ValueError("num_new_tokens must be greater than 0")
-        if self._full_attention and not new_computed_blocks and not num_external_computed_tokens:
+        has_hits = any(new_computed_blocks)
+        if self._full_attention and not has_hits and not num_external_computed_tokens:
             # The step of nearly every running request, kept short: full attention skips nothing
             # and there is nothing to touch, so `get_num_blocks_to_allocate` reduces to the blocks
             # missing for the slots needed. Same result as the general path below.
@@ -101,33 +114,35 @@ class KVCacheManager:
                     self.block_pool.cache_full_blocks(blocks, request.block_hashes, num_cached, num_full)
                     self._num_cached_block[request_id] = num_full
             self._set_noop_limit(request, blocks)
-            return new_blocks
+            return (new_blocks,)
 
         request_id = request.request_id
-        manager = self.manager
+        coordinator = self.coordinator
         num_local_computed = request.num_computed_tokens + num_new_computed_tokens
         total_computed = min(num_local_computed + num_external_computed_tokens, self.max_model_len)
         num_tokens_main = total_computed + num_new_tokens
         num_tokens_need_slot = min(num_tokens_main + num_lookahead_tokens, self.max_model_len)
 
-        manager.remove_skipped_blocks(request_id, total_computed)
-        num_blocks_to_allocate = manager.get_num_blocks_to_allocate(
+        # Done even when the allocation then fails: out-of-window blocks go back first, so that
+        # fewer cached blocks are evicted.
+        coordinator.remove_skipped_blocks(request_id, total_computed)
+        num_blocks_to_allocate = coordinator.get_num_blocks_to_allocate(
             request_id, num_tokens_need_slot, new_computed_blocks,
-            num_local_computed + num_external_computed_tokens,
+            num_local_computed + num_external_computed_tokens, num_tokens_main,
         )
         if num_blocks_to_allocate > self.block_pool.num_free_blocks:
             return None
-        if new_computed_blocks or num_external_computed_tokens > 0:
-            manager.allocate_new_computed_blocks(
-                request_id, new_computed_blocks, num_local_computed, num_external_computed_tokens
+        if has_hits or num_external_computed_tokens > 0:
+            coordinator.allocate_new_computed_blocks(
+                request_id, new_computed_blocks or self._no_hits, num_local_computed, num_external_computed_tokens
             )
-        new_blocks = manager.allocate_new_blocks(request_id, num_tokens_need_slot)
+        new_blocks = coordinator.allocate_new_blocks(request_id, num_tokens_need_slot, num_tokens_main)
         if not self.enable_caching or delay_cache_blocks:
             return new_blocks
         # Draft and lookahead slots are never cached: cap at the tokens that exist.
-        manager.cache_blocks(request, min(total_computed + num_new_tokens, request.num_tokens))
+        coordinator.cache_blocks(request, min(total_computed + num_new_tokens, request.num_tokens))
         if self._full_attention:
-            self._set_noop_limit(request, manager.req_to_blocks[request_id])
+            self._set_noop_limit(request, self._req_to_blocks[request_id])
         return new_blocks
 
     def _set_noop_limit(self, request: Request, blocks: list[KVCacheBlock]) -> None:
@@ -143,15 +158,26 @@ class KVCacheManager:
         request.kv_noop_limit = limit
 
     def free(self, request: Request) -> None:
-        self.manager.free(request.request_id)
+        """Every group's blocks, group by group, each table tail first."""
+        self.coordinator.free(request.request_id)
         request.kv_noop_limit = 0
+
+    def new_step_starts(self) -> None:
+        self.coordinator.new_step_starts()
 
     def cache_blocks(self, request: Request, num_computed_tokens: int) -> None:
         if self.enable_caching:
-            self.manager.cache_blocks(request, num_computed_tokens)
+            self.coordinator.cache_blocks(request, num_computed_tokens)
 
     def get_blocks(self, request_id: str) -> list[KVCacheBlock]:
-        return self.manager.req_to_blocks.get(request_id, [])
+        """Group 0's block table (null blocks included)."""
+        return self._req_to_blocks.get(request_id, [])
+
+    def get_blocks_by_group(self, request_id: str) -> GroupBlocks:
+        return self.coordinator.get_blocks(request_id)
+
+    def get_block_ids_by_group(self, request_id: str) -> tuple[list[int], ...]:
+        return tuple([block.block_id for block in blocks] for blocks in self.get_blocks_by_group(request_id))
 
     def make_prefix_cache_stats(self) -> PrefixCacheStats:
         """The statistics since the last call, which starts a new interval."""

@@ -44,6 +44,8 @@ class StepResult:
     num_cached_blocks: int
     num_evictable_cached_blocks: int
     prefix_cache: PrefixCacheStats
+    # Blocks each KV cache group holds at the end of the step (one entry for one group).
+    num_used_blocks_by_group: tuple[int, ...] = ()
 
 
 class Scheduler:
@@ -53,8 +55,11 @@ class Scheduler:
         self.model_runner = model_runner
         self.kv_cache_manager = KVCacheManager(
             config.num_gpu_blocks, config.block_size, config.max_model_len,
-            enable_caching=config.enable_prefix_caching, sliding_window=config.sliding_window,
+            enable_caching=config.enable_prefix_caching, kv_cache_groups=config.kv_cache_groups,
+            enable_chunked_prefill=config.enable_chunked_prefill,
         )
+        # Mamba "align" caching: prefill chunks end on block boundaries (vLLM's aligned split).
+        self._mamba_align = config.mamba_cache_mode == "align"
         self.block_pool = self.kv_cache_manager.block_pool
         self.waiting: deque[Request] = deque()
         self.running: list[Request] = []
@@ -95,6 +100,9 @@ class Scheduler:
         scheduled: dict[str, int] = {}
         scheduled_requests: list[Request] = []
         preempted: list[str] = []
+        block_size = config.block_size
+        mamba_align = self._mamba_align
+        kv.new_step_starts()
 
         # Preemption pops from the end of `running` (a request not yet scheduled, or this one, and
         # then the scan stops), so iterating the shrinking list visits exactly vLLM's requests.
@@ -107,6 +115,8 @@ class Scheduler:
                 num_new = budget
             if num_new > max_model_len - 1 - computed:
                 num_new = max_model_len - 1 - computed
+            if mamba_align:
+                num_new = mamba_aligned_chunk(request, num_new, 0, block_size)
             if num_new == 0:
                 continue
             # Most decode steps neither need a block nor fill one: the manager says so in advance.
@@ -140,11 +150,15 @@ class Scheduler:
                 if request.num_computed_tokens == 0:
                     hit_blocks, num_hit = kv.get_computed_blocks(request)
                 else:
-                    hit_blocks, num_hit = [], 0
+                    hit_blocks, num_hit = (), 0
                 num_new = request.num_tokens - num_hit
                 if not chunked and num_new > budget:
                     break
                 num_new = min(num_new, budget)
+                if mamba_align:
+                    num_new = mamba_aligned_chunk(request, num_new, num_hit, block_size)
+                    if num_new == 0:
+                        break
                 if kv.allocate_slots(request, num_new, num_hit, hit_blocks) is None:
                     break
                 waiting.popleft()
@@ -187,6 +201,7 @@ class Scheduler:
             num_cached_blocks=pool.num_cached_blocks,
             num_evictable_cached_blocks=pool.num_evictable_cached_blocks,
             prefix_cache=step_stats,
+            num_used_blocks_by_group=pool.num_used_blocks_by_group(),
         )
 
     def _update(self, scheduled_requests: list[Request], step: int) -> list[str]:
@@ -220,6 +235,26 @@ class Scheduler:
         self.waiting.appendleft(request)
 
     def block_tables(self) -> dict[str, list[int]]:
-        """Block ids of every running request, in running order (costly: for full records only)."""
+        """Group 0's block ids of every running request, in running order (costly: for full records
+        only); 0 is the null block."""
         get_blocks = self.kv_cache_manager.get_blocks
         return {r.request_id: [b.block_id for b in get_blocks(r.request_id)] for r in self.running}
+
+    def block_tables_by_group(self) -> dict[str, list[list[int]]]:
+        """Every group's block ids of every running request, in running order."""
+        get_ids = self.kv_cache_manager.get_block_ids_by_group
+        return {r.request_id: list(get_ids(r.request_id)) for r in self.running}
+
+
+def mamba_aligned_chunk(request: Request, num_new: int, num_hit: int, block_size: int) -> int:
+    """vLLM's `_mamba_block_aligned_split`: during prefill a chunk ends on a block boundary, or at
+    the request's last block boundary, so that Mamba states are cached at block ends; 0 means the
+    budget holds no whole block."""
+    computed = request.num_computed_tokens + num_hit
+    if computed < max(request.num_prompt_tokens, request.num_tokens - 1):
+        last_boundary = request.num_tokens - request.num_tokens % block_size
+        if computed + num_new < last_boundary:
+            return num_new // block_size * block_size
+        if computed < last_boundary < computed + num_new:
+            return last_boundary - computed
+    return num_new

@@ -1,7 +1,8 @@
-"""Per-attention-type block bookkeeping (vLLM 0.17.1 `v1/core/single_type_kv_cache_manager.py`).
+"""Per-group block bookkeeping (vLLM 0.17.1 `v1/core/single_type_kv_cache_manager.py`): the base
+manager and full attention. Window, chunk and Mamba managers live beside it.
 
-A manager owns the block table of each request (null blocks included) and how many of its blocks
-are registered in the prefix cache; the block pool is shared."""
+A manager owns the block table of each request in its group (null blocks included) and how many
+of its blocks are registered in the prefix cache; the block pool is shared by all groups."""
 
 from __future__ import annotations
 
@@ -10,17 +11,27 @@ from itertools import islice
 from typing import TYPE_CHECKING
 
 from kvplan.semantics.engine.block_pool import BlockHash, BlockPool, KVCacheBlock
+from kvplan.semantics.engine.groups import KVCacheGroup
+from kvplan.semantics.engine.hashing import block_hashes_at_size
 from kvplan.units import cdiv
 
 if TYPE_CHECKING:
     from kvplan.semantics.engine.request import Request
 
+# Prefix-hit blocks, one list per group of a lookup.
+HitLists = list[list[KVCacheBlock]]
+
 
 class SingleTypeKVCacheManager:
-    def __init__(self, block_pool: BlockPool, block_size: int, enable_caching: bool) -> None:
+    def __init__(self, group: KVCacheGroup, block_pool: BlockPool, enable_caching: bool = True,
+                 group_id: int = 0, hash_block_size: int | None = None) -> None:
+        assert group.block_size is not None, "resolve the group first (resolve_groups)"
+        self.group = group
+        self.block_size = group.block_size
         self.block_pool = block_pool
-        self.block_size = block_size
         self.enable_caching = enable_caching
+        self.group_id = group_id
+        self.hash_factor = self.block_size // hash_block_size if enable_caching and hash_block_size else 1
         self.null_block = block_pool.null_block
         self.req_to_blocks: dict[str, list[KVCacheBlock]] = {}
         # Running requests only: how many leading blocks are already in the prefix cache.
@@ -30,13 +41,19 @@ class SingleTypeKVCacheManager:
         """Leading tokens that attention no longer reads once `num_computed_tokens` are computed."""
         return 0
 
-    def find_longest_cache_hit(self, block_hashes: Sequence[BlockHash],
-                               max_length: int) -> list[KVCacheBlock]:
+    def hashes(self, block_hashes: Sequence[BlockHash]) -> Sequence[BlockHash]:
+        """The request's hashes at this group's block size."""
+        return block_hashes_at_size(block_hashes, self.hash_factor)
+
+    def find_longest_cache_hit(self, block_hashes: Sequence[BlockHash], max_length: int,
+                               group_ids: Sequence[int] = (0,), alignment: int = 0) -> HitLists:
+        """The hit of every group in `group_ids` (same spec as this one), at most `max_length`
+        tokens, a multiple of `alignment` tokens (0: the block size)."""
         raise NotImplementedError
 
     def get_num_blocks_to_allocate(self, request_id: str, num_tokens: int,
                                    new_computed_blocks: Sequence[KVCacheBlock],
-                                   total_computed_tokens: int) -> int:
+                                   total_computed_tokens: int, num_tokens_main_model: int) -> int:
         num_required = cdiv(num_tokens, self.block_size)
         num_req_blocks = len(self.req_to_blocks.get(request_id, ()))
         if request_id in self.num_cached_block:
@@ -46,10 +63,7 @@ class SingleTypeKVCacheManager:
         num_new = max(num_required - max(num_skipped_blocks, len(new_computed_blocks) + num_req_blocks), 0)
         # Hit blocks sitting in the free queue leave it when touched, so they use free capacity.
         first_kept = max(0, num_skipped_blocks - num_req_blocks)
-        num_evictable = sum(
-            1 for block in new_computed_blocks[first_kept:] if block.ref_cnt == 0 and not block.is_null
-        )
-        return num_new + num_evictable
+        return num_new + num_evictable(new_computed_blocks[first_kept:])
 
     def allocate_new_computed_blocks(self, request_id: str, new_computed_blocks: Sequence[KVCacheBlock],
                                      num_local_computed_tokens: int,
@@ -74,16 +88,15 @@ class SingleTypeKVCacheManager:
         req_blocks.extend(new_computed_blocks)
         self.num_cached_block[request_id] = len(req_blocks)
         if num_external_computed_tokens > 0:
-            req_blocks.extend(
-                self.block_pool.get_new_blocks(cdiv(num_total_computed, self.block_size) - len(req_blocks))
-            )
+            num_missing = cdiv(num_total_computed, self.block_size) - len(req_blocks)
+            req_blocks.extend(self.block_pool.get_new_blocks(num_missing, self.group_id))
 
-    def allocate_new_blocks(self, request_id: str, num_tokens: int) -> list[KVCacheBlock]:
+    def allocate_new_blocks(self, request_id: str, num_tokens: int, num_tokens_main_model: int) -> list[KVCacheBlock]:
         req_blocks = self.req_to_blocks.setdefault(request_id, [])
         num_new = cdiv(num_tokens, self.block_size) - len(req_blocks)
         if num_new <= 0:
             return []
-        new_blocks = self.block_pool.get_new_blocks(num_new)
+        new_blocks = self.block_pool.get_new_blocks(num_new, self.group_id)
         req_blocks.extend(new_blocks)
         return new_blocks
 
@@ -93,9 +106,8 @@ class SingleTypeKVCacheManager:
         num_full = num_tokens // self.block_size
         if num_cached >= num_full:
             return
-        self.block_pool.cache_full_blocks(
-            self.req_to_blocks[request.request_id], request.block_hashes, num_cached, num_full
-        )
+        self.block_pool.cache_full_blocks(self.req_to_blocks[request.request_id], self.hashes(request.block_hashes),
+                                          num_cached, num_full, self.group_id)
         self.num_cached_block[request.request_id] = num_full
 
     def free(self, request_id: str) -> None:
@@ -121,41 +133,37 @@ class SingleTypeKVCacheManager:
             blocks[i] = self.null_block
         self.block_pool.free_blocks(removed)
 
+    def new_step_starts(self) -> None:
+        """Called when the scheduler starts a step (Mamba forgets the blocks it cached)."""
+
+
+def num_evictable(blocks: Sequence[KVCacheBlock]) -> int:
+    return sum(1 for block in blocks if block.ref_cnt == 0 and not block.is_null)
+
+
+def trim_to_alignment(hits: HitLists, block_size: int, alignment: int) -> HitLists:
+    """Drop trailing blocks until the hit is a whole number of `alignment` tokens."""
+    if alignment and alignment != block_size:
+        step = alignment // block_size
+        keep = len(hits[0]) // step * step
+        for hit in hits:
+            del hit[keep:]
+    return hits
+
 
 class FullAttentionManager(SingleTypeKVCacheManager):
-    def find_longest_cache_hit(self, block_hashes: Sequence[BlockHash],
-                               max_length: int) -> list[KVCacheBlock]:
+    def find_longest_cache_hit(self, block_hashes: Sequence[BlockHash], max_length: int,
+                               group_ids: Sequence[int] = (0,), alignment: int = 0) -> HitLists:
         """Leading blocks whose hashes are cached; hashes chain, so the first miss ends the hit."""
-        return self.block_pool.cached_prefix(islice(block_hashes, max_length // self.block_size))
-
-
-class SlidingWindowManager(SingleTypeKVCacheManager):
-    def __init__(self, block_pool: BlockPool, block_size: int, enable_caching: bool,
-                 sliding_window: int) -> None:
-        super().__init__(block_pool, block_size, enable_caching)
-        self.sliding_window = sliding_window
-        # The token being computed is itself inside the window, hence the - 1.
-        self.contiguous_blocks_needed = cdiv(sliding_window - 1, block_size)
-
-    def get_num_skipped_tokens(self, num_computed_tokens: int) -> int:
-        return max(0, num_computed_tokens - self.sliding_window + 1)
-
-    def find_longest_cache_hit(self, block_hashes: Sequence[BlockHash],
-                               max_length: int) -> list[KVCacheBlock]:
-        """The right-most run of cached blocks long enough to fill the window, null blocks before it;
-        without such a run, the cached blocks leading from block 0."""
-        num_blocks = max_length // self.block_size
-        hits = [self.null_block] * num_blocks
-        run = 0
-        for i in range(num_blocks - 1, -1, -1):
-            block = self.block_pool.get_cached_block(block_hashes[i])
-            if block is None:
-                run = 0
-                continue
-            hits[i] = block
-            run += 1
-            if run >= self.contiguous_blocks_needed:
-                del hits[i + run:]
-                return hits
-        del hits[run:]
-        return hits
+        hashes = islice(self.hashes(block_hashes), max_length // self.block_size)
+        if len(group_ids) == 1:
+            hits = [self.block_pool.cached_prefix(hashes, group_ids[0])]
+        else:
+            hits = [[] for _ in group_ids]
+            for block_hash in hashes:
+                blocks = self.block_pool.get_cached_blocks(block_hash, group_ids)
+                if blocks is None:
+                    break
+                for hit, block in zip(hits, blocks, strict=True):
+                    hit.append(block)
+        return trim_to_alignment(hits, self.block_size, alignment)

@@ -16,6 +16,7 @@ from kvplan.errors import KvplanError
 from kvplan.parsing import first_unknown_key
 from kvplan.semantics.config.cache import ALLOWED_BLOCK_SIZES
 from kvplan.semantics.engine.config import EngineConfig
+from kvplan.semantics.engine.groups import GROUP_KINDS, MAMBA, MAMBA_CACHE_MODES, KVCacheGroup
 from kvplan.semantics.engine.request import Request
 
 PREFIX_TOKEN_BASE = 1_000_000_000
@@ -29,6 +30,15 @@ CONFIG_KEYS = {
     "max_num_batched_tokens": int, "max_num_seqs": int, "max_model_len": int,
     "enable_chunked_prefill": bool, "hash_algo": str, "hash_seed": str,
 }
+# `trace-replay-hybrid.md`: the KV cache groups sharing the pool, by type; each type's keys.
+GROUPS_KEY = "kv_cache_groups"
+GROUP_KEYS = {
+    "full_attention": ("type",),
+    "sliding_window": ("type", "sliding_window"),
+    "chunked_local_attention": ("type", "attention_chunk_size"),
+    "mamba": ("type", "mamba_cache_mode", "conv_dim", "ssm_dim", "mamba_type"),
+}
+REQUIRED_GROUP_KEYS = {"sliding_window": "sliding_window", "chunked_local_attention": "attention_chunk_size"}
 REQUEST_KEYS = (
     "request_id", "arrival_step", "max_tokens", "prompt_token_ids", "prefix_id", "prefix_len",
     "unique_len", "output_token_ids",
@@ -112,7 +122,7 @@ def parse_trace(document: Any, overrides: Mapping[str, Any] | None = None, sourc
     raw_config = document.get("config", {})
     if not isinstance(raw_config, dict):
         raise KvplanError(f"{source}: 'config' must be a JSON object")
-    _check_keys(raw_config, tuple(CONFIG_KEYS), f"{source}: config")
+    _check_keys(raw_config, (*CONFIG_KEYS, GROUPS_KEY), f"{source}: config")
     merged = {**raw_config, **{k: v for k, v in (overrides or {}).items() if v is not None}}
     config = parse_config(merged, source)
     raw_requests = document.get("requests")
@@ -139,10 +149,45 @@ def parse_config(raw: Mapping[str, Any], source: str = "trace") -> EngineConfig:
     if block_size not in ALLOWED_BLOCK_SIZES:
         raise KvplanError(f"{source}: config block_size must be one of "
                           f"{', '.join(map(str, ALLOWED_BLOCK_SIZES))} (vLLM's choices), got {block_size}")
+    fields = {key: value for key, value in raw.items() if key != GROUPS_KEY}
+    if GROUPS_KEY in raw:
+        fields[GROUPS_KEY] = parse_groups(raw[GROUPS_KEY], f"{source}: config {GROUPS_KEY}")
     try:
-        return EngineConfig(**raw)
+        return EngineConfig(**fields)
     except KvplanError as error:
         raise KvplanError(f"{source}: config {error}") from None
+
+
+def parse_groups(raw: Any, where: str) -> tuple[KVCacheGroup, ...]:
+    """The trace's group list (`trace-replay-hybrid.md` section 1); the list order is the group id."""
+    if not isinstance(raw, list) or not raw:
+        raise KvplanError(f"{where} must be a non-empty list of groups such as {{\"type\": \"full_attention\"}}")
+    return tuple(_parse_group(entry, f"{where}[{index}]") for index, entry in enumerate(raw))
+
+
+def _parse_group(raw: Any, where: str) -> KVCacheGroup:
+    if not isinstance(raw, dict) or raw.get("type") not in GROUP_KINDS:
+        got = json.dumps(raw.get("type") if isinstance(raw, dict) else raw)
+        raise KvplanError(f"{where}: type must be one of {', '.join(GROUP_KINDS)}, got {got}")
+    kind = raw["type"]
+    _check_keys(raw, GROUP_KEYS[kind], f"{where} ({kind})")
+    required = REQUIRED_GROUP_KEYS.get(kind)
+    if required is not None and required not in raw:
+        raise KvplanError(f"{where}: a {kind} group needs {required} (tokens, a positive integer)")
+    for key in (required, "conv_dim", "ssm_dim"):
+        if key is not None and key in raw and (type(raw[key]) is not int or raw[key] < 1):
+            raise KvplanError(f"{where}: {key} must be a positive integer, got {json.dumps(raw[key])}")
+    if kind != MAMBA:
+        return KVCacheGroup(kind, **({required: raw[required]} if required else {}))
+    mode = raw.get("mamba_cache_mode")
+    if mode is not None and mode not in MAMBA_CACHE_MODES:
+        raise KvplanError(f"{where}: mamba_cache_mode must be one of {', '.join(MAMBA_CACHE_MODES)}, "
+                          f"got {json.dumps(mode)}")
+    if not isinstance(raw.get("mamba_type", ""), str):
+        raise KvplanError(f"{where}: mamba_type must be a string, got {json.dumps(raw['mamba_type'])}")
+    # The state shapes size the page only; they tell Mamba specs apart, as in vLLM.
+    layout = f"{raw.get('mamba_type', 'mamba2')} conv {raw.get('conv_dim', 8)} ssm {raw.get('ssm_dim', 64)}"
+    return KVCacheGroup(kind, mamba_cache_mode=mode, layout=layout)
 
 
 def _parse_request(raw: Any, ordinal: int, config: EngineConfig, source: str) -> TraceRequest:

@@ -14,8 +14,10 @@ from kvplan.semantics.engine.scheduler import Scheduler, StepResult
 from kvplan.semantics.engine.trace import load_trace
 
 GOLDEN = ["example", "public-501", "public-502", "public-503"]
+# Several KV cache groups on one pool (trace-replay-hybrid.md).
+HYBRID = sorted(path.stem for path in (Path(__file__).parents[2] / "data" / "traces").glob("hybrid-*.json"))
 # Informational keys (trace-replay.md section 4); `usage` is compared approximately.
-IGNORED_SUMMARY_KEYS = {"config", "vllm_version", "driver", "schema_version"}
+IGNORED_SUMMARY_KEYS = {"config", "vllm_version", "driver", "driver_check", "schema_version"}
 
 
 def normalised(record: dict[str, Any]) -> dict[str, Any]:
@@ -29,7 +31,7 @@ def golden_records(traces_dir: Path, name: str) -> list[dict[str, Any]]:
     return [json.loads(line) for line in text.splitlines()]
 
 
-@pytest.mark.parametrize("name", GOLDEN)
+@pytest.mark.parametrize("name", GOLDEN + HYBRID)
 def test_replay_reproduces_every_record(traces_dir: Path, name: str) -> None:
     golden = golden_records(traces_dir, name)
     dump_free_queue = "free_queue" in golden[0]

@@ -34,7 +34,7 @@ def test_a_fully_cached_block_multiple_prompt_recomputes_its_last_block(make_req
     run_prefill(kv, first)
     kv.free(first)
     hits, num_hit = kv.get_computed_blocks(hashed(make_request("b", 48)))
-    assert num_hit == 32 and [b.block_id for b in hits] == [1, 2]
+    assert num_hit == 32 and [b.block_id for b in hits[0]] == [1, 2]
 
 
 def test_every_lookup_is_counted_and_preempted_lookups_apart(make_request) -> None:
@@ -54,7 +54,7 @@ def test_without_prefix_caching_nothing_hits_and_nothing_is_counted(make_request
     kv = manager(10, caching=False)
     request = make_request("a", 40)
     assert run_prefill(kv, request) == [1, 2, 3]
-    assert kv.get_computed_blocks(make_request("b", 40)) == ([], 0)
+    assert kv.get_computed_blocks(make_request("b", 40)) == (([],), 0)
     assert kv.make_prefix_cache_stats().requests == 0
     assert kv.block_pool.num_cached_blocks == 0
 
@@ -67,7 +67,7 @@ def test_evictable_hit_blocks_count_against_free_capacity(make_request) -> None:
     hits, num_hit = kv.get_computed_blocks(too_long)
     assert num_hit == 32
     assert kv.allocate_slots(too_long, 64, num_hit, hits) is None
-    assert kv.block_pool.free_block_ids() == [3, 4, 5, 2, 1] and hits[0].ref_cnt == 0
+    assert kv.block_pool.free_block_ids() == [3, 4, 5, 2, 1] and hits[0][0].ref_cnt == 0
     fits = hashed(make_request("c", 80))  # 2 hit blocks + 3 new blocks = 5
     assert run_prefill(kv, fits) == [1, 2, 3, 4, 5]
     assert kv.block_pool.num_free_blocks == 0
@@ -77,10 +77,11 @@ def test_lookahead_slots_are_allocated_but_never_cached(make_request) -> None:
     kv = manager(10)
     request = hashed(make_request("a", 16))
     new_blocks = kv.allocate_slots(request, 16, num_lookahead_tokens=8)
-    assert [b.block_id for b in new_blocks] == [1, 2]
+    assert new_blocks is not None and [b.block_id for b in new_blocks[0]] == [1, 2]
     assert kv.block_pool.num_cached_blocks == 1
     capped = manager(10, max_model_len=20)
-    assert len(capped.allocate_slots(hashed(make_request("b", 16)), 16, num_lookahead_tokens=8)) == 2
+    capped_blocks = capped.allocate_slots(hashed(make_request("b", 16)), 16, num_lookahead_tokens=8)
+    assert capped_blocks is not None and len(capped_blocks[0]) == 2
 
 
 def test_external_tokens_get_blocks_before_the_new_tokens(make_request) -> None:
@@ -110,10 +111,10 @@ def test_running_requests_grow_one_block_per_block_of_tokens(make_request) -> No
     request = hashed(make_request("a", 16))
     run_prefill(kv, request)
     request.append_output_token()
-    assert len(kv.allocate_slots(request, 1)) == 1  # token 17 needs block 2
+    assert kv.allocate_slots(request, 1) == ([kv.block_pool.blocks[2]],)  # token 17 needs block 2
     request.num_computed_tokens += 1
     for _ in range(15):
         request.append_output_token()
-        assert kv.allocate_slots(request, 1) == []
+        assert kv.allocate_slots(request, 1) == ([],)
         request.num_computed_tokens += 1
     assert kv.block_pool.num_cached_blocks == 2  # the 32nd token filled block 2

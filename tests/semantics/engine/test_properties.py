@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from kvplan.report.replay_records import RecordEncoder, step_record
 from kvplan.semantics.engine.config import EngineConfig
+from kvplan.semantics.engine.groups import KVCacheGroup
 from kvplan.semantics.engine.hashing import none_hash
 from kvplan.semantics.engine.kv_cache_manager import KVCacheManager
 from kvplan.semantics.engine.replay import replay
@@ -38,7 +39,8 @@ def traces(draw: st.DrawFn) -> Trace:
         max_num_seqs=max_num_seqs,
         max_model_len=max_model_len,
         enable_chunked_prefill=chunked,
-        sliding_window=draw(st.one_of(st.none(), st.integers(1, 64))),
+        kv_cache_groups=draw(st.one_of(st.none(), st.integers(1, 64).map(
+            lambda window: (KVCacheGroup("sliding_window", sliding_window=window),)))),
     )
     requests = []
     for ordinal in range(draw(st.integers(1, 10))):

@@ -1,0 +1,137 @@
+"""vLLM 0.17.1's KV cache coordinators (`v1/core/kv_cache_coordinator.py`): one block pool shared
+by every KV cache group, one manager per group, each step applied group by group in group order.
+
+The prefix lookup is the only part that differs by coordinator: none with caching off, the one
+group's own rule for a single group, and the hybrid fixed point for several groups."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from math import lcm
+from typing import TYPE_CHECKING
+
+from kvplan.semantics.engine.block_pool import BlockHash, BlockPool, KVCacheBlock
+from kvplan.semantics.engine.groups import CHUNKED_LOCAL_ATTENTION, FULL_ATTENTION, MAMBA, SLIDING_WINDOW, KVCacheGroup
+from kvplan.semantics.engine.mamba_manager import MambaManager
+from kvplan.semantics.engine.single_type_manager import FullAttentionManager, SingleTypeKVCacheManager
+from kvplan.semantics.engine.window_managers import ChunkedLocalAttentionManager, SlidingWindowManager
+
+if TYPE_CHECKING:
+    from kvplan.semantics.engine.request import Request
+
+# One block list per group.
+GroupBlocks = tuple[list[KVCacheBlock], ...]
+
+MANAGERS: dict[str, type[SingleTypeKVCacheManager]] = {
+    FULL_ATTENTION: FullAttentionManager,
+    SLIDING_WINDOW: SlidingWindowManager,
+    CHUNKED_LOCAL_ATTENTION: ChunkedLocalAttentionManager,
+    MAMBA: MambaManager,
+}
+
+
+class KVCacheCoordinator:
+    """`groups` are resolved (`resolve_groups`); `hash_block_size` is the block size the request
+    hashes are computed at (the engine's block size)."""
+
+    def __init__(self, groups: tuple[KVCacheGroup, ...], num_gpu_blocks: int, hash_block_size: int,
+                 enable_caching: bool) -> None:
+        self.groups = groups
+        self.enable_caching = enable_caching
+        self.block_pool = BlockPool(num_gpu_blocks, enable_caching, len(groups))
+        self.managers = tuple(
+            MANAGERS[group.kind](group, self.block_pool, enable_caching, group_id, hash_block_size)
+            for group_id, group in enumerate(groups)
+        )
+        # Groups of one spec are looked up together; full attention first (it bounds the others).
+        kinds: dict[KVCacheGroup, list[int]] = {}
+        for group_id, group in enumerate(groups):
+            kinds.setdefault(group.lookup_key, []).append(group_id)
+        self.lookup_order = sorted(kinds.values(), key=lambda ids: groups[ids[0]].kind != FULL_ATTENTION)
+        self.alignment = lcm(*(group.block_size or 1 for group in groups))
+
+    def get_num_blocks_to_allocate(self, request_id: str, num_tokens: int,
+                                   new_computed_blocks: Sequence[Sequence[KVCacheBlock]],
+                                   total_computed_tokens: int, num_tokens_main_model: int) -> int:
+        return sum(
+            manager.get_num_blocks_to_allocate(request_id, num_tokens, hits_of(new_computed_blocks, group_id),
+                                               total_computed_tokens, num_tokens_main_model)
+            for group_id, manager in enumerate(self.managers)
+        )
+
+    def allocate_new_computed_blocks(self, request_id: str, new_computed_blocks: Sequence[Sequence[KVCacheBlock]],
+                                     num_local_computed_tokens: int, num_external_computed_tokens: int) -> None:
+        for group_id, manager in enumerate(self.managers):
+            manager.allocate_new_computed_blocks(request_id, hits_of(new_computed_blocks, group_id),
+                                                 num_local_computed_tokens, num_external_computed_tokens)
+
+    def allocate_new_blocks(self, request_id: str, num_tokens: int, num_tokens_main_model: int) -> GroupBlocks:
+        return tuple(manager.allocate_new_blocks(request_id, num_tokens, num_tokens_main_model)
+                     for manager in self.managers)
+
+    def cache_blocks(self, request: Request, num_computed_tokens: int) -> None:
+        for manager in self.managers:
+            manager.cache_blocks(request, num_computed_tokens)
+
+    def free(self, request_id: str) -> None:
+        """Group by group, each group's table tail first: that is the order of the free queue's tail."""
+        for manager in self.managers:
+            manager.free(request_id)
+
+    def remove_skipped_blocks(self, request_id: str, total_computed_tokens: int) -> None:
+        for manager in self.managers:
+            manager.remove_skipped_blocks(request_id, total_computed_tokens)
+
+    def get_blocks(self, request_id: str) -> GroupBlocks:
+        return tuple(manager.req_to_blocks.get(request_id) or [] for manager in self.managers)
+
+    def new_step_starts(self) -> None:
+        for manager in self.managers:
+            manager.new_step_starts()
+
+    def find_longest_cache_hit(self, block_hashes: Sequence[BlockHash], max_length: int) -> tuple[GroupBlocks, int]:
+        """Each group's hit blocks and the hit length in tokens, the same for every group."""
+        if not self.enable_caching:
+            return tuple([] for _ in self.managers), 0
+        if len(self.managers) == 1:
+            manager = self.managers[0]
+            hits = manager.find_longest_cache_hit(block_hashes, max_length, (0,), manager.block_size)
+            return (hits[0],), len(hits[0]) * manager.block_size
+        return self._hybrid_hit(block_hashes, max_length)
+
+    def _hybrid_hit(self, block_hashes: Sequence[BlockHash], max_length: int) -> tuple[GroupBlocks, int]:
+        """vLLM's fixed point: every kind of group accepts the candidate length or shortens it; a
+        pass that shortened it is repeated, except for exactly one full-attention kind plus one
+        other (one pass suffices). Full attention is searched once and later only cut."""
+        hits_by_group: list[list[KVCacheBlock] | None] = [None] * len(self.managers)
+        single_pass = (len(self.lookup_order) == 2 and self.groups[self.lookup_order[0][0]].kind == FULL_ATTENTION)
+        hit_length = max_length
+        while True:
+            length = hit_length
+            for group_ids in self.lookup_order:
+                manager = self.managers[group_ids[0]]
+                if manager.group.kind == FULL_ATTENTION and hits_by_group[group_ids[0]] is not None:
+                    length = length // manager.block_size * manager.block_size
+                    continue
+                hits = manager.find_longest_cache_hit(block_hashes, length, group_ids, self.alignment)
+                length = len(hits[0]) * manager.block_size
+                for group_id, blocks in zip(group_ids, hits, strict=True):
+                    hits_by_group[group_id] = blocks
+            if length >= hit_length:
+                break
+            hit_length = length
+            if single_pass:
+                break
+        first = self.lookup_order[0]
+        if self.groups[first[0]].kind == FULL_ATTENTION:
+            keep = hit_length // self.managers[first[0]].block_size
+            for group_id in first:
+                blocks = hits_by_group[group_id]
+                if blocks is not None:
+                    del blocks[keep:]
+        return tuple(blocks if blocks is not None else [] for blocks in hits_by_group), hit_length
+
+
+def hits_of(new_computed_blocks: Sequence[Sequence[KVCacheBlock]], group_id: int) -> Sequence[KVCacheBlock]:
+    """A group's prefix hits; `()` stands for "no hits in any group"."""
+    return new_computed_blocks[group_id] if new_computed_blocks else ()

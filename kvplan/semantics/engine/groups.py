@@ -1,0 +1,122 @@
+"""KV cache groups as the block manager sees them (vLLM 0.17.1 `KVCacheGroupSpec`): a kind of
+attention, its block size and its window, chunk or Mamba cache mode. Every group takes its blocks
+from the one shared pool; `resolve_groups` fills in what vLLM derives from the engine config."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from math import lcm
+
+from kvplan.errors import KvplanError
+
+FULL_ATTENTION = "full_attention"
+SLIDING_WINDOW = "sliding_window"
+CHUNKED_LOCAL_ATTENTION = "chunked_local_attention"
+MAMBA = "mamba"
+GROUP_KINDS = (FULL_ATTENTION, SLIDING_WINDOW, CHUNKED_LOCAL_ATTENTION, MAMBA)
+# "none" (one state block per request) is forced when prefix caching is off; given with caching
+# on it means "vLLM's default", which is "align" ("all" only for models that opt in).
+MAMBA_CACHE_MODES = ("none", "align", "all")
+SPEC_NAMES = {FULL_ATTENTION: "FullAttentionSpec", SLIDING_WINDOW: "SlidingWindowSpec",
+              CHUNKED_LOCAL_ATTENTION: "ChunkedLocalAttentionSpec", MAMBA: "MambaSpec"}
+
+
+@dataclass(frozen=True)
+class KVCacheGroup:
+    """One KV cache group. `block_size` None means the engine's block size (the hash block size);
+    `layout` stands for the rest of vLLM's spec (heads, head size, dtype, Mamba state shapes):
+    groups equal in everything but `num_layers` are looked up together for prefix hits."""
+
+    kind: str = FULL_ATTENTION
+    sliding_window: int | None = None
+    attention_chunk_size: int | None = None
+    mamba_cache_mode: str | None = None
+    block_size: int | None = None
+    num_layers: int = 1
+    layout: str = ""
+
+    def validate(self) -> None:
+        if self.kind not in GROUP_KINDS:
+            raise KvplanError(f"KV cache group type must be one of {', '.join(GROUP_KINDS)}, got {self.kind!r}")
+        required = {SLIDING_WINDOW: "sliding_window", CHUNKED_LOCAL_ATTENTION: "attention_chunk_size"}
+        for name in ("sliding_window", "attention_chunk_size"):
+            value = getattr(self, name)
+            if required.get(self.kind) == name:
+                if type(value) is not int or value < 1:
+                    raise KvplanError(f"a {self.kind} group needs {name}, a positive integer; got {value!r}")
+            elif value is not None:
+                raise KvplanError(f"{name} applies only to {required_kind(name)} groups, not {self.kind}")
+        if self.mamba_cache_mode is not None and (self.kind != MAMBA or self.mamba_cache_mode not in MAMBA_CACHE_MODES):
+            raise KvplanError(f"mamba_cache_mode is one of {', '.join(MAMBA_CACHE_MODES)} and applies to mamba "
+                              f"groups only; got {self.mamba_cache_mode!r} on a {self.kind} group")
+        for name in ("block_size", "num_layers"):
+            value = getattr(self, name)
+            if value is not None and (type(value) is not int or value < 1):
+                raise KvplanError(f"KV cache group {name} must be a positive integer, got {value!r}")
+
+    @property
+    def spec_name(self) -> str:
+        return SPEC_NAMES[self.kind]
+
+    @property
+    def lookup_key(self) -> KVCacheGroup:
+        """What vLLM compares to batch groups in the prefix lookup: the spec without its layers."""
+        return replace(self, num_layers=1)
+
+
+def required_kind(field_name: str) -> str:
+    return SLIDING_WINDOW if field_name == "sliding_window" else CHUNKED_LOCAL_ATTENTION
+
+
+def resolve_groups(groups: tuple[KVCacheGroup, ...] | None, block_size: int, enable_caching: bool,
+                   max_model_len: int, enable_chunked_prefill: bool = True) -> tuple[KVCacheGroup, ...]:
+    """The groups with vLLM's derived values filled in, checked against the rules vLLM 0.17.1
+    enforces (KvplanError, exit 2, where vLLM would refuse or assert). None: one full-attention
+    group of `block_size`."""
+    if groups is None:
+        return (KVCacheGroup(block_size=block_size),)
+    if not isinstance(groups, tuple) or not groups or not all(isinstance(g, KVCacheGroup) for g in groups):
+        raise KvplanError("kv_cache_groups must be a non-empty list of KV cache groups")
+    for group in groups:
+        group.validate()
+    resolved = tuple(_resolve(g, block_size, enable_caching, max_model_len) for g in groups)
+    modes = {g.mamba_cache_mode for g in resolved if g.kind == MAMBA}
+    if len(modes) > 1:
+        raise KvplanError(f"Mamba groups share vLLM's one mamba_cache_mode; got {', '.join(sorted(map(str, modes)))}")
+    if "align" in modes and not enable_chunked_prefill:
+        raise KvplanError("mamba_cache_mode 'align' requires chunked prefill (a vLLM rule): enable chunked "
+                          "prefill or use mamba_cache_mode 'all'")
+    for group in resolved:
+        if group.mamba_cache_mode != "none" and group.block_size % block_size:  # type: ignore[operator]
+            raise KvplanError(f"a {group.kind} group's block size ({group.block_size}) must be a multiple of "
+                              f"the block size ({block_size}), which is the prefix-cache hash block size")
+    if enable_caching:
+        _check_lookup(resolved, block_size)
+    return resolved
+
+
+def _resolve(group: KVCacheGroup, block_size: int, enable_caching: bool, max_model_len: int) -> KVCacheGroup:
+    if group.kind != MAMBA:
+        return replace(group, block_size=group.block_size or block_size)
+    if not enable_caching:
+        # vLLM keeps one state per request: a Mamba block spans the whole model length.
+        return replace(group, mamba_cache_mode="none", block_size=max_model_len)
+    mode = group.mamba_cache_mode if group.mamba_cache_mode in ("align", "all") else "align"
+    return replace(group, mamba_cache_mode=mode, block_size=group.block_size or block_size)
+
+
+def _check_lookup(groups: tuple[KVCacheGroup, ...], block_size: int) -> None:
+    """The coordinator's assertions in vLLM 0.17.1, with prefix caching on."""
+    if len(groups) == 1:
+        if groups[0].block_size != block_size:
+            raise KvplanError(f"a single KV cache group must use the block size ({block_size}) with prefix "
+                              f"caching on (vLLM's unitary coordinator), got {groups[0].block_size}")
+        return
+    if len({g.lookup_key for g in groups}) < 2:
+        raise KvplanError("several KV cache groups with one identical spec: vLLM's hybrid coordinator needs "
+                          "two kinds of group at least (give one group, or groups that differ)")
+    alignment = lcm(*(g.block_size for g in groups if g.block_size))
+    for group in groups:
+        if group.kind == CHUNKED_LOCAL_ATTENTION and group.block_size != alignment:
+            raise KvplanError("chunked local attention needs every KV cache group to use its block size "
+                              f"({group.block_size}) with prefix caching on; the groups' lcm is {alignment}")

@@ -1,0 +1,113 @@
+"""The Mamba (linear attention) manager of vLLM 0.17.1: a request needs only the state after its
+last computed token, so everything before that block is freed.
+
+Cache modes: "none" (caching off; one block of max_model_len tokens per request), "all" (every
+full block is a cached state snapshot; the generic rule with skip = computed - 1) and "align"
+(one running-state block, the previous state block freed a step later; chunks end on block
+boundaries, which the scheduler enforces)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from kvplan.semantics.engine.block_pool import BlockHash, BlockPool, KVCacheBlock
+from kvplan.semantics.engine.groups import KVCacheGroup
+from kvplan.semantics.engine.single_type_manager import HitLists, SingleTypeKVCacheManager, num_evictable
+from kvplan.units import cdiv
+
+if TYPE_CHECKING:
+    from kvplan.semantics.engine.request import Request
+
+
+class MambaManager(SingleTypeKVCacheManager):
+    def __init__(self, group: KVCacheGroup, block_pool: BlockPool, enable_caching: bool = True,
+                 group_id: int = 0, hash_block_size: int | None = None) -> None:
+        super().__init__(group, block_pool, enable_caching, group_id, hash_block_size)
+        self.align = group.mamba_cache_mode == "align"
+        # Hashes this group cached during the current step: a state written in this step is not
+        # there yet for another request scheduled in the same step.
+        self.cached_this_step: set[BlockHash] = set()
+        # "align": the index of the state block allocated a step earlier, and who has allocated.
+        self.last_state_block_idx: dict[str, int] = {}
+        self.allocated_requests: set[str] = set()
+
+    def get_num_skipped_tokens(self, num_computed_tokens: int) -> int:
+        return num_computed_tokens - 1
+
+    def find_longest_cache_hit(self, block_hashes: Sequence[BlockHash], max_length: int,
+                               group_ids: Sequence[int] = (0,), alignment: int = 0) -> HitLists:
+        """The right-most cached state at a block end (aligned), after null blocks; else no hit."""
+        block_size = self.block_size
+        hashes = self.hashes(block_hashes)
+        hits: HitLists = [[] for _ in group_ids]
+        for i in range(max_length // block_size - 1, -1, -1):
+            blocks = self.block_pool.get_cached_blocks(hashes[i], group_ids)
+            if blocks is None:
+                continue
+            if alignment and alignment != block_size and (i + 1) * block_size % alignment:
+                continue
+            for hit, block in zip(hits, blocks, strict=True):
+                hit.extend([self.null_block] * i)
+                hit.append(block)
+            break
+        return hits
+
+    def remove_skipped_blocks(self, request_id: str, total_computed_tokens: int) -> None:
+        super().remove_skipped_blocks(request_id, total_computed_tokens)
+        if not self.align:
+            return
+        # The state block of two allocations ago was the source of the last copy: free it now.
+        last = self.last_state_block_idx.get(request_id)
+        if last is not None and last < cdiv(total_computed_tokens, self.block_size) - 1:
+            blocks = self.req_to_blocks[request_id]
+            if blocks[last] is not self.null_block:
+                self.block_pool.free_blocks([blocks[last]])
+                blocks[last] = self.null_block
+
+    def get_num_blocks_to_allocate(self, request_id: str, num_tokens: int,
+                                   new_computed_blocks: Sequence[KVCacheBlock],
+                                   total_computed_tokens: int, num_tokens_main_model: int) -> int:
+        if new_computed_blocks and new_computed_blocks[-1].block_hash in self.cached_this_step:
+            # More than the pool: the request waits for the next step, as vLLM postpones it.
+            return self.block_pool.num_gpu_blocks + 1
+        if not self.align:
+            return super().get_num_blocks_to_allocate(request_id, num_tokens, new_computed_blocks,
+                                                      total_computed_tokens, num_tokens_main_model)
+        num_new = (cdiv(num_tokens_main_model, self.block_size) - len(new_computed_blocks)
+                   - len(self.req_to_blocks.get(request_id, ())))
+        # One running-state block, whether the request is new or already allocated.
+        return min(max(num_new, 0), 1) + num_evictable(new_computed_blocks)
+
+    def allocate_new_blocks(self, request_id: str, num_tokens: int, num_tokens_main_model: int) -> list[KVCacheBlock]:
+        if not self.align:
+            return super().allocate_new_blocks(request_id, num_tokens, num_tokens_main_model)
+        req_blocks = self.req_to_blocks.setdefault(request_id, [])
+        num_required = cdiv(num_tokens_main_model, self.block_size)
+        previous_len = len(req_blocks)
+        if num_required == previous_len:
+            return []
+        assert num_required > previous_len, (num_required, previous_len)
+        if request_id in self.allocated_requests or previous_len > 0:
+            # The running state (or the prefix hit's state) sits in the last block.
+            self.last_state_block_idx[request_id] = previous_len - 1
+        req_blocks.extend([self.null_block] * (num_required - 1 - previous_len))
+        req_blocks.extend(self.block_pool.get_new_blocks(1, self.group_id))
+        self.allocated_requests.add(request_id)
+        return req_blocks[previous_len:]
+
+    def free(self, request_id: str) -> None:
+        self.allocated_requests.discard(request_id)
+        self.last_state_block_idx.pop(request_id, None)
+        super().free(request_id)
+
+    def cache_blocks(self, request: Request, num_tokens: int) -> None:
+        before = self.num_cached_block.get(request.request_id, 0)
+        super().cache_blocks(request, num_tokens)
+        after = self.num_cached_block.get(request.request_id, 0)
+        for block in self.req_to_blocks[request.request_id][before:after]:
+            if block.block_hash is not None:
+                self.cached_this_step.add(block.block_hash)
+
+    def new_step_starts(self) -> None:
+        self.cached_this_step.clear()

@@ -1,0 +1,80 @@
+"""Managers of groups that attend to part of the sequence (vLLM 0.17.1): sliding window and
+chunked local attention. Blocks that fall out of reach are freed and replaced by the null block."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from kvplan.semantics.engine.block_pool import BlockHash, BlockPool
+from kvplan.semantics.engine.groups import KVCacheGroup
+from kvplan.semantics.engine.single_type_manager import HitLists, SingleTypeKVCacheManager, trim_to_alignment
+from kvplan.units import cdiv
+
+
+class SlidingWindowManager(SingleTypeKVCacheManager):
+    def __init__(self, group: KVCacheGroup, block_pool: BlockPool, enable_caching: bool = True,
+                 group_id: int = 0, hash_block_size: int | None = None) -> None:
+        super().__init__(group, block_pool, enable_caching, group_id, hash_block_size)
+        assert group.sliding_window is not None
+        self.sliding_window = group.sliding_window
+        # The token being computed is itself inside the window, hence the - 1.
+        self.contiguous_blocks_needed = cdiv(self.sliding_window - 1, self.block_size)
+
+    def get_num_skipped_tokens(self, num_computed_tokens: int) -> int:
+        return max(0, num_computed_tokens - self.sliding_window + 1)
+
+    def find_longest_cache_hit(self, block_hashes: Sequence[BlockHash], max_length: int,
+                               group_ids: Sequence[int] = (0,), alignment: int = 0) -> HitLists:
+        """The right-most run of cached blocks long enough to fill the window, null blocks before it;
+        without such a run, the cached blocks leading from block 0. A run must end on `alignment`."""
+        block_size = self.block_size
+        aligned = not alignment or alignment == block_size
+        hashes = self.hashes(block_hashes)
+        num_blocks = max_length // block_size
+        hits = [[self.null_block] * num_blocks for _ in group_ids]
+        run = 0
+        for i in range(num_blocks - 1, -1, -1):
+            blocks = self.block_pool.get_cached_blocks(hashes[i], group_ids)
+            if blocks is None:
+                run = 0
+                continue
+            if run == 0 and not aligned and (i + 1) * block_size % alignment:
+                continue
+            for hit, block in zip(hits, blocks, strict=True):
+                hit[i] = block
+            run += 1
+            if run >= self.contiguous_blocks_needed:
+                for hit in hits:
+                    del hit[i + run:]
+                return hits
+        for hit in hits:
+            del hit[run:]
+        return trim_to_alignment(hits, block_size, alignment)
+
+
+class ChunkedLocalAttentionManager(SingleTypeKVCacheManager):
+    def __init__(self, group: KVCacheGroup, block_pool: BlockPool, enable_caching: bool = True,
+                 group_id: int = 0, hash_block_size: int | None = None) -> None:
+        super().__init__(group, block_pool, enable_caching, group_id, hash_block_size)
+        assert group.attention_chunk_size is not None
+        self.attention_chunk_size = group.attention_chunk_size
+
+    def get_num_skipped_tokens(self, num_computed_tokens: int) -> int:
+        """The tokens before the chunk that holds the next token."""
+        return num_computed_tokens // self.attention_chunk_size * self.attention_chunk_size
+
+    def find_longest_cache_hit(self, block_hashes: Sequence[BlockHash], max_length: int,
+                               group_ids: Sequence[int] = (0,), alignment: int = 0) -> HitLists:
+        """Blocks before the current chunk count as hit without being cached (null blocks); then the
+        cached blocks from the chunk start up to the first miss."""
+        chunk = self.attention_chunk_size
+        hashes = self.hashes(block_hashes)
+        first = (max_length // chunk * chunk if max_length > 0 else 0) // self.block_size
+        hits = [[self.null_block] * first for _ in group_ids]
+        for i in range(first, max_length // self.block_size):
+            blocks = self.block_pool.get_cached_blocks(hashes[i], group_ids)
+            if blocks is None:
+                break
+            for hit, block in zip(hits, blocks, strict=True):
+                hit.append(block)
+        return hits
