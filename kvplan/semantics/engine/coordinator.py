@@ -126,9 +126,9 @@ class KVCacheCoordinator:
         if self.groups[first[0]].kind == FULL_ATTENTION:
             keep = hit_length // self.managers[first[0]].block_size
             for group_id in first:
-                blocks = hits_by_group[group_id]
-                if blocks is not None:
-                    del blocks[keep:]
+                full_hits = hits_by_group[group_id]
+                if full_hits is not None:
+                    del full_hits[keep:]
         return tuple(blocks if blocks is not None else [] for blocks in hits_by_group), hit_length
 
 

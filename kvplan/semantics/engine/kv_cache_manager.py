@@ -101,10 +101,10 @@ class KVCacheManager:
             if blocks is None:
                 blocks = self._req_to_blocks[request_id] = []
             if num_missing > 0:
-                new_blocks = self.block_pool.get_new_blocks(num_missing)
-                blocks.extend(new_blocks)
+                grown = self.block_pool.get_new_blocks(num_missing)
+                blocks.extend(grown)
             else:
-                new_blocks = []
+                grown = []
             if self.enable_caching and not delay_cache_blocks:
                 if num_tokens_main > request.num_tokens:
                     num_tokens_main = request.num_tokens
@@ -114,7 +114,7 @@ class KVCacheManager:
                     self.block_pool.cache_full_blocks(blocks, request.block_hashes, num_cached, num_full)
                     self._num_cached_block[request_id] = num_full
             self._set_noop_limit(request, blocks)
-            return (new_blocks,)
+            return (grown,)
 
         request_id = request.request_id
         coordinator = self.coordinator

@@ -67,10 +67,10 @@ def replay(trace: Trace, observe: StepObserver | None = None,
     while scheduler.has_unfinished() or step <= last_arrival:
         arrived: list[str] = []
         for ordinal in arrivals.pop(step, ()):
-            request = trace.requests[ordinal].to_request()
-            scheduler.add_request(request)
-            live[request.request_id] = request
-            arrived.append(request.request_id)
+            arriving = trace.requests[ordinal].to_request()
+            scheduler.add_request(arriving)
+            live[arriving.request_id] = arriving
+            arrived.append(arriving.request_id)
         result = scheduler.step()
         max_used_blocks = max(max_used_blocks, usable - result.free_blocks_after_schedule)
         if observe is not None:
@@ -83,8 +83,8 @@ def replay(trace: Trace, observe: StepObserver | None = None,
         if is_stalled(result, scheduler.has_unfinished(), more_arrivals):
             stalled = True
             break
-    for request in live.values():
-        outcomes[request.request_id] = _outcome(request, arrival_steps[request.request_id])
+    for unfinished in live.values():
+        outcomes[unfinished.request_id] = _outcome(unfinished, arrival_steps[unfinished.request_id])
     totals = scheduler.prefix_cache_stats
     return ReplaySummary(
         config=trace.config,

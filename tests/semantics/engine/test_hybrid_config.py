@@ -1,0 +1,116 @@
+"""KV cache groups in the engine config and in traces: what vLLM derives, what it refuses (exit 2
+with one line), and what the summary says (trace-replay-hybrid.md sections 1 and 5)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from kvplan.errors import KvplanError
+from kvplan.report.replay_records import summary_record
+from kvplan.semantics.engine.config import EngineConfig
+from kvplan.semantics.engine.groups import KVCacheGroup
+from kvplan.semantics.engine.replay import replay
+from kvplan.semantics.engine.trace import parse_trace
+
+FULL = KVCacheGroup()
+WINDOW = KVCacheGroup("sliding_window", sliding_window=64)
+
+
+def config(*groups: KVCacheGroup, **settings) -> EngineConfig:
+    return EngineConfig(num_gpu_blocks=40, kv_cache_groups=groups, **settings)
+
+
+def trace(groups, **settings) -> dict:
+    return {"config": {"num_gpu_blocks": 40, "kv_cache_groups": groups, **settings},
+            "requests": [{"request_id": "a", "max_tokens": 3, "unique_len": 40}]}
+
+
+def test_without_groups_the_engine_has_one_full_attention_group() -> None:
+    assert EngineConfig(num_gpu_blocks=40, block_size=32).groups == (KVCacheGroup(block_size=32),)
+
+
+def test_mamba_blocks_follow_the_caching_setting() -> None:
+    with_caching = config(FULL, KVCacheGroup("mamba"), max_model_len=512)
+    assert with_caching.groups[1] == KVCacheGroup("mamba", mamba_cache_mode="align", block_size=16)
+    assert with_caching.mamba_cache_mode == "align"
+    # Caching off: one state block per request, as long as the model length, whatever was asked.
+    without = config(FULL, KVCacheGroup("mamba", mamba_cache_mode="all"), max_model_len=512,
+                     enable_prefix_caching=False)
+    assert without.groups[1] == KVCacheGroup("mamba", mamba_cache_mode="none", block_size=512)
+    # "none" with caching on stands for vLLM's default.
+    assert config(FULL, KVCacheGroup("mamba", mamba_cache_mode="none")).mamba_cache_mode == "align"
+    assert config(FULL, WINDOW).mamba_cache_mode is None
+
+
+@pytest.mark.parametrize(("groups", "settings", "message"), [
+    ((), {}, "non-empty"),
+    ((KVCacheGroup("sliding_window"),), {}, "needs sliding_window"),
+    ((KVCacheGroup("chunked_local_attention", attention_chunk_size=0),), {}, "positive integer"),
+    ((KVCacheGroup(sliding_window=8),), {}, "only to sliding_window"),
+    ((KVCacheGroup("cross_attention"),), {}, "must be one of"),
+    ((FULL, KVCacheGroup(mamba_cache_mode="all")), {}, "mamba groups only"),
+    ((FULL, KVCacheGroup("mamba")), {"enable_chunked_prefill": False, "max_num_batched_tokens": 4096},
+     "requires chunked prefill"),
+    ((FULL, KVCacheGroup("mamba", mamba_cache_mode="all"), KVCacheGroup("mamba", mamba_cache_mode="align")), {},
+     "one mamba_cache_mode"),
+    ((WINDOW, WINDOW), {}, "two kinds of group"),
+    ((KVCacheGroup(block_size=32),), {}, "single KV cache group"),
+    ((FULL, KVCacheGroup(block_size=24)), {}, "multiple of the block size"),
+    ((FULL, KVCacheGroup(block_size=32), KVCacheGroup("chunked_local_attention", attention_chunk_size=64)), {},
+     "chunked local attention needs"),
+])
+def test_configurations_vllm_refuses(groups, settings, message) -> None:
+    with pytest.raises(KvplanError, match=message):
+        config(*groups, **settings)
+
+
+def test_what_needs_caching_is_allowed_without_it() -> None:
+    # Identical groups and a lone bigger block only trouble the prefix lookup.
+    assert len(config(WINDOW, WINDOW, enable_prefix_caching=False).groups) == 2
+    assert config(KVCacheGroup(block_size=32), enable_prefix_caching=False).groups[0].block_size == 32
+
+
+def test_a_trace_lists_groups_by_type() -> None:
+    parsed = parse_trace(trace([
+        {"type": "full_attention"}, {"type": "sliding_window", "sliding_window": 64},
+        {"type": "chunked_local_attention", "attention_chunk_size": 128},
+        {"type": "mamba", "mamba_cache_mode": "all", "conv_dim": 4, "ssm_dim": 32, "mamba_type": "mamba1"},
+    ]))
+    assert [g.kind for g in parsed.config.groups] == [
+        "full_attention", "sliding_window", "chunked_local_attention", "mamba"]
+    assert parsed.config.groups[2].attention_chunk_size == 128
+    assert parsed.config.groups[3].layout == "mamba1 conv 4 ssm 32"
+
+
+@pytest.mark.parametrize(("groups", "message"), [
+    ([], "non-empty list"),
+    ({"type": "full_attention"}, "non-empty list"),
+    ([{"type": "mla"}], r"kv_cache_groups\[0\]: type must be one of"),
+    (["full_attention"], "type must be one of"),
+    ([{"type": "sliding_window"}], "needs sliding_window"),
+    ([{"type": "sliding_window", "sliding_window": True}], "positive integer"),
+    ([{"type": "chunked_local_attention", "attention_chunk_size": -8}], "positive integer"),
+    ([{"type": "full_attention", "sliding_window": 64}], "unknown key 'sliding_window'"),
+    ([{"type": "mamba", "mamba_cache_mod": "all"}], "did you mean 'mamba_cache_mode'"),
+    ([{"type": "mamba", "mamba_cache_mode": "some"}], "mamba_cache_mode must be one of"),
+    ([{"type": "mamba", "conv_dim": 0}], "conv_dim must be a positive integer"),
+    ([{"type": "full_attention"}, {"type": "mamba"}], "requires chunked prefill"),
+])
+def test_trace_mistakes_are_one_line_errors(groups, message) -> None:
+    document = trace(groups, enable_chunked_prefill=False, max_num_batched_tokens=4096)
+    with pytest.raises(KvplanError, match=message) as error:
+        parse_trace(document, source="t.json")
+    assert str(error.value).startswith("t.json: config") and "\n" not in str(error.value)
+
+
+def test_the_summary_names_the_groups_as_the_harness_does() -> None:
+    parsed = parse_trace(trace([{"type": "full_attention"}, {"type": "mamba"}], max_model_len=512))
+    summary = json.loads(json.dumps(summary_record(replay(parsed))))["summary"]["config"]
+    assert summary["kv_cache_groups"] == [{"type": "full_attention"}, {"type": "mamba"}]
+    assert summary["kv_cache_group_specs"] == [{"spec": "FullAttentionSpec", "block_size": 16},
+                                               {"spec": "MambaSpec", "block_size": 16}]
+    assert summary["mamba_cache_mode"] == "align"
+    plain = summary_record(replay(parse_trace({"config": {"num_gpu_blocks": 40}, "requests": []})))
+    assert "kv_cache_groups" not in plain["summary"]["config"]
