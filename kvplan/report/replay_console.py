@@ -5,6 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
+from kvplan.semantics.engine.groups import KVCacheGroup
 from kvplan.semantics.engine.replay import ReplaySummary
 
 
@@ -23,6 +24,14 @@ def render_replay_summary(summary: ReplaySummary, trace_name: str) -> None:
     peak = summary.max_used_blocks
     table.add_row("peak blocks in use", f"{peak:,} / {usable:,} ({peak / usable:.1%})")
     table.add_row("pool", f"{config.num_gpu_blocks:,} blocks x {config.block_size} tokens")
+    if config.kv_cache_groups is not None:
+        table.add_row("KV cache groups", ", ".join(_group_label(group) for group in config.groups))
     console = Console()
     console.print(table)
     console.print("[dim]JSON Lines: pipe the output, or use -o FILE or --json[/dim]", highlight=False)
+
+
+def _group_label(group: KVCacheGroup) -> str:
+    detail = {"sliding_window": group.sliding_window, "chunked_local_attention": group.attention_chunk_size,
+              "mamba": group.mamba_cache_mode}[group.kind] if group.kind != "full_attention" else None
+    return group.kind.replace("_", " ") + (f" {detail}" if detail is not None else "")

@@ -49,7 +49,7 @@ def groups_summary(config: EngineConfig) -> dict[str, Any]:
     given = []
     for group in config.kv_cache_groups:
         entry: dict[str, Any] = {"type": group.kind}
-        for name in ("sliding_window", "attention_chunk_size", "mamba_cache_mode"):
+        for name in ("sliding_window", "attention_chunk_size", "mamba_cache_mode", "block_size"):
             if getattr(group, name) is not None:
                 entry[name] = getattr(group, name)
         given.append(entry)

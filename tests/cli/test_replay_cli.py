@@ -36,6 +36,22 @@ def test_piped_output_is_the_golden_json_lines(capsys, traces_dir: Path) -> None
     assert summary["config"]["num_gpu_blocks"] == 48
 
 
+def test_a_hybrid_trace_prints_every_groups_tables(capsys, traces_dir: Path) -> None:
+    code, out, err = kvplan(capsys, "replay", str(traces_dir / "hybrid-703.json"), "--dump-free-queue")
+    assert code == 0 and err == ""
+    golden = (traces_dir / "hybrid-703.vllm-0.17.1.jsonl").read_text().splitlines()
+    lines = out.splitlines()
+    assert len(lines) == len(golden)
+    for mine, theirs in zip(lines[:-1], golden[:-1], strict=True):
+        mine_record, golden_record = json.loads(mine), json.loads(theirs)
+        mine_record.pop("usage"), golden_record.pop("usage")
+        assert mine_record == golden_record
+    config = json.loads(lines[-1])["summary"]["config"]
+    assert config["kv_cache_group_specs"] == [{"spec": "FullAttentionSpec", "block_size": 16},
+                                              *[{"spec": "MambaSpec", "block_size": 1024}] * 3]
+    assert config["mamba_cache_mode"] == "none"
+
+
 def test_output_file_holds_exactly_what_would_be_printed(capsys, traces_dir: Path, tmp_path: Path) -> None:
     trace = str(traces_dir / "example.json")
     for extra in ([], ["--summary-only"]):
@@ -81,6 +97,11 @@ def test_bad_options_exit_2_with_one_line(capsys, traces_dir: Path, args: list[s
     ('{"config": {"num_gpu_blocks": 8}, "requests": [{"request_id": "a", "unique_len": 4, "max_tokens": 1,'
      ' "arival_step": 0}]}', "did you mean 'arrival_step'?"),
     ('{"config": {}, "requests": []}', "needs num_gpu_blocks"),
+    ('{"config": {"num_gpu_blocks": 8, "kv_cache_groups": [{"type": "sliding_window"}]}, "requests": []}',
+     "kv_cache_groups[0]: a sliding_window group needs sliding_window"),
+    ('{"config": {"num_gpu_blocks": 8, "kv_cache_groups": [{"type": "full_attention"}, {"type": "mamba"}],'
+     ' "enable_chunked_prefill": false, "max_num_batched_tokens": 4096}, "requests": []}',
+     "requires chunked prefill"),
 ])
 def test_bad_traces_exit_2_with_one_line(capsys, tmp_path: Path, content: str, message: str) -> None:
     trace = tmp_path / "bad.json"
@@ -99,9 +120,13 @@ def test_a_stall_exits_3_after_the_summary(capsys, tmp_path: Path) -> None:
     assert summary["stalled"] is True and summary["requests"]["long"]["finish_step"] is None
 
 
-def test_a_terminal_gets_a_summary_not_records(traces_dir: Path) -> None:
+@pytest.mark.parametrize(("name", "facts"), [
+    ("example", ("steps", "32", "preemptions", "hit rate", "35.3%", "peak blocks", "13 / 13")),
+    ("hybrid-606", ("steps", "107", "KV cache groups", "full attention, mamba all")),
+])
+def test_a_terminal_gets_a_summary_not_records(traces_dir: Path, name: str, facts: tuple[str, ...]) -> None:
     controller, terminal = pty.openpty()
-    process = subprocess.Popen([sys.executable, "-m", "kvplan", "replay", str(traces_dir / "example.json")],
+    process = subprocess.Popen([sys.executable, "-m", "kvplan", "replay", str(traces_dir / f"{name}.json")],
                                stdout=terminal, stderr=terminal, env={**os.environ, "COLUMNS": "100"})
     os.close(terminal)
     chunks = []
@@ -115,7 +140,7 @@ def test_a_terminal_gets_a_summary_not_records(traces_dir: Path) -> None:
         chunks.append(chunk)
     assert process.wait(timeout=30) == 0
     shown = b"".join(chunks).decode()
-    for fact in ("steps", "32", "preemptions", "hit rate", "35.3%", "peak blocks", "13 / 13"):
+    for fact in facts:
         assert fact in shown
     assert '"step"' not in shown
 

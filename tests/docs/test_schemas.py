@@ -64,12 +64,14 @@ def test_plan_records_of_every_kind(model, knobs):
     validator("plan").validate(record)
 
 
-def test_replay_json_lines():
-    lines = [json.loads(line) for line in kvplan_json("replay", str(EXAMPLE_TRACE), "--json").splitlines()]
+@pytest.mark.parametrize("trace", [EXAMPLE_TRACE, EXAMPLE_TRACE.with_name("hybrid-606.json")])
+def test_replay_json_lines(trace):
+    lines = [json.loads(line) for line in kvplan_json("replay", str(trace), "--json").splitlines()]
     schema = validator("replay")
     for line in lines:
         schema.validate(line)
     assert "summary" in lines[-1] and "step" in lines[0]
+    assert ("block_tables_by_group" in lines[0]) == ("hybrid" in trace.name)
 
 
 def test_simulate():

@@ -30,13 +30,15 @@ CONFIG_KEYS = {
     "max_num_batched_tokens": int, "max_num_seqs": int, "max_model_len": int,
     "enable_chunked_prefill": bool, "hash_algo": str, "hash_seed": str,
 }
-# `trace-replay-hybrid.md`: the KV cache groups sharing the pool, by type; each type's keys.
+# `trace-replay-hybrid.md`: the KV cache groups sharing the pool, by type; each type's keys. A
+# group's own `block_size` (a multiple of the trace's, as vLLM's page-size unification gives) is
+# kvplan's addition: the contract's harness gives every group the trace's block size.
 GROUPS_KEY = "kv_cache_groups"
 GROUP_KEYS = {
-    "full_attention": ("type",),
-    "sliding_window": ("type", "sliding_window"),
-    "chunked_local_attention": ("type", "attention_chunk_size"),
-    "mamba": ("type", "mamba_cache_mode", "conv_dim", "ssm_dim", "mamba_type"),
+    "full_attention": ("type", "block_size"),
+    "sliding_window": ("type", "sliding_window", "block_size"),
+    "chunked_local_attention": ("type", "attention_chunk_size", "block_size"),
+    "mamba": ("type", "mamba_cache_mode", "conv_dim", "ssm_dim", "mamba_type", "block_size"),
 }
 REQUIRED_GROUP_KEYS = {"sliding_window": "sliding_window", "chunked_local_attention": "attention_chunk_size"}
 REQUEST_KEYS = (
@@ -174,11 +176,12 @@ def _parse_group(raw: Any, where: str) -> KVCacheGroup:
     required = REQUIRED_GROUP_KEYS.get(kind)
     if required is not None and required not in raw:
         raise KvplanError(f"{where}: a {kind} group needs {required} (tokens, a positive integer)")
-    for key in (required, "conv_dim", "ssm_dim"):
+    for key in (required, "conv_dim", "ssm_dim", "block_size"):
         if key is not None and key in raw and (type(raw[key]) is not int or raw[key] < 1):
             raise KvplanError(f"{where}: {key} must be a positive integer, got {json.dumps(raw[key])}")
+    block_size = raw.get("block_size")
     if kind != MAMBA:
-        return KVCacheGroup(kind, **({required: raw[required]} if required else {}))
+        return KVCacheGroup(kind, **({required: raw[required]} if required else {}), block_size=block_size)
     mode = raw.get("mamba_cache_mode")
     if mode is not None and mode not in MAMBA_CACHE_MODES:
         raise KvplanError(f"{where}: mamba_cache_mode must be one of {', '.join(MAMBA_CACHE_MODES)}, "
@@ -187,7 +190,7 @@ def _parse_group(raw: Any, where: str) -> KVCacheGroup:
         raise KvplanError(f"{where}: mamba_type must be a string, got {json.dumps(raw['mamba_type'])}")
     # The state shapes size the page only; they tell Mamba specs apart, as in vLLM.
     layout = f"{raw.get('mamba_type', 'mamba2')} conv {raw.get('conv_dim', 8)} ssm {raw.get('ssm_dim', 64)}"
-    return KVCacheGroup(kind, mamba_cache_mode=mode, layout=layout)
+    return KVCacheGroup(kind, mamba_cache_mode=mode, block_size=block_size, layout=layout)
 
 
 def _parse_request(raw: Any, ordinal: int, config: EngineConfig, source: str) -> TraceRequest:

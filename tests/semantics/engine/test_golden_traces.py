@@ -14,8 +14,9 @@ from kvplan.semantics.engine.scheduler import Scheduler, StepResult
 from kvplan.semantics.engine.trace import load_trace
 
 GOLDEN = ["example", "public-501", "public-502", "public-503"]
-# Several KV cache groups on one pool (trace-replay-hybrid.md).
-HYBRID = sorted(path.stem for path in (Path(__file__).parents[2] / "data" / "traces").glob("hybrid-*.json"))
+TRACES = Path(__file__).parents[2] / "data" / "traces"
+# Several KV cache groups on one pool (trace-replay-hybrid.md); groups with their own block sizes.
+HYBRID = sorted(p.stem for pattern in ("hybrid-*.json", "group-block-sizes-*.json") for p in TRACES.glob(pattern))
 # Informational keys (trace-replay.md section 4); `usage` is compared approximately.
 IGNORED_SUMMARY_KEYS = {"config", "vllm_version", "driver", "driver_check", "schema_version"}
 

@@ -82,6 +82,9 @@ def test_a_trace_lists_groups_by_type() -> None:
         "full_attention", "sliding_window", "chunked_local_attention", "mamba"]
     assert parsed.config.groups[2].attention_chunk_size == 128
     assert parsed.config.groups[3].layout == "mamba1 conv 4 ssm 32"
+    bigger = parse_trace(trace([{"type": "full_attention"}, {"type": "sliding_window", "sliding_window": 64,
+                                                            "block_size": 32}]))
+    assert [g.block_size for g in bigger.config.groups] == [16, 32]
 
 
 @pytest.mark.parametrize(("groups", "message"), [
@@ -97,6 +100,8 @@ def test_a_trace_lists_groups_by_type() -> None:
     ([{"type": "mamba", "mamba_cache_mode": "some"}], "mamba_cache_mode must be one of"),
     ([{"type": "mamba", "conv_dim": 0}], "conv_dim must be a positive integer"),
     ([{"type": "full_attention"}, {"type": "mamba"}], "requires chunked prefill"),
+    ([{"type": "full_attention", "block_size": 0}], "block_size must be a positive integer"),
+    ([{"type": "full_attention"}, {"type": "full_attention", "block_size": 24}], "multiple of the block size"),
 ])
 def test_trace_mistakes_are_one_line_errors(groups, message) -> None:
     document = trace(groups, enable_chunked_prefill=False, max_num_batched_tokens=4096)
