@@ -82,6 +82,11 @@ class KVCacheCoordinator:
         for manager in self.managers:
             manager.remove_skipped_blocks(request_id, total_computed_tokens)
 
+    def noop_limit(self, request: Request) -> int:
+        """Growing the request to this many computed tokens changes no group: `allocate_slots`
+        would neither free, allocate nor cache a block, so the scheduler may skip the call."""
+        return min(manager.noop_limit(request) for manager in self.managers)
+
     def get_blocks(self, request_id: str) -> GroupBlocks:
         return tuple(manager.req_to_blocks.get(request_id) or [] for manager in self.managers)
 

@@ -137,12 +137,12 @@ class KVCacheManager:
                 request_id, new_computed_blocks or self._no_hits, num_local_computed, num_external_computed_tokens
             )
         new_blocks = coordinator.allocate_new_blocks(request_id, num_tokens_need_slot, num_tokens_main)
-        if not self.enable_caching or delay_cache_blocks:
+        if delay_cache_blocks:
             return new_blocks
-        # Draft and lookahead slots are never cached: cap at the tokens that exist.
-        coordinator.cache_blocks(request, min(total_computed + num_new_tokens, request.num_tokens))
-        if self._full_attention:
-            self._set_noop_limit(request, self._req_to_blocks[request_id])
+        if self.enable_caching:
+            # Draft and lookahead slots are never cached: cap at the tokens that exist.
+            coordinator.cache_blocks(request, min(total_computed + num_new_tokens, request.num_tokens))
+        request.kv_noop_limit = coordinator.noop_limit(request)
         return new_blocks
 
     def _set_noop_limit(self, request: Request, blocks: list[KVCacheBlock]) -> None:

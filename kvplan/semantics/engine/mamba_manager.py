@@ -21,6 +21,8 @@ if TYPE_CHECKING:
 
 
 class MambaManager(SingleTypeKVCacheManager):
+    skips_tokens = True
+
     def __init__(self, group: KVCacheGroup, block_pool: BlockPool, enable_caching: bool = True,
                  group_id: int = 0, hash_block_size: int | None = None) -> None:
         super().__init__(group, block_pool, enable_caching, group_id, hash_block_size)
@@ -34,6 +36,23 @@ class MambaManager(SingleTypeKVCacheManager):
 
     def get_num_skipped_tokens(self, num_computed_tokens: int) -> int:
         return num_computed_tokens - 1
+
+    def max_computed_skipping_less_than(self, num_tokens: int) -> int:
+        return num_tokens
+
+    def noop_limit(self, request: Request) -> int:
+        if not self.align:
+            return super().noop_limit(request)
+        # An "align" table holds the previous state and the newest block; the previous state goes
+        # at the next call, after which only a new block or a newly full one changes anything.
+        blocks = self.req_to_blocks.get(request.request_id, [])
+        last = self.last_state_block_idx.get(request.request_id)
+        if last is not None and not blocks[last].is_null:
+            return 0
+        limit = len(blocks) * self.block_size
+        if self.enable_caching:
+            limit = min(limit, (self.num_cached_block.get(request.request_id, 0) + 1) * self.block_size - 1)
+        return limit
 
     def find_longest_cache_hit(self, block_hashes: Sequence[BlockHash], max_length: int,
                                group_ids: Sequence[int] = (0,), alignment: int = 0) -> HitLists:

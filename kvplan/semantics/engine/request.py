@@ -94,7 +94,7 @@ class Request:
         self.block_hasher: RequestBlockHasher | None = None
         self._hash_block_size = 0
         # Written by the KV cache manager: while num_computed_tokens + n stays within it, growing
-        # the request by n tokens (no hits, no lookahead) allocates and caches nothing.
+        # the request by n tokens (no hits, no lookahead) allocates, caches and frees nothing in any group.
         self.kv_noop_limit = 0
 
     def install_block_hasher(self, hasher: RequestBlockHasher) -> None:

@@ -6,9 +6,11 @@ of its blocks are registered in the prefix cache; the block pool is shared by al
 
 from __future__ import annotations
 
+import sys
+from bisect import bisect_left
 from collections.abc import Sequence
 from itertools import islice
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 from kvplan.semantics.engine.block_pool import BlockHash, BlockPool, KVCacheBlock
 from kvplan.semantics.engine.groups import KVCacheGroup
@@ -23,6 +25,9 @@ HitLists = list[list[KVCacheBlock]]
 
 
 class SingleTypeKVCacheManager:
+    # Whether attention stops reading early tokens (their blocks become null entries).
+    skips_tokens: ClassVar[bool] = False
+
     def __init__(self, group: KVCacheGroup, block_pool: BlockPool, enable_caching: bool = True,
                  group_id: int = 0, hash_block_size: int | None = None) -> None:
         assert group.block_size is not None, "resolve the group first (resolve_groups)"
@@ -135,6 +140,28 @@ class SingleTypeKVCacheManager:
 
     def new_step_starts(self) -> None:
         """Called when the scheduler starts a step (Mamba forgets the blocks it cached)."""
+
+    def noop_limit(self, request: Request) -> int:
+        """The most computed tokens (chunk included) this group's table serves as it is: no block to
+        add, none newly full to cache, none newly out of reach (null entries are a prefix here)."""
+        blocks = self.req_to_blocks.get(request.request_id, [])
+        block_size = self.block_size
+        limit = len(blocks) * block_size
+        if self.enable_caching:
+            limit = min(limit, (self.num_cached_block.get(request.request_id, 0) + 1) * block_size - 1)
+        if self.skips_tokens:
+            num_nulls = bisect_left(blocks, True, key=is_real)
+            if num_nulls < len(blocks):
+                limit = min(limit, self.max_computed_skipping_less_than((num_nulls + 1) * block_size))
+        return limit
+
+    def max_computed_skipping_less_than(self, num_tokens: int) -> int:
+        """The most computed tokens whose skipped tokens stay below `num_tokens`."""
+        return sys.maxsize
+
+
+def is_real(block: KVCacheBlock) -> bool:
+    return not block.is_null
 
 
 def num_evictable(blocks: Sequence[KVCacheBlock]) -> int:

@@ -12,6 +12,8 @@ from kvplan.units import cdiv
 
 
 class SlidingWindowManager(SingleTypeKVCacheManager):
+    skips_tokens = True
+
     def __init__(self, group: KVCacheGroup, block_pool: BlockPool, enable_caching: bool = True,
                  group_id: int = 0, hash_block_size: int | None = None) -> None:
         super().__init__(group, block_pool, enable_caching, group_id, hash_block_size)
@@ -22,6 +24,9 @@ class SlidingWindowManager(SingleTypeKVCacheManager):
 
     def get_num_skipped_tokens(self, num_computed_tokens: int) -> int:
         return max(0, num_computed_tokens - self.sliding_window + 1)
+
+    def max_computed_skipping_less_than(self, num_tokens: int) -> int:
+        return num_tokens + self.sliding_window - 2
 
     def find_longest_cache_hit(self, block_hashes: Sequence[BlockHash], max_length: int,
                                group_ids: Sequence[int] = (0,), alignment: int = 0) -> HitLists:
@@ -53,6 +58,8 @@ class SlidingWindowManager(SingleTypeKVCacheManager):
 
 
 class ChunkedLocalAttentionManager(SingleTypeKVCacheManager):
+    skips_tokens = True
+
     def __init__(self, group: KVCacheGroup, block_pool: BlockPool, enable_caching: bool = True,
                  group_id: int = 0, hash_block_size: int | None = None) -> None:
         super().__init__(group, block_pool, enable_caching, group_id, hash_block_size)
@@ -62,6 +69,10 @@ class ChunkedLocalAttentionManager(SingleTypeKVCacheManager):
     def get_num_skipped_tokens(self, num_computed_tokens: int) -> int:
         """The tokens before the chunk that holds the next token."""
         return num_computed_tokens // self.attention_chunk_size * self.attention_chunk_size
+
+    def max_computed_skipping_less_than(self, num_tokens: int) -> int:
+        chunk = self.attention_chunk_size
+        return ((num_tokens - 1) // chunk + 1) * chunk - 1
 
     def find_longest_cache_hit(self, block_hashes: Sequence[BlockHash], max_length: int,
                                group_ids: Sequence[int] = (0,), alignment: int = 0) -> HitLists:

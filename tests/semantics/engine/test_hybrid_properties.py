@@ -7,12 +7,14 @@ from __future__ import annotations
 import json
 from collections import Counter
 
+import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from kvplan.errors import KvplanError
 from kvplan.report.replay_records import RecordEncoder, step_record
 from kvplan.semantics.engine.config import EngineConfig
+from kvplan.semantics.engine.coordinator import KVCacheCoordinator
 from kvplan.semantics.engine.groups import KVCacheGroup
 from kvplan.semantics.engine.replay import replay
 from kvplan.semantics.engine.scheduler import Scheduler, StepResult
@@ -126,3 +128,22 @@ def test_pool_accounting_holds_at_every_step_with_several_groups(trace: Trace) -
 
     summary = replay(trace, observe)
     assert summary.stalled or summary.num_finished == len(trace.requests)
+
+
+def records(trace: Trace) -> list[dict]:
+    collected: list[dict] = []
+    replay(trace, lambda result, scheduler, arrived: collected.append(
+        step_record(result, scheduler, arrived, dump_free_queue=True)))
+    return collected
+
+
+@SETTINGS
+@given(hybrid_traces())
+def test_skipping_no_op_allocations_changes_nothing(trace: Trace) -> None:
+    """The scheduler skips `allocate_slots` below each request's no-op limit; calling it every time
+    gives exactly the same records."""
+    fast = records(trace)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(KVCacheCoordinator, "noop_limit", lambda self, request: 0)
+        always = records(trace)
+    assert fast == always
