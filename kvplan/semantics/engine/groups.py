@@ -4,10 +4,19 @@ from the one shared pool; `resolve_groups` fills in what vLLM derives from the e
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from math import lcm
 
 from kvplan.errors import KvplanError
+from kvplan.semantics.kv.specs import (
+    ChunkedLocalAttentionSpec,
+    FullAttentionSpec,
+    KVCacheGroupSpec,
+    MambaSpec,
+    SlidingWindowSpec,
+    UniformTypeKVCacheSpecs,
+)
 
 FULL_ATTENTION = "full_attention"
 SLIDING_WINDOW = "sliding_window"
@@ -62,6 +71,28 @@ class KVCacheGroup:
     def lookup_key(self) -> KVCacheGroup:
         """What vLLM compares to batch groups in the prefix lookup: the spec without its layers."""
         return replace(self, num_layers=1)
+
+
+def groups_from_kv_cache_config(groups: Sequence[KVCacheGroupSpec]) -> tuple[KVCacheGroup, ...]:
+    """The engine's groups for a worker's KV cache groups (`kvplan.semantics.kv`), as vLLM's
+    scheduler receives them: a group of unequal pages (`UniformTypeKVCacheSpecs`) runs with its
+    first layer's spec (`generate_scheduler_kv_cache_config`)."""
+    engine_groups = []
+    for group in groups:
+        spec = group.kv_cache_spec
+        if isinstance(spec, UniformTypeKVCacheSpecs):
+            spec = next(iter(spec.kv_cache_specs.values()))
+        base = KVCacheGroup(block_size=spec.block_size, num_layers=len(group.layer_names), layout=repr(spec))
+        if isinstance(spec, SlidingWindowSpec):
+            base = replace(base, kind=SLIDING_WINDOW, sliding_window=spec.sliding_window)
+        elif isinstance(spec, ChunkedLocalAttentionSpec):
+            base = replace(base, kind=CHUNKED_LOCAL_ATTENTION, attention_chunk_size=spec.attention_chunk_size)
+        elif isinstance(spec, MambaSpec):
+            base = replace(base, kind=MAMBA, mamba_cache_mode=spec.mamba_cache_mode)
+        elif not isinstance(spec, FullAttentionSpec):  # MLA is full attention too
+            raise KvplanError(f"the engine has no manager for {spec.type_name} groups")
+        engine_groups.append(base)
+    return tuple(engine_groups)
 
 
 def required_kind(field_name: str) -> str:

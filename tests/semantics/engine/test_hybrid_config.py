@@ -10,9 +10,17 @@ import pytest
 from kvplan.errors import KvplanError
 from kvplan.report.replay_records import summary_record
 from kvplan.semantics.engine.config import EngineConfig
-from kvplan.semantics.engine.groups import KVCacheGroup
+from kvplan.semantics.engine.coordinator import KVCacheCoordinator
+from kvplan.semantics.engine.groups import KVCacheGroup, groups_from_kv_cache_config
 from kvplan.semantics.engine.replay import replay
 from kvplan.semantics.engine.trace import parse_trace
+from kvplan.semantics.kv.specs import (
+    FullAttentionSpec,
+    KVCacheGroupSpec,
+    MambaSpec,
+    SlidingWindowSpec,
+    UniformTypeKVCacheSpecs,
+)
 
 FULL = KVCacheGroup()
 WINDOW = KVCacheGroup("sliding_window", sliding_window=64)
@@ -119,3 +127,33 @@ def test_the_summary_names_the_groups_as_the_harness_does() -> None:
     assert summary["mamba_cache_mode"] == "align"
     plain = summary_record(replay(parse_trace({"config": {"num_gpu_blocks": 40}, "requests": []})))
     assert "kv_cache_groups" not in plain["summary"]["config"]
+
+
+def test_a_planned_kv_cache_config_gives_the_engine_its_groups() -> None:
+    full = FullAttentionSpec(block_size=16, num_kv_heads=8, head_size=256, dtype="bfloat16")
+    window = SlidingWindowSpec(block_size=16, num_kv_heads=8, head_size=256, dtype="bfloat16", sliding_window=1024)
+    gemma3 = [KVCacheGroupSpec(("l5", "l11"), full)] + [
+        KVCacheGroupSpec((f"l{i}", f"l{i + 6}"), window) for i in range(5)]
+    groups = groups_from_kv_cache_config(gemma3)
+    assert [g.kind for g in groups] == ["full_attention"] + ["sliding_window"] * 5
+    assert groups[1].sliding_window == 1024 and groups[1].num_layers == 2 and groups[1].block_size == 16
+    # The five window groups share one spec: looked up together, as vLLM batches them.
+    engine = EngineConfig(num_gpu_blocks=100, kv_cache_groups=groups)
+    coordinator = KVCacheCoordinator(engine.groups, 100, 16, True)
+    assert coordinator.lookup_order == [[0], [1, 2, 3, 4, 5]]
+
+    state = MambaSpec(block_size=544, shapes=((8, 3), (64,)), dtypes=("bfloat16", "bfloat16"),
+                      mamba_cache_mode="align")
+    qwen3_next = [KVCacheGroupSpec(("l3",), FullAttentionSpec(block_size=544, num_kv_heads=2, head_size=256,
+                                                              dtype="bfloat16")),
+                  KVCacheGroupSpec(("l0",), state), KVCacheGroupSpec(("l1",), state)]
+    assert [(g.kind, g.mamba_cache_mode, g.block_size) for g in groups_from_kv_cache_config(qwen3_next)] == [
+        ("full_attention", None, 544), ("mamba", "align", 544), ("mamba", "align", 544)]
+    assert EngineConfig(num_gpu_blocks=100, block_size=544, max_model_len=4096,
+                        kv_cache_groups=groups_from_kv_cache_config(qwen3_next)).mamba_cache_mode == "align"
+
+    # A group of unequal pages runs with its first layer's spec.
+    small = FullAttentionSpec(block_size=16, num_kv_heads=2, head_size=64, dtype="bfloat16")
+    uniform = UniformTypeKVCacheSpecs(block_size=16, kv_cache_specs={"l0": full, "l1": small})
+    (only,) = groups_from_kv_cache_config([KVCacheGroupSpec(("l0", "l1"), uniform)])
+    assert only.kind == "full_attention" and only.layout == repr(full) and only.num_layers == 2
