@@ -21,32 +21,29 @@ def kvplan(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, st
     return exit_info.value.code or 0, captured.out, captured.err
 
 
-def test_piped_output_is_the_golden_json_lines(capsys, traces_dir: Path) -> None:
-    code, out, err = kvplan(capsys, "replay", str(traces_dir / "public-501.json"), "--dump-free-queue")
+def replayed_golden(capsys: pytest.CaptureFixture[str], traces_dir: Path, name: str) -> dict:
+    """Replay a golden trace piped with --dump-free-queue, check every step record against vLLM's
+    (all but `usage`), and return the summary."""
+    code, out, err = kvplan(capsys, "replay", str(traces_dir / f"{name}.json"), "--dump-free-queue")
     assert code == 0 and err == ""
-    golden = (traces_dir / "public-501.vllm-0.17.1.jsonl").read_text().splitlines()
+    golden = (traces_dir / f"{name}.vllm-0.17.1.jsonl").read_text().splitlines()
     lines = out.splitlines()
     assert len(lines) == len(golden)
     for mine, theirs in zip(lines[:-1], golden[:-1], strict=True):
         mine_record, golden_record = json.loads(mine), json.loads(theirs)
         mine_record.pop("usage"), golden_record.pop("usage")
         assert mine_record == golden_record
-    summary = json.loads(lines[-1])["summary"]
+    return json.loads(lines[-1])["summary"]
+
+
+def test_piped_output_is_the_golden_json_lines(capsys, traces_dir: Path) -> None:
+    summary = replayed_golden(capsys, traces_dir, "public-501")
     assert summary["schema_version"] == 1 and summary["num_steps"] == 117
     assert summary["config"]["num_gpu_blocks"] == 48
 
 
 def test_a_hybrid_trace_prints_every_groups_tables(capsys, traces_dir: Path) -> None:
-    code, out, err = kvplan(capsys, "replay", str(traces_dir / "hybrid-703.json"), "--dump-free-queue")
-    assert code == 0 and err == ""
-    golden = (traces_dir / "hybrid-703.vllm-0.17.1.jsonl").read_text().splitlines()
-    lines = out.splitlines()
-    assert len(lines) == len(golden)
-    for mine, theirs in zip(lines[:-1], golden[:-1], strict=True):
-        mine_record, golden_record = json.loads(mine), json.loads(theirs)
-        mine_record.pop("usage"), golden_record.pop("usage")
-        assert mine_record == golden_record
-    config = json.loads(lines[-1])["summary"]["config"]
+    config = replayed_golden(capsys, traces_dir, "hybrid-703")["config"]
     assert config["kv_cache_group_specs"] == [{"spec": "FullAttentionSpec", "block_size": 16},
                                               *[{"spec": "MambaSpec", "block_size": 1024}] * 3]
     assert config["mamba_cache_mode"] == "none"

@@ -18,7 +18,8 @@ from kvplan.semantics.engine.coordinator import KVCacheCoordinator
 from kvplan.semantics.engine.groups import KVCacheGroup
 from kvplan.semantics.engine.replay import replay
 from kvplan.semantics.engine.scheduler import Scheduler, StepResult
-from kvplan.semantics.engine.trace import Trace, TraceRequest
+from kvplan.semantics.engine.trace import Trace
+from tests.semantics.engine.strategies import engine_knobs, trace_requests
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -39,35 +40,15 @@ def groups(draw: st.DrawFn, block_size: int, mamba_mode: str | None) -> KVCacheG
 
 @st.composite
 def hybrid_traces(draw: st.DrawFn) -> Trace:
-    block_size = draw(st.sampled_from([1, 2, 4, 16]))
-    max_model_len = draw(st.integers(8, 160))
-    chunked = draw(st.booleans())
-    max_num_seqs = draw(st.integers(1, 6))
-    lowest_budget = max(max_num_seqs, 1 if chunked else max_model_len)
+    knobs = draw(engine_knobs(60))
     mamba_mode = draw(st.sampled_from([None, "align", "all"]))
+    group_lists = st.lists(groups(knobs["block_size"], mamba_mode), min_size=1, max_size=4)
     try:
-        config = EngineConfig(
-            num_gpu_blocks=draw(st.integers(2, 60)),
-            block_size=block_size,
-            enable_prefix_caching=draw(st.booleans()),
-            max_num_batched_tokens=draw(st.integers(lowest_budget, lowest_budget + 150)),
-            max_num_seqs=max_num_seqs,
-            max_model_len=max_model_len,
-            enable_chunked_prefill=chunked,
-            kv_cache_groups=tuple(draw(st.lists(groups(block_size, mamba_mode), min_size=1, max_size=4))),
-        )
+        config = EngineConfig(**knobs, kv_cache_groups=tuple(draw(group_lists)))
     except KvplanError:
         assume(False)  # a combination vLLM refuses (tested in test_hybrid_config)
         raise
-    requests = []
-    for ordinal in range(draw(st.integers(1, 8))):
-        prefix_len = draw(st.integers(0, max_model_len - 1))
-        unique_len = draw(st.integers(0 if prefix_len else 1, max_model_len - 1 - prefix_len))
-        requests.append(TraceRequest(
-            f"q{ordinal}", ordinal, draw(st.integers(0, 8)), draw(st.integers(1, 30)),
-            prefix_id=draw(st.integers(0, 2)), prefix_len=prefix_len, unique_len=unique_len,
-        ))
-    return Trace(config, tuple(requests))
+    return Trace(config, draw(trace_requests(config.max_model_len, 8)))
 
 
 def check_step(result: StepResult, scheduler: Scheduler, arrived: list[str]) -> None:

@@ -18,39 +18,19 @@ from kvplan.semantics.engine.kv_cache_manager import KVCacheManager
 from kvplan.semantics.engine.replay import replay
 from kvplan.semantics.engine.request import Request
 from kvplan.semantics.engine.scheduler import Scheduler, StepResult
-from kvplan.semantics.engine.trace import Trace, TraceRequest
+from kvplan.semantics.engine.trace import Trace
 from tests.references import hash_block_tokens
+from tests.semantics.engine.strategies import engine_knobs, trace_requests
 
 SETTINGS = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @st.composite
 def traces(draw: st.DrawFn) -> Trace:
-    block_size = draw(st.sampled_from([1, 2, 4, 16]))
-    max_model_len = draw(st.integers(8, 160))
-    chunked = draw(st.booleans())
-    max_num_seqs = draw(st.integers(1, 6))
-    lowest_budget = max(max_num_seqs, 1 if chunked else max_model_len)
-    config = EngineConfig(
-        num_gpu_blocks=draw(st.integers(2, 40)),
-        block_size=block_size,
-        enable_prefix_caching=draw(st.booleans()),
-        max_num_batched_tokens=draw(st.integers(lowest_budget, lowest_budget + 150)),
-        max_num_seqs=max_num_seqs,
-        max_model_len=max_model_len,
-        enable_chunked_prefill=chunked,
-        kv_cache_groups=draw(st.one_of(st.none(), st.integers(1, 64).map(
-            lambda window: (KVCacheGroup("sliding_window", sliding_window=window),)))),
-    )
-    requests = []
-    for ordinal in range(draw(st.integers(1, 10))):
-        prefix_len = draw(st.integers(0, max_model_len - 1))
-        unique_len = draw(st.integers(0 if prefix_len else 1, max_model_len - 1 - prefix_len))
-        requests.append(TraceRequest(
-            f"q{ordinal}", ordinal, draw(st.integers(0, 8)), draw(st.integers(1, 30)),
-            prefix_id=draw(st.integers(0, 2)), prefix_len=prefix_len, unique_len=unique_len,
-        ))
-    return Trace(config, tuple(requests))
+    knobs = draw(engine_knobs(40))
+    config = EngineConfig(**knobs, kv_cache_groups=draw(st.one_of(st.none(), st.integers(1, 64).map(
+        lambda window: (KVCacheGroup("sliding_window", sliding_window=window),)))))
+    return Trace(config, draw(trace_requests(config.max_model_len, 10)))
 
 
 def expected_hashes(request: Request, config: EngineConfig) -> list[bytes]:
