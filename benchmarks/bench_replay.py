@@ -1,4 +1,5 @@
-"""`kvplan replay` on a large generated trace (target: `--summary-only` well under 2 s).
+"""`kvplan replay` on a large generated trace (target: `--summary-only` well under 2 s), and the
+engine alone on the same trace with a Gemma-3-like set of six KV cache groups.
 
 The trace: 2,000 requests, prompts of 80-2,000 tokens (most share one of a few long prefixes),
 outputs of 16-512 tokens, arriving over the first 2,500 steps; 4,000 blocks, 2,048 batched
@@ -65,18 +66,28 @@ def _timed(args: list[str]) -> tuple[float, bytes]:
     return wall, completed.stdout
 
 
-def _engine_only(repeats: int) -> list[float]:
-    """In-process replay of the parsed trace: the engine without interpreter start and CLI import."""
+# A Gemma-3-like hybrid on the same trace: one full-attention group and five sliding-window groups,
+# on a pool six times larger (each group then has about the blocks the single group has).
+HYBRID_GROUPS = [{"type": "full_attention"}] + [{"type": "sliding_window", "sliding_window": 1024}] * 5
+HYBRID_NUM_GPU_BLOCKS = 6 * CONFIG["num_gpu_blocks"]
+
+
+def _engine_only(repeats: int, kv_cache_groups: list[dict[str, Any]] | None = None) -> tuple[float, int]:
+    """In-process replay of the parsed trace: the engine without interpreter start and CLI import;
+    the median wall time and the number of steps."""
     from kvplan.semantics.engine.replay import replay
     from kvplan.semantics.engine.trace import parse_trace
 
-    trace = parse_trace(generate_trace())
+    document = generate_trace()
+    if kv_cache_groups is not None:
+        document["config"].update(kv_cache_groups=kv_cache_groups, num_gpu_blocks=HYBRID_NUM_GPU_BLOCKS)
+    trace = parse_trace(document)
     walls = []
     for _ in range(repeats):
         start = time.perf_counter()
-        replay(trace)
+        summary = replay(trace)
         walls.append(time.perf_counter() - start)
-    return walls
+    return statistics.median(walls), summary.num_steps
 
 
 def run(repeats: int = 3) -> dict[str, Any]:
@@ -90,7 +101,8 @@ def run(repeats: int = 3) -> dict[str, Any]:
         records_wall, _ = _timed(["replay", str(trace), "-o", str(records_out)])
         records_bytes = records_out.stat().st_size
     wall = statistics.median(summary_walls)
-    engine = statistics.median(_engine_only(repeats))
+    engine, _ = _engine_only(repeats)
+    hybrid, hybrid_steps = _engine_only(repeats, HYBRID_GROUPS)
     return {
         "requests": summary["num_requests"],
         "steps": summary["num_steps"],
@@ -100,6 +112,8 @@ def run(repeats: int = 3) -> dict[str, Any]:
         "summary_only_steps_per_s": summary["num_steps"] / wall,
         "engine_only_median_s": engine,
         "engine_only_steps_per_s": summary["num_steps"] / engine,
+        "hybrid_6_groups_engine_only_median_s": hybrid,
+        "hybrid_6_groups_steps_per_s": hybrid_steps / hybrid,
         "all_records_wall_s": records_wall,
         "all_records_mib": records_bytes / 2**20,
     }
