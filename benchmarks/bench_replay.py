@@ -1,5 +1,6 @@
-"""`kvplan replay` on a large generated trace (target: `--summary-only` well under 2 s), and the
-engine alone on the same trace with a Gemma-3-like set of six KV cache groups.
+"""`kvplan replay` on a large generated trace (target: `--summary-only` well under 2 s; the
+default release, async scheduling), and the engine alone on the same trace: by default, as vLLM
+0.17.1's synchronous loop, and with a Gemma-3-like set of six KV cache groups (0.17.1, sync).
 
 The trace: 2,000 requests, prompts of 80-2,000 tokens (most share one of a few long prefixes),
 outputs of 16-512 tokens, arriving over the first 2,500 steps; 4,000 blocks, 2,048 batched
@@ -72,13 +73,20 @@ HYBRID_GROUPS = [{"type": "full_attention"}] + [{"type": "sliding_window", "slid
 HYBRID_NUM_GPU_BLOCKS = 6 * CONFIG["num_gpu_blocks"]
 
 
-def _engine_only(repeats: int, kv_cache_groups: list[dict[str, Any]] | None = None) -> tuple[float, int]:
+# Hybrid groups are reproduced in this release and mode (`EnginePolicies.hybrid_scheduling_modes`).
+SYNC_0_17_1 = {"vllm_version": "0.17.1", "scheduling": "sync"}
+
+
+def _engine_only(repeats: int, kv_cache_groups: list[dict[str, Any]] | None = None,
+                 release: dict[str, str] | None = None) -> tuple[float, int]:
     """In-process replay of the parsed trace: the engine without interpreter start and CLI import;
-    the median wall time and the number of steps."""
+    the median wall time and the number of steps. `release`: vllm_version and scheduling, else the
+    defaults (the default release, async)."""
     from kvplan.semantics.engine.replay import replay
     from kvplan.semantics.engine.trace import parse_trace
 
     document = generate_trace()
+    document["config"].update(release or {})
     if kv_cache_groups is not None:
         document["config"].update(kv_cache_groups=kv_cache_groups, num_gpu_blocks=HYBRID_NUM_GPU_BLOCKS)
     trace = parse_trace(document)
@@ -102,7 +110,8 @@ def run(repeats: int = 3) -> dict[str, Any]:
         records_bytes = records_out.stat().st_size
     wall = statistics.median(summary_walls)
     engine, _ = _engine_only(repeats)
-    hybrid, hybrid_steps = _engine_only(repeats, HYBRID_GROUPS)
+    sync_engine, sync_steps = _engine_only(repeats, release=SYNC_0_17_1)
+    hybrid, hybrid_steps = _engine_only(repeats, HYBRID_GROUPS, SYNC_0_17_1)
     return {
         "requests": summary["num_requests"],
         "steps": summary["num_steps"],
@@ -112,6 +121,8 @@ def run(repeats: int = 3) -> dict[str, Any]:
         "summary_only_steps_per_s": summary["num_steps"] / wall,
         "engine_only_median_s": engine,
         "engine_only_steps_per_s": summary["num_steps"] / engine,
+        "engine_only_0.17.1_sync_median_s": sync_engine,
+        "engine_only_0.17.1_sync_steps_per_s": sync_steps / sync_engine,
         "hybrid_6_groups_engine_only_median_s": hybrid,
         "hybrid_6_groups_steps_per_s": hybrid_steps / hybrid,
         "all_records_wall_s": records_wall,

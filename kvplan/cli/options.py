@@ -19,13 +19,14 @@ import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, get_args
 
 import typer
 from typer.models import ArgumentInfo
 
 from kvplan.errors import KvplanError
 from kvplan.semantics.config.cache import utilization_problem
+from kvplan.semantics.releases import RELEASES, Release, Scheduling, release_named
 from kvplan.units import parse_bytes
 
 if TYPE_CHECKING:
@@ -58,6 +59,12 @@ class EngineOptions:
     enable_prefix_caching: bool | None = None
     enable_chunked_prefill: bool | None = None
     trust_remote_code: bool = False
+    vllm_version: str | None = None
+    scheduling: Scheduling | None = None
+
+    def release(self) -> Release | None:
+        """The release --vllm-version names; None: the file's, else the default."""
+        return None if self.vllm_version is None else release_named(self.vllm_version)
 
     def plan_request(self) -> PlanRequest:
         """The request `plan` and `profile` size the cache for: vLLM's defaults where unset."""
@@ -133,6 +140,18 @@ def _utilization(value: float | None) -> float | None:
     return value
 
 
+def _vllm_version(value: str | None) -> str | None:
+    if value is not None and value not in RELEASES:
+        raise KvplanError(f"--vllm-version takes {' or '.join(RELEASES)}, got {value!r}")
+    return value
+
+
+def _scheduling(value: str | None) -> str | None:
+    if value is not None and value not in get_args(Scheduling):
+        raise KvplanError(f"--scheduling takes {' or '.join(get_args(Scheduling))}, got {value!r}")
+    return value
+
+
 def on_off(value: str | None, flag: str = "--prefix-caching") -> bool | None:
     if value is None:
         return None
@@ -191,6 +210,14 @@ _OPTIONS: dict[str, _Option] = {
         None, "--enable-chunked-prefill/--no-enable-chunked-prefill", help="vLLM's chunked prefill (default on).")),
     "trust_remote_code": _Option(bool, typer.Option(
         False, "--trust-remote-code", help="Allow transformers to run the model's code.")),
+    "vllm_version": _Option(str | None, typer.Option(
+        None, "--vllm-version", metavar="|".join(RELEASES),
+        help="The vLLM release whose rules to follow (default: the file's, else the default release)."),
+        _vllm_version),
+    "scheduling": _Option(str | None, typer.Option(
+        None, "--scheduling", metavar="|".join(get_args(Scheduling)),
+        help="The engine loop: async, what `vllm serve` does (the default), or sync, as with vLLM's "
+        "--no-async-scheduling."), _scheduling),
 }
 # the spellings kvplan used before it followed vLLM's, kept working but not shown
 _ALIASES: dict[str, tuple[str, _Option]] = {
@@ -209,7 +236,7 @@ PLANNING = (
 )
 SCHEDULING = (
     "num_gpu_blocks", "block_size", "enable_prefix_caching", "max_num_batched_tokens", "max_num_seqs",
-    "max_model_len", "enable_chunked_prefill",
+    "max_model_len", "enable_chunked_prefill", "vllm_version", "scheduling",
 )
 SIMULATING = (
     *SCHEDULING, "gpu", "gpu_memory_utilization", "gpu_memory", "kv_cache_memory", "kv_cache_dtype", "dtype",

@@ -1,5 +1,6 @@
-"""`kvplan replay TRACE.json`: the trace through vLLM 0.17.1's scheduler and block manager, one
-JSON record per step (contract: `trace-replay.md`)."""
+"""`kvplan replay TRACE.json`: the trace through vLLM's scheduler and block manager (either release,
+either scheduling mode), one JSON record per step (contracts: `trace-replay.md`, `trace-replay-0.33.md`,
+`trace-replay-async-0.17.1.md`)."""
 
 from __future__ import annotations
 
@@ -40,7 +41,7 @@ def replay_command(
     settings = engine.pick(EngineSettings)
     if output is not None:
         check_output("-o", output, (trace_path,), "the input trace")
-    trace = load_replay(ReplayRequest(trace_path, settings))
+    trace = load_replay(ReplayRequest(trace_path, settings, engine.release()))
 
     records = json_output or summary_only or dump_free_queue or output is not None or not sys.stdout.isatty()
     if not records:

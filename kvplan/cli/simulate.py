@@ -1,5 +1,6 @@
-"""`kvplan simulate WORKLOAD`: a request mix (or a request list) through vLLM 0.17.1's scheduler and
-block manager, reported as KV-cache occupancy, prefix-cache hits, preemptions, queues and latency."""
+"""`kvplan simulate WORKLOAD`: a request mix (or a request list) through vLLM's scheduler and block
+manager (either release, either scheduling mode), reported as KV-cache occupancy, prefix-cache
+hits, preemptions, queues and latency."""
 
 from __future__ import annotations
 
@@ -62,7 +63,8 @@ def simulate_command(
     for flag, path in (("-o", output), ("--timeline", timeline), ("--report", report)):
         if path is not None:
             check_output(flag, path, workload.inputs, "an input of the workload")
-    setup = prepare(workload, SimOptions(overrides=overrides, seed=seed, step_time_ms=step_time_ms))
+    setup = prepare(workload, SimOptions(overrides=overrides, seed=seed, step_time_ms=step_time_ms,
+                                         release=engine.release()))
     for note in setup.notes:
         print(f"kvplan: warning: {note}", file=sys.stderr)
 

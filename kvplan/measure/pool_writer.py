@@ -203,10 +203,12 @@ class PoolWriter:
             self._lives.pop(request.request_id, None)
 
     def _finishes(self, request: Request) -> bool:
-        # the update after this call gives a fully computed request its next token, and the request
-        # ends when that reaches max_tokens or the model length (`Scheduler._update`)
-        return request.num_computed_tokens == request.num_tokens and (
-            request.num_output_tokens + 1 >= request.max_tokens or request.num_tokens + 1 >= self.max_model_len)
+        # The tokens still to come from the batches scheduled so far: under async scheduling its
+        # output placeholders (this batch's included), under sync this batch's token if it samples
+        # one. The request ends when they reach max_tokens or the model length.
+        coming = request.num_output_placeholders or int(request.num_computed_tokens == request.num_tokens)
+        return coming > 0 and (request.num_output_tokens + coming >= request.max_tokens
+                               or request.num_tokens + coming >= self.max_model_len)
 
     # -- writing
 

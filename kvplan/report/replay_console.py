@@ -15,6 +15,7 @@ def render_replay_summary(summary: ReplaySummary, trace_name: str) -> None:
     table = Table(title=f"kvplan replay {trace_name}", show_header=False, title_justify="left")
     table.add_column(style="bold")
     table.add_column(justify="right")
+    table.add_row("vLLM semantics", f"{config.vllm_version}, {config.scheduling} scheduling")
     table.add_row("steps", f"{summary.num_steps:,}" + (" (stalled)" if summary.stalled else ""))
     table.add_row("finished", f"{summary.num_finished:,} / {summary.num_requests:,}")
     table.add_row("preemptions", f"{summary.total_preemptions:,}")

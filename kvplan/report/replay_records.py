@@ -38,9 +38,11 @@ def summary_record(summary: ReplaySummary) -> dict[str, Any]:
     config = body.pop("config")
     config.pop("kv_cache_groups")
     config.pop("release")
+    config["vllm_version"] = summary.config.vllm_version
     if summary.config.kv_cache_groups is not None:
         config.update(groups_summary(summary.config))
-    return {"summary": {"schema_version": SUMMARY_SCHEMA_VERSION, **body, "config": config}}
+    release = {"vllm_semantics": summary.config.vllm_version, "scheduling": summary.config.scheduling}
+    return {"summary": {"schema_version": SUMMARY_SCHEMA_VERSION, **release, **body, "config": config}}
 
 
 def groups_summary(config: EngineConfig) -> dict[str, Any]:

@@ -320,5 +320,6 @@ def render(result: SimResult, console: Console) -> None:
     ]
     for warning in result.notes:
         parts.append(Text(f"warning: {warning}", style="yellow"))
-    console.print(Panel(Group(*parts), title=f"kvplan simulate · vLLM {result.setup.config.release.version} semantics",
-                        title_align="left"))
+    config = result.setup.config
+    console.print(Panel(Group(*parts), title=f"kvplan simulate · vLLM {config.release.version} semantics, "
+                                             f"{config.scheduling} scheduling", title_align="left"))

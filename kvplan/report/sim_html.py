@@ -282,7 +282,8 @@ def render_html(result: SimResult) -> str:
     timed = result.setup.timer is not None
     body = [
         f"<h1>kvplan simulate: {_esc(workload.name)}</h1>",
-        f'<p class="sub">vLLM {_esc(result.setup.config.release.version)} scheduler and block-manager semantics · seed '
+        f'<p class="sub">vLLM {_esc(result.setup.config.release.version)} scheduler and block-manager semantics, '
+        f'{_esc(result.setup.config.scheduling)} scheduling · seed '
         f"{_esc(result.setup.seed)} · "
         f"{'times are estimates from the step-time model' if timed else 'no time model: steps only'}</p>",
         stalled,

@@ -15,22 +15,31 @@ Where each policy is applied:
     group_padding_ratio           semantics/kv/grouping.py (when unequal layer types are padded to one group size)
     prefix_caching_for_hybrids    semantics/kv/layer_specs.py (the default of --enable-prefix-caching for hybrids)
     kv_capacity_log               semantics/kv/sizing.py (KV_CAPACITY_LOG: the "GPU KV cache size" lines)
-    freed_unhashed_blocks, admission, prefix_stats, scheduling
-                                  the engine's (semantics/engine), carried by EngineConfig.release; 0.17.1's
-                                  values are what the engine does"""
+    freed_unhashed_blocks         semantics/engine/block_pool.py (UNHASHED_TO_HEAD: where a freed unhashed block goes)
+    admission                     semantics/engine/scheduler.py (WHOLE_PROMPT_FIRST: what must fit to admit)
+    prefix_stats                  semantics/engine/kv_cache_manager.py (STATS_AT_LOOKUP: when lookups are counted)
+    scheduling                    semantics/engine/scheduler.py (BATCHES_IN_FLIGHT: the loop `vllm serve` runs)
+    hybrid_scheduling             semantics/engine/config.py (the loops reproduced with several KV cache groups)"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Literal
 
+from kvplan.errors import KvplanError
+
 NonKvMemory = Literal["weights_peak_non_torch"]        # weights + torch peak increase + non-torch increase
 PerRequestMemory = Literal["first_group_times_group_size"]   # group 0's blocks for every layer of a group
 KvCapacityLog = Literal["tokens_then_concurrency"]     # "GPU KV cache size: N tokens", "Maximum concurrency ..."
-FreedUnhashedBlocks = Literal["tail"]                  # freed blocks without a hash join the free queue's tail
-Admission = Literal["first_chunk"]                     # a waiting request is admitted when its next chunk fits
-PrefixStats = Literal["every_lookup"]                  # prefix-cache statistics count every lookup
-Scheduling = Literal["sync"]                           # the engine loop kvplan runs (`--no-async-scheduling`)
+# freed blocks without a hash (every block with caching off) join the free queue's tail, or its head
+FreedUnhashedBlocks = Literal["tail", "head"]
+# a waiting request is admitted when its next chunk fits, or when its whole prompt fits and then the chunk
+Admission = Literal["first_chunk", "whole_prompt"]
+# prefix-cache statistics count every lookup (a blocked queue head again at every step), or admissions only
+PrefixStats = Literal["every_lookup", "on_admission"]
+# sync: a batch's output is processed in the step that scheduled it (`--no-async-scheduling`); async: the
+# next batch is scheduled before it, with two batches in flight (`vllm serve`'s default in both releases)
+Scheduling = Literal["sync", "async"]
 
 
 @dataclass(frozen=True)
@@ -48,7 +57,8 @@ class Release:
     freed_unhashed_blocks: FreedUnhashedBlocks     # where a freed block without a hash goes
     admission: Admission                           # when a waiting request is admitted
     prefix_stats: PrefixStats                      # when prefix-cache statistics are recorded
-    scheduling: Scheduling                         # the scheduling loop kvplan reproduces
+    scheduling: Scheduling                         # the engine loop `vllm serve` runs (--scheduling overrides)
+    hybrid_scheduling: tuple[Scheduling, ...]      # the loops reproduced with several KV cache groups
 
 
 VLLM_0_17_1 = Release(
@@ -65,8 +75,42 @@ VLLM_0_17_1 = Release(
     freed_unhashed_blocks="tail",
     admission="first_chunk",
     prefix_stats="every_lookup",
-    scheduling="sync",
+    scheduling="async",
+    hybrid_scheduling=("sync", "async"),
 )
 
-RELEASES: dict[str, Release] = {release.version: release for release in (VLLM_0_17_1,)}
+# The engine's policies are 0.33.0's (trace-replay-0.33.md, checked against its records). Its non-KV
+# memory formula, per-request memory of hybrids and pool log lines are new variants, and its grouping
+# and hybrid prefix-caching default are to be checked: they come with the sizing side of issue 13, and
+# until then those five hold 0.17.1's values here.
+VLLM_0_33_0 = Release(
+    version="0.33.0",
+    gpu_memory_utilization=0.92,
+    non_kv_memory="weights_peak_non_torch",
+    cuda_graphs_in_budget=True,
+    sampler_passes=2,
+    capacity_reserve_blocks=1,
+    per_request_memory="first_group_times_group_size",
+    group_padding_ratio=1.25,
+    prefix_caching_for_hybrids=False,
+    kv_capacity_log="tokens_then_concurrency",
+    freed_unhashed_blocks="head",
+    admission="whole_prompt",
+    prefix_stats="on_admission",
+    scheduling="async",
+    # 0.33.0 hashes and frees the blocks of sliding-window and Mamba groups differently (changes doc
+    # section 3.4-3.5); kvplan has no records of its classes with several groups yet
+    hybrid_scheduling=(),
+)
+
+RELEASES: dict[str, Release] = {release.version: release for release in (VLLM_0_17_1, VLLM_0_33_0)}
 DEFAULT_RELEASE = VLLM_0_17_1
+
+
+def release_named(version: str) -> Release:
+    """The release of a version string the user gave (a file's `vllm_version`, --vllm-version)."""
+    try:
+        return RELEASES[version]
+    except (KeyError, TypeError):
+        raise KvplanError(f"vllm_version must be one of {', '.join(RELEASES)} (the releases kvplan reproduces), "
+                          f"got {version!r}") from None

@@ -5,12 +5,12 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from kvplan.semantics.engine.replay import ReplaySummary, StepObserver, replay
-from kvplan.semantics.engine.trace import Trace, load_trace
-from kvplan.semantics.releases import DEFAULT_RELEASE, Release
+from kvplan.semantics.engine.trace import RELEASE_KEY, Trace, load_trace
+from kvplan.semantics.releases import Release, Scheduling
 
 
 @dataclass(frozen=True)
@@ -25,20 +25,21 @@ class EngineSettings:
     max_num_seqs: int | None = None
     max_model_len: int | None = None
     enable_chunked_prefill: bool | None = None
+    scheduling: Scheduling | None = None
 
 
 @dataclass(frozen=True)
 class ReplayRequest:
     trace: Path
     settings: EngineSettings = EngineSettings()
-    release: Release = DEFAULT_RELEASE
+    # None: the trace's `vllm_version`, else the default release
+    release: Release | None = None
 
 
 def load_replay(request: ReplayRequest) -> Trace:
-    """The trace with the request's settings in place of its config's (validated: exit 2), for the
-    request's release."""
-    trace = load_trace(request.trace, asdict(request.settings))
-    return replace(trace, config=replace(trace.config, release=request.release))
+    """The trace with the request's settings and release in place of its config's (validated: exit 2)."""
+    release = request.release.version if request.release is not None else None
+    return load_trace(request.trace, {**asdict(request.settings), RELEASE_KEY: release})
 
 
 def replay_trace(trace: Trace, observe: StepObserver | None = None) -> ReplaySummary:

@@ -40,7 +40,9 @@ def test_json_is_data_only_deterministic_and_torch_free(tmp_path):
     assert first.stdout == second.stdout
     document = json.loads(first.stdout)
     assert document["schema_version"] == 1 and document["kind"] == "kvplan.simulation"
-    assert document["vllm_semantics"] == "0.17.1"
+    # vllm serve of the default release unless the workload or --vllm-version / --scheduling say otherwise
+    assert document["vllm_semantics"] == document["engine"]["vllm_version"] == "0.17.1"
+    assert document["engine"]["scheduling"] == "async"
     assert document["timing"]["estimate"] is True
     assert document["num_finished"] == document["num_requests"] == 40
     assert "HEAVY=\n" in first.stderr
@@ -131,3 +133,23 @@ def test_find_max_rate_reports_an_estimate(tmp_path):
     assert result.returncode == 0, result.stderr
     rate = json.loads(result.stdout)["capacity"]["max_rate"]
     assert rate["max_sustained_rate_rps_estimate"] > 0 and rate["trials"]
+
+
+def test_the_release_and_the_scheduling_mode_are_options(tmp_path):
+    workload = write(tmp_path, mix())
+    sync = json.loads(kvplan(workload, "--json", "--vllm-version", "0.17.1", "--scheduling", "sync").stdout)
+    served = json.loads(kvplan(workload, "--json", "--vllm-version", "0.17.1").stdout)
+    assert (sync["vllm_semantics"], sync["engine"]["scheduling"]) == ("0.17.1", "sync")
+    assert served["engine"]["scheduling"] == "async" and served["num_finished"] == sync["num_finished"]
+    # async: a request's last token is known one step after it was scheduled
+    assert served["num_steps"] > sync["num_steps"]
+    bad = kvplan(workload, "--scheduling", "later")
+    assert bad.returncode == 2 and "--scheduling takes sync or async" in bad.stderr
+    # the workload may name its release; the command line wins
+    engine = {**mix()["engine"], "vllm_version": "0.33.0", "scheduling": "sync"}
+    named = write(tmp_path, mix(engine=engine), "named.json")
+    document = json.loads(kvplan(named, "--json").stdout)
+    assert (document["vllm_semantics"], document["engine"]["scheduling"]) == ("0.33.0", "sync")
+    assert json.loads(kvplan(named, "--json", "--vllm-version", "0.17.1").stdout)["vllm_semantics"] == "0.17.1"
+    wrong = kvplan(write(tmp_path, mix(engine={**engine, "vllm_version": "0.2"}), "wrong.json"))
+    assert wrong.returncode == 2 and "engine.vllm_version must be one of 0.17.1, 0.33.0" in wrong.stderr

@@ -64,9 +64,13 @@ def test_plan_records_of_every_kind(model, knobs):
     validator("plan").validate(record)
 
 
-@pytest.mark.parametrize("trace", [EXAMPLE_TRACE, EXAMPLE_TRACE.with_name("hybrid-606.json")])
-def test_replay_json_lines(trace):
-    lines = [json.loads(line) for line in kvplan_json("replay", str(trace), "--json").splitlines()]
+@pytest.mark.parametrize(("trace", "flags"), [
+    (EXAMPLE_TRACE, ()),
+    (EXAMPLE_TRACE, ("--vllm-version", "0.17.1", "--scheduling", "sync")),
+    (EXAMPLE_TRACE.with_name("hybrid-606.json"), ("--vllm-version", "0.17.1", "--scheduling", "sync")),
+])
+def test_replay_json_lines(trace, flags):
+    lines = [json.loads(line) for line in kvplan_json("replay", str(trace), "--json", *flags).splitlines()]
     schema = validator("replay")
     for line in lines:
         schema.validate(line)

@@ -79,7 +79,7 @@ def drive(writer: PoolWriter, config: EngineConfig, prompts: list[list[int]], ou
     scheduled = 0
     while scheduler.has_unfinished():
         result = scheduler.step()
-        assert result.num_scheduled_tokens or result.preempted, "stalled"
+        assert result.num_scheduled_tokens or result.preempted or result.output_of_earlier_batch, "stalled"
         scheduled += result.num_scheduled_tokens
     return scheduler, scheduled
 

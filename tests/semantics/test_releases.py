@@ -9,6 +9,14 @@ from dataclasses import replace
 from pathlib import Path
 from typing import get_args
 
+import pytest
+
+from kvplan.errors import KvplanError
+from kvplan.semantics.engine.block_pool import UNHASHED_TO_HEAD
+from kvplan.semantics.engine.kv_cache_manager import STATS_AT_LOOKUP
+from kvplan.semantics.engine.replay import replay
+from kvplan.semantics.engine.scheduler import BATCHES_IN_FLIGHT, WHOLE_PROMPT_FIRST
+from kvplan.semantics.engine.trace import load_trace
 from kvplan.semantics.kv.layer_specs import CacheSettings, resolve_cache_layout
 from kvplan.semantics.kv.sizing import KV_CAPACITY_LOG, PER_REQUEST_MEMORY, size_kv_cache
 from kvplan.semantics.kv.specs import FullAttentionSpec, SizingLimits
@@ -17,9 +25,15 @@ from kvplan.semantics.releases import (
     DEFAULT_RELEASE,
     RELEASES,
     VLLM_0_17_1,
+    VLLM_0_33_0,
+    Admission,
+    FreedUnhashedBlocks,
     KvCapacityLog,
     NonKvMemory,
     PerRequestMemory,
+    PrefixStats,
+    Scheduling,
+    release_named,
 )
 from kvplan.usecases.plan import PlanRequest
 
@@ -28,13 +42,32 @@ VERSION = re.compile(r"^\d+\.\d+(\.\d+)?$")
 
 
 def test_the_table_holds_0_17_1_as_the_default():
-    assert DEFAULT_RELEASE is VLLM_0_17_1 and RELEASES == {"0.17.1": VLLM_0_17_1}
+    assert DEFAULT_RELEASE is VLLM_0_17_1 and RELEASES == {"0.17.1": VLLM_0_17_1, "0.33.0": VLLM_0_33_0}
+    assert release_named("0.33.0") is VLLM_0_33_0
+    with pytest.raises(KvplanError, match=r"vllm_version must be one of 0\.17\.1, 0\.33\.0"):
+        release_named("0.20.0")
 
 
 def test_every_policy_value_has_its_implementation():
     assert set(NON_KV_MEMORY) == set(get_args(NonKvMemory))
     assert set(PER_REQUEST_MEMORY) == set(get_args(PerRequestMemory))
     assert set(KV_CAPACITY_LOG) == set(get_args(KvCapacityLog))
+    assert set(UNHASHED_TO_HEAD) == set(get_args(FreedUnhashedBlocks))
+    assert set(WHOLE_PROMPT_FIRST) == set(get_args(Admission))
+    assert set(STATS_AT_LOOKUP) == set(get_args(PrefixStats))
+    assert set(BATCHES_IN_FLIGHT) == set(get_args(Scheduling))
+
+
+def test_the_engine_policies_move_the_records(traces_dir):
+    """Each engine policy of 0.33.0, put alone on 0.17.1, changes a golden trace's replay."""
+    def replayed(release):
+        trace = load_trace(traces_dir / "stress-701.json", {"scheduling": "sync"})
+        return replay(replace(trace, config=replace(trace.config, release=release)))
+
+    plain = replayed(VLLM_0_17_1)
+    for policy in ("freed_unhashed_blocks", "admission", "prefix_stats"):
+        changed = replayed(replace(VLLM_0_17_1, version="test", **{policy: getattr(VLLM_0_33_0, policy)}))
+        assert changed != replace(plain, config=changed.config), policy
 
 
 def test_the_default_utilization_is_the_releases():

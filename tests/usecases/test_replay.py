@@ -5,17 +5,21 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from kvplan.semantics.releases import VLLM_0_17_1
 from kvplan.usecases.replay import EngineSettings, ReplayRequest, load_replay, replay_trace
 
 
-def golden_summary(traces_dir, name):
-    return json.loads((traces_dir / f"{name}.vllm-0.17.1.jsonl").read_text().splitlines()[-1])["summary"]
+def golden_summary(traces_dir, name, mode=""):
+    return json.loads((traces_dir / f"{name}.vllm-0.17.1{mode}.jsonl").read_text().splitlines()[-1])["summary"]
 
 
-def test_the_trace_as_it_is_gives_vllms_summary(traces_dir):
-    summary = replay_trace(load_replay(ReplayRequest(traces_dir / "example.json")))
-    golden = golden_summary(traces_dir, "example")
+@pytest.mark.parametrize(("scheduling", "mode"), [("sync", ""), ("async", ".async")])
+def test_the_trace_gives_vllms_summary_in_each_scheduling_mode(traces_dir, scheduling, mode):
+    request = ReplayRequest(traces_dir / "example.json", EngineSettings(scheduling=scheduling), VLLM_0_17_1)
+    summary = replay_trace(load_replay(request))
+    golden = golden_summary(traces_dir, "example", mode)
     assert summary.config.release == VLLM_0_17_1
     assert (summary.num_steps, summary.total_preemptions, summary.prefix_cache_hits, summary.max_used_blocks) == (
         golden["num_steps"], golden["total_preemptions"], golden["prefix_cache_hits"], golden["max_used_blocks"])

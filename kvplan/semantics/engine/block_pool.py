@@ -1,9 +1,10 @@
-"""vLLM 0.17.1's block pool (`v1/core/block_pool.py`): blocks, the free queue and the prefix-cache map.
+"""vLLM's block pool (`v1/core/block_pool.py`): blocks, the free queue and the prefix-cache map.
 
 The free queue holds every block with ref_cnt 0, cached (evictable) or not; its head is the next
-block handed out. It is an `OrderedDict` keyed by block id: CPython implements it as a doubly
-linked list with an index, so popping the head, appending to the tail and unlinking a block from
-the middle (a prefix hit on an evictable block) are all O(1), in C.
+block handed out, and where a freed block joins it is the release's `freed_unhashed_blocks`. It is an
+`OrderedDict` keyed by block id: CPython implements it as a doubly linked list with an index, so
+popping the head, appending to the tail or the head, and unlinking a block from the middle (a
+prefix hit on an evictable block) are all O(1), in C.
 """
 
 from __future__ import annotations
@@ -12,8 +13,12 @@ from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 
 from kvplan.errors import KvplanError
+from kvplan.semantics.releases import FreedUnhashedBlocks
 
 BlockHash = bytes
+# Whether a freed block without a prefix-cache hash goes to the head of the free queue, by the
+# release's `freed_unhashed_blocks`; hashed blocks always join the tail (LRU eviction).
+UNHASHED_TO_HEAD: dict[FreedUnhashedBlocks, bool] = {"tail": False, "head": True}
 
 
 class KVCacheBlock:
@@ -42,11 +47,13 @@ class BlockPool:
     The prefix cache is keyed by (block hash, group id), as vLLM's `BlockHashWithGroupId`: one map
     per KV cache group."""
 
-    def __init__(self, num_gpu_blocks: int, enable_caching: bool, num_groups: int = 1) -> None:
+    def __init__(self, num_gpu_blocks: int, enable_caching: bool, num_groups: int = 1,
+                 freed_unhashed_blocks: FreedUnhashedBlocks = "tail") -> None:
         if num_gpu_blocks < 2:
             raise KvplanError(f"a block pool needs 2 blocks or more (block 0 is null), got {num_gpu_blocks}")
         self.num_gpu_blocks = num_gpu_blocks
         self.enable_caching = enable_caching
+        self._unhashed_to_head = UNHASHED_TO_HEAD[freed_unhashed_blocks]
         self.blocks = [KVCacheBlock(i) for i in range(num_gpu_blocks)]
         self.null_block = self.blocks[0]
         self._free: OrderedDict[int, KVCacheBlock] = OrderedDict((b.block_id, b) for b in self.blocks[1:])
@@ -158,17 +165,27 @@ class BlockPool:
             block.ref_cnt += 1
 
     def free_blocks(self, ordered_blocks: Iterable[KVCacheBlock]) -> None:
-        """Release one reference each; blocks reaching 0 join the tail in the given order, hash kept."""
+        """Release one reference each. Blocks reaching 0 keep their hash and join the free queue in
+        the given order: at the tail, or, when the release puts unhashed blocks at the head, there if
+        they carry no hash (every block with caching off), so that the first of them is handed out next."""
         free = self._free
+        to_front: list[KVCacheBlock] = []
         for block in ordered_blocks:
             if block.block_id == 0:
                 continue
             block.ref_cnt -= 1
             if block.ref_cnt == 0:
-                free[block.block_id] = block
                 self._num_used_by_group[block.group_id] -= 1
                 if block.block_hash is not None:
                     self.num_evictable_cached_blocks += 1
+                    free[block.block_id] = block
+                elif self._unhashed_to_head:
+                    to_front.append(block)
+                else:
+                    free[block.block_id] = block
+        for block in reversed(to_front):
+            free[block.block_id] = block
+            free.move_to_end(block.block_id, last=False)
 
     def cache_full_blocks(self, blocks: list[KVCacheBlock], block_hashes: Sequence[BlockHash],
                           num_cached_blocks: int, num_full_blocks: int, group_id: int = 0) -> None:

@@ -1,12 +1,13 @@
-"""The engine's settings, with vLLM 0.17.1's defaults and the config rules vLLM enforces at start-up."""
+"""The engine's settings, with vLLM's defaults and the config rules vLLM enforces at start-up."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import get_args
 
 from kvplan.errors import KvplanError
 from kvplan.semantics.engine.groups import KVCacheGroup, resolve_groups
-from kvplan.semantics.releases import DEFAULT_RELEASE, Release
+from kvplan.semantics.releases import DEFAULT_RELEASE, RELEASES, Release, Scheduling
 
 # `PrefixCachingHashAlgo` in 0.17.1. The hash function never changes hit/miss behaviour, so every
 # name selects kvplan's own exact hash; the name is still validated as vLLM would.
@@ -19,7 +20,9 @@ class EngineConfig:
 
     `kv_cache_groups` None is one full-attention group of `block_size` (the single-group trace
     contract); otherwise the KV cache groups sharing the pool, in group-id order, and records show
-    every group's block table. `block_size` is also the block size of the prefix-cache hashes."""
+    every group's block table. `block_size` is also the block size of the prefix-cache hashes.
+    `release` holds the engine policies that differ between vLLM releases (`semantics/releases.py`);
+    `scheduling` is the engine loop, by default the one `vllm serve` of that release runs."""
 
     num_gpu_blocks: int
     block_size: int = 16
@@ -33,12 +36,20 @@ class EngineConfig:
     kv_cache_groups: tuple[KVCacheGroup, ...] | None = None
     # the release whose engine policies apply (free-queue order, admission, prefix-cache statistics)
     release: Release = DEFAULT_RELEASE
+    # "async" (two batches in flight) or "sync" (`--no-async-scheduling`); None: the release's
+    # default, what `vllm serve` does
+    scheduling: Scheduling | None = None
 
     def __post_init__(self) -> None:
+        if self.scheduling is None:
+            object.__setattr__(self, "scheduling", self.release.scheduling)
         self.validate()
 
     def validate(self) -> None:
-        """Raise KvplanError (exit 2) on a configuration vLLM 0.17.1 would refuse."""
+        """Raise KvplanError (exit 2) on a configuration vLLM would refuse."""
+        if self.scheduling not in get_args(Scheduling):
+            raise KvplanError(f"scheduling must be one of {', '.join(get_args(Scheduling))} (async is what "
+                              f"`vllm serve` does, sync is --no-async-scheduling), got {self.scheduling!r}")
         for name in ("num_gpu_blocks", "block_size", "max_num_batched_tokens", "max_num_seqs",
                      "max_model_len"):
             value = getattr(self, name)
@@ -68,6 +79,26 @@ class EngineConfig:
             )
         resolve_groups(self.kv_cache_groups, self.block_size, self.enable_prefix_caching,
                        self.max_model_len, self.enable_chunked_prefill)
+        if self.kv_cache_groups is not None:
+            self._check_hybrid_mode()
+
+    def _check_hybrid_mode(self) -> None:
+        release = self.release
+        if self.scheduling in release.hybrid_scheduling:
+            return
+        if release.hybrid_scheduling:
+            fix = f"use scheduling {' or '.join(release.hybrid_scheduling)}"
+        else:
+            versions = [r.version for r in RELEASES.values() if r.hybrid_scheduling]
+            fix = f"use vllm_version {' or '.join(versions)} (--vllm-version {versions[0]})"
+        raise KvplanError(
+            f"kv_cache_groups are not reproduced for vLLM {release.version} with {self.scheduling} scheduling "
+            f"yet (no records of its classes with several groups to check them against): {fix}")
+
+    @property
+    def vllm_version(self) -> str:
+        """The release's version, as trace and workload files name it."""
+        return self.release.version
 
     @property
     def num_usable_blocks(self) -> int:

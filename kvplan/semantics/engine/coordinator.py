@@ -15,6 +15,7 @@ from kvplan.semantics.engine.groups import CHUNKED_LOCAL_ATTENTION, FULL_ATTENTI
 from kvplan.semantics.engine.mamba_manager import MambaManager
 from kvplan.semantics.engine.single_type_manager import FullAttentionManager, SingleTypeKVCacheManager
 from kvplan.semantics.engine.window_managers import ChunkedLocalAttentionManager, SlidingWindowManager
+from kvplan.semantics.releases import FreedUnhashedBlocks
 
 if TYPE_CHECKING:
     from kvplan.semantics.engine.request import Request
@@ -35,10 +36,10 @@ class KVCacheCoordinator:
     hashes are computed at (the engine's block size)."""
 
     def __init__(self, groups: tuple[KVCacheGroup, ...], num_gpu_blocks: int, hash_block_size: int,
-                 enable_caching: bool) -> None:
+                 enable_caching: bool, freed_unhashed_blocks: FreedUnhashedBlocks = "tail") -> None:
         self.groups = groups
         self.enable_caching = enable_caching
-        self.block_pool = BlockPool(num_gpu_blocks, enable_caching, len(groups))
+        self.block_pool = BlockPool(num_gpu_blocks, enable_caching, len(groups), freed_unhashed_blocks)
         self.managers = tuple(
             MANAGERS[group.kind](group, self.block_pool, enable_caching, group_id, hash_block_size)
             for group_id, group in enumerate(groups)

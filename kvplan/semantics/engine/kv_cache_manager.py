@@ -1,6 +1,7 @@
-"""vLLM 0.17.1's `KVCacheManager` (`v1/core/kv_cache_manager.py`): prefix-cache lookups, slot
-allocation with its exact capacity arithmetic across KV cache groups, freeing, and prefix-cache
-statistics. The groups and their shared pool are the coordinator's."""
+"""vLLM's `KVCacheManager` (`v1/core/kv_cache_manager.py`): prefix-cache lookups, slot allocation
+with its exact capacity arithmetic across KV cache groups, freeing, and prefix-cache statistics.
+The groups and their shared pool are the coordinator's; what differs by release comes from the
+`Release` it is handed."""
 
 from __future__ import annotations
 
@@ -12,9 +13,14 @@ from kvplan.semantics.engine.coordinator import GroupBlocks, KVCacheCoordinator
 from kvplan.semantics.engine.groups import KVCacheGroup, resolve_groups
 from kvplan.semantics.engine.single_type_manager import FullAttentionManager, SingleTypeKVCacheManager
 from kvplan.semantics.engine.stats import PrefixCacheStats
+from kvplan.semantics.releases import DEFAULT_RELEASE, PrefixStats, Release
 
 if TYPE_CHECKING:
     from kvplan.semantics.engine.request import Request
+
+# Whether a prefix-cache lookup enters the statistics when it is made (else when its request is
+# admitted), by the release's `prefix_stats`.
+STATS_AT_LOOKUP: dict[PrefixStats, bool] = {"every_lookup": True, "on_admission": False}
 
 
 class KVCacheManager:
@@ -23,12 +29,15 @@ class KVCacheManager:
 
     def __init__(self, num_gpu_blocks: int, block_size: int, max_model_len: int,
                  enable_caching: bool = True, kv_cache_groups: tuple[KVCacheGroup, ...] | None = None,
-                 enable_chunked_prefill: bool = True) -> None:
+                 enable_chunked_prefill: bool = True, release: Release = DEFAULT_RELEASE) -> None:
         self.block_size = block_size
         self.max_model_len = max_model_len
         self.enable_caching = enable_caching
+        # Whether `get_computed_blocks` records its lookup (else the scheduler does, on admission).
+        self._stats_at_lookup = STATS_AT_LOOKUP[release.prefix_stats]
         groups = resolve_groups(kv_cache_groups, block_size, enable_caching, max_model_len, enable_chunked_prefill)
-        self.coordinator = KVCacheCoordinator(groups, num_gpu_blocks, block_size, enable_caching)
+        self.coordinator = KVCacheCoordinator(groups, num_gpu_blocks, block_size, enable_caching,
+                                              release.freed_unhashed_blocks)
         self.block_pool = self.coordinator.block_pool
         self.managers = self.coordinator.managers
         self.prefix_cache_stats = PrefixCacheStats()
@@ -54,13 +63,20 @@ class KVCacheManager:
 
     def get_computed_blocks(self, request: Request) -> tuple[GroupBlocks, int]:
         """The request's prefix hit, per group: whole blocks, at most num_tokens - 1 tokens (the
-        last token is always recomputed for its logits). Every lookup is counted in the
-        statistics, including one whose allocation then fails; no reference count changes here."""
+        last token is always recomputed for its logits); no reference count changes here. Where the
+        release counts every lookup, it is counted now, even if its allocation then fails."""
         if not self.enable_caching:
             return self._no_hits, 0
         hits, num_hit_tokens = self.coordinator.find_longest_cache_hit(request.block_hashes, request.num_tokens - 1)
-        self.prefix_cache_stats.record(request.num_tokens, num_hit_tokens, request.num_preemptions > 0)
+        if self._stats_at_lookup:
+            self.prefix_cache_stats.record(request.num_tokens, num_hit_tokens, request.num_preemptions > 0)
         return hits, num_hit_tokens
+
+    def record_admission(self, request: Request, num_hit_tokens: int) -> None:
+        """Where the release counts admissions only, the lookup of a request whose allocation just
+        succeeded enters the statistics (vLLM 0.33.0's `record_prefix_cache_stats`)."""
+        if self.enable_caching and not self._stats_at_lookup:
+            self.prefix_cache_stats.record(request.num_tokens, num_hit_tokens, request.num_preemptions > 0)
 
     def allocate_slots(
         self,
@@ -71,14 +87,21 @@ class KVCacheManager:
         num_lookahead_tokens: int = 0,
         num_external_computed_tokens: int = 0,
         delay_cache_blocks: bool = False,
+        full_sequence_must_fit: bool = False,
     ) -> GroupBlocks | None:
         """Give the request slots for `num_new_tokens` more tokens (plus lookahead slots) in every
         group, pinning its new prefix hits (one list per group, as `get_computed_blocks` returns
         them); None, with nothing changed but out-of-window blocks released, when the free queue
-        is too short. Returns each group's newly allocated blocks."""
+        is too short. Returns each group's newly allocated blocks.
+
+        `full_sequence_must_fit` (the "whole_prompt" admission): None, with nothing changed, unless the
+        blocks of all the request's known tokens fit, before the chunk is considered."""
         if num_new_tokens == 0 and num_external_computed_tokens == 0:
             raise ValueError("num_new_tokens must be greater than 0")
         has_hits = any(new_computed_blocks)
+        if full_sequence_must_fit and not self._whole_sequence_fits(
+                request, num_new_computed_tokens, new_computed_blocks, num_external_computed_tokens):
+            return None
         if self._full_attention and not has_hits and not num_external_computed_tokens:
             # The step of nearly every running request, kept short: full attention skips nothing
             # and there is nothing to touch, so `get_num_blocks_to_allocate` reduces to the blocks
@@ -144,6 +167,18 @@ class KVCacheManager:
             coordinator.cache_blocks(request, min(total_computed + num_new_tokens, request.num_tokens))
         request.kv_noop_limit = coordinator.noop_limit(request)
         return new_blocks
+
+    def _whole_sequence_fits(self, request: Request, num_new_computed_tokens: int,
+                             new_computed_blocks: Sequence[Sequence[KVCacheBlock]],
+                             num_external_computed_tokens: int) -> bool:
+        """vLLM 0.33.0's `full_sequence_must_fit` check: the blocks for min(num_tokens, max_model_len)
+        tokens, less the prefix hits, plus the hits that sit in the free queue, must be free."""
+        full = min(request.num_tokens, self.max_model_len)
+        total_computed = min(request.num_computed_tokens + num_new_computed_tokens + num_external_computed_tokens,
+                             self.max_model_len)
+        needed = self.coordinator.get_num_blocks_to_allocate(
+            request.request_id, full, new_computed_blocks, total_computed, full)
+        return needed <= self.block_pool.num_free_blocks
 
     def _set_noop_limit(self, request: Request, blocks: list[KVCacheBlock]) -> None:
         """Full attention only: growing to `limit` tokens needs no new block (its slots exist) and

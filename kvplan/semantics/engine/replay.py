@@ -1,5 +1,6 @@
-"""The replay loop of `trace-replay.md` section 2: arrivals by step, one scheduler step per step,
-the stall rule, and the run's summary. Records are streamed to an observer, never kept."""
+"""The replay loop of `trace-replay.md` section 2: arrivals by step, one scheduler step (engine-core
+iteration, in either scheduling mode) per step, the stall rule, and the run's summary. Records are
+streamed to an observer, never kept."""
 
 from __future__ import annotations
 
@@ -42,12 +43,6 @@ class ReplaySummary:
     requests: dict[str, RequestOutcome]
 
 
-def is_stalled(step: StepResult, has_unfinished: bool, more_arrivals: bool) -> bool:
-    """The stall rule, exactly: a step that scheduled nothing while requests wait or run and none
-    is still to arrive. Such a request cannot progress even alone; vLLM would livelock."""
-    return step.num_scheduled_tokens == 0 and has_unfinished and not more_arrivals
-
-
 def replay(trace: Trace, observe: StepObserver | None = None,
            model_runner: ModelRunner | None = None) -> ReplaySummary:
     """Run the trace to completion (or to a stall), calling `observe` after every step (and
@@ -80,7 +75,7 @@ def replay(trace: Trace, observe: StepObserver | None = None,
             outcomes[request_id] = _outcome(live.pop(request_id), arrival_steps[request_id])
         more_arrivals = step < last_arrival
         step += 1
-        if is_stalled(result, scheduler.has_unfinished(), more_arrivals):
+        if scheduler.is_stalled(result, more_arrivals):
             stalled = True
             break
     for unfinished in live.values():

@@ -1,4 +1,4 @@
-"""A request as the scheduler and the KV cache manager see it (vLLM 0.17.1 `v1/request.py`)."""
+"""A request as the scheduler and the KV cache manager see it (vLLM `v1/request.py`)."""
 
 from __future__ import annotations
 
@@ -47,8 +47,8 @@ class Request:
     __slots__ = (
         "_hash_block_size", "block_hasher", "block_hashes", "cache_salt",
         "finish_step", "first_scheduled_step", "kv_noop_limit", "lora_name", "max_tokens", "mm_features",
-        "needs_extra_keys", "num_cached_tokens", "num_computed_tokens", "num_output_tokens",
-        "num_preemptions", "num_prompt_tokens", "num_tokens", "output_token_ids",
+        "needs_extra_keys", "num_cached_tokens", "num_computed_tokens", "num_output_placeholders",
+        "num_output_tokens", "num_preemptions", "num_prompt_tokens", "num_tokens", "output_token_ids",
         "prompt_token_ids", "request_id", "status",
     )
 
@@ -80,6 +80,9 @@ class Request:
         self.num_tokens = self.num_prompt_tokens
         self.num_output_tokens = 0
         self.num_computed_tokens = 0
+        # Async scheduling: tokens scheduled for sampling whose output is not processed yet; they
+        # count in num_computed_tokens, not in num_tokens.
+        self.num_output_placeholders = 0
         self.num_preemptions = 0
         # Prefix-hit tokens at the first admission; None until then.
         self.num_cached_tokens: int | None = None
@@ -104,7 +107,8 @@ class Request:
         hasher.update(self)
 
     def token_ids(self, start: int, end: int) -> Sequence[int]:
-        """Tokens [start, end) of prompt + generated tokens (end <= num_tokens)."""
+        """Tokens [start, end) of prompt + generated tokens; past num_tokens, the planned outputs
+        (under async scheduling the model computes tokens whose output is still in flight)."""
         prompt_len = self.num_prompt_tokens
         if end <= prompt_len:
             return self.prompt_token_ids[start:end]

@@ -1,11 +1,16 @@
-"""vLLM 0.17.1's synchronous FCFS scheduler (`v1/core/sched/scheduler.py`) with a model that
-generates each request's planned tokens: one `step()` schedules, runs and updates.
+"""vLLM's FCFS scheduler (`v1/core/sched/scheduler.py`, `async_scheduler.py`) with a model that
+generates each request's planned tokens; one `step()` is one engine-core iteration.
 
-Arrivals are the caller's job (`add_request` before `step`). Per step: running requests first,
-in order, preempting the last running request when blocks run out (it restarts from zero at the
-front of the waiting queue); waiting requests only in a step without preemption, strictly in
-order (the head blocks the rest); then every request whose tokens are all computed gets one
-token, and finished requests are freed in scheduling order."""
+Arrivals are the caller's job (`add_request` before `step`). A schedule takes running requests
+first, in order, preempting the last running request when blocks run out (it restarts from zero
+at the front of the waiting queue); then waiting requests, only in a step without preemption,
+strictly in order (the head blocks the rest). A batch's output gives every request that was not
+a partial prefill chunk one token; finished requests are freed in the batch's order.
+
+SYNC: each step schedules a batch and processes its output. ASYNC (`EngineCore.step_with_batch_queue`
+with two batches in flight): a step schedules batch N+1 while batch N runs, so a decode is
+scheduled again before its previous token is known (an output placeholder), and batch N's
+tokens, finishes and frees come after batch N+1's schedule."""
 
 from __future__ import annotations
 
@@ -19,10 +24,18 @@ from kvplan.semantics.engine.hashing import RequestBlockHasher
 from kvplan.semantics.engine.kv_cache_manager import KVCacheManager
 from kvplan.semantics.engine.request import Request, RequestStatus
 from kvplan.semantics.engine.stats import PrefixCacheStats
+from kvplan.semantics.releases import Admission, Scheduling
 
-# Called where vLLM's model runs, between scheduling and the update, with {request id: tokens}
-# scheduled: each scheduled request has its new num_computed_tokens and its whole block table,
-# and no finished request has been freed yet (kvplan profile --workload writes K/V here).
+# Whether a waiting request's whole prompt must fit before its chunk is allocated, by the release's
+# `admission` (vLLM 0.33.0's `scheduler_reserve_full_isl`).
+WHOLE_PROMPT_FIRST: dict[Admission, bool] = {"first_chunk": False, "whole_prompt": True}
+# The engine core's batch queue, by scheduling loop: async keeps the executor's
+# `max_concurrent_batches` in flight, 2 with one GPU and pp = 1 in both releases.
+BATCHES_IN_FLIGHT: dict[Scheduling, int] = {"sync": 1, "async": 2}
+
+# Called where vLLM's model runs, right after a schedule, with {request id: tokens} scheduled:
+# each scheduled request has its new num_computed_tokens and its whole block table, and no
+# request has been freed since the schedule (kvplan profile --workload writes K/V here).
 ModelRunner = Callable[["Scheduler", dict[str, int]], None]
 
 
@@ -46,6 +59,26 @@ class StepResult:
     prefix_cache: PrefixCacheStats
     # Blocks each KV cache group holds at the end of the step (one entry for one group).
     num_used_blocks_by_group: tuple[int, ...] = ()
+    # Async: `finished` and the frees come from the output of a batch with tokens that an earlier
+    # step scheduled, whose tokens were known when that batch's run ended (before this step's).
+    output_of_earlier_batch: bool = False
+
+
+@dataclass(slots=True)
+class Batch:
+    """One schedule's work: requests in scheduling order, and which of them sample a token."""
+
+    scheduled: dict[str, int]
+    requests: list[Request]
+    samples: list[bool]
+    admitted: list[str]
+    resumed: list[str]
+    prefix_hit_tokens: dict[str, int]
+    preempted: list[str]
+    num_tokens: int
+
+
+EMPTY_BATCH = Batch({}, [], [], [], [], {}, [], 0)
 
 
 class Scheduler:
@@ -53,11 +86,20 @@ class Scheduler:
         config.validate()
         self.config = config
         self.model_runner = model_runner
+        release = config.release
         self.kv_cache_manager = KVCacheManager(
             config.num_gpu_blocks, config.block_size, config.max_model_len,
             enable_caching=config.enable_prefix_caching, kv_cache_groups=config.kv_cache_groups,
-            enable_chunked_prefill=config.enable_chunked_prefill,
+            enable_chunked_prefill=config.enable_chunked_prefill, release=release,
         )
+        self._full_prompt_gate = WHOLE_PROMPT_FIRST[release.admission]
+        assert config.scheduling is not None  # EngineConfig resolves it
+        self._batch_queue_size = BATCHES_IN_FLIGHT[config.scheduling]
+        self._async = self._batch_queue_size > 1
+        # Oldest first; at the start of a step it holds at most batch_queue_size - 1 batches.
+        self._batch_queue: deque[Batch] = deque()
+        # vLLM's `has_finished_requests`: an update finished a request and no schedule ran since.
+        self._finished_since_schedule = False
         # Mamba "align" caching: prefill chunks end on block boundaries (vLLM's aligned split).
         self._mamba_align = config.mamba_cache_mode == "align"
         self.block_pool = self.kv_cache_manager.block_pool
@@ -87,9 +129,68 @@ class Scheduler:
         self.requests[request.request_id] = request
 
     def has_unfinished(self) -> bool:
-        return bool(self.running or self.waiting)
+        """Requests wait or run, or a batch with tokens is still in flight (async)."""
+        return bool(self.running or self.waiting) or self.has_tokens_in_flight()
+
+    def has_tokens_in_flight(self) -> bool:
+        """A scheduled batch with tokens whose output is not processed yet."""
+        return any(batch.num_tokens for batch in self._batch_queue)
+
+    def is_stalled(self, step: StepResult, more_arrivals: bool) -> bool:
+        """The stall rule, exactly: a step that scheduled nothing and finished nothing, with no
+        tokens in flight, while requests wait or run and none is still to arrive. Such a request
+        cannot progress even alone; vLLM would livelock."""
+        return (step.num_scheduled_tokens == 0 and not step.finished and not more_arrivals
+                and bool(self.running or self.waiting) and not self.has_tokens_in_flight())
 
     def step(self) -> StepResult:
+        pool = self.block_pool
+        kv = self.kv_cache_manager
+        queue = self._batch_queue
+        finished: list[str] = []
+        processed = EMPTY_BATCH
+        if self.running or self.waiting or self._finished_since_schedule:
+            batch = self._schedule()
+            free_blocks_after_schedule = pool.num_free_blocks
+            step_stats = kv.make_prefix_cache_stats()
+            if self.model_runner is not None:
+                self.model_runner(self, batch.scheduled)
+            queue.append(batch)
+            # Async: the step ends while the new batch runs, unless the queue is full. A batch
+            # without tokens runs nothing: its (empty) output is taken at once.
+            if not (batch.num_tokens and len(queue) < self._batch_queue_size):
+                processed = queue.popleft()
+        else:
+            batch = EMPTY_BATCH
+            free_blocks_after_schedule = pool.num_free_blocks
+            step_stats = PrefixCacheStats()
+            if queue:
+                processed = queue.popleft()
+        if processed is not EMPTY_BATCH:
+            finished = self._process_output(processed)
+        self.prefix_cache_stats.add(step_stats)
+        step = self.num_steps
+        self.num_steps += 1
+        return StepResult(
+            step=step,
+            scheduled=batch.scheduled,
+            num_scheduled_tokens=batch.num_tokens,
+            admitted=batch.admitted,
+            resumed=batch.resumed,
+            prefix_hit_tokens=batch.prefix_hit_tokens,
+            preempted=batch.preempted,
+            finished=finished,
+            free_blocks_after_schedule=free_blocks_after_schedule,
+            num_free_blocks=pool.num_free_blocks,
+            num_used_blocks=pool.num_used_blocks,
+            num_cached_blocks=pool.num_cached_blocks,
+            num_evictable_cached_blocks=pool.num_evictable_cached_blocks,
+            prefix_cache=step_stats,
+            num_used_blocks_by_group=pool.num_used_blocks_by_group(),
+            output_of_earlier_batch=processed is not batch and processed.num_tokens > 0,
+        )
+
+    def _schedule(self) -> Batch:
         config = self.config
         kv = self.kv_cache_manager
         running = self.running
@@ -102,6 +203,7 @@ class Scheduler:
         preempted: list[str] = []
         block_size = config.block_size
         mamba_align = self._mamba_align
+        self._finished_since_schedule = False
         kv.new_step_starts()
 
         # Preemption pops from the end of `running` (a request not yet scheduled, or this one, and
@@ -110,7 +212,11 @@ class Scheduler:
             if budget == 0:
                 break
             computed = request.num_computed_tokens
-            num_new = request.num_tokens - computed
+            placeholders = request.num_output_placeholders
+            if placeholders and computed + 2 - placeholders >= request.num_prompt_tokens + request.max_tokens:
+                # Async: the token in flight is its last one; nothing more to schedule.
+                continue
+            num_new = request.num_tokens + placeholders - computed
             if num_new > budget:
                 num_new = budget
             if num_new > max_model_len - 1 - computed:
@@ -145,9 +251,11 @@ class Scheduler:
         if not preempted:
             max_num_seqs = config.max_num_seqs
             chunked = config.enable_chunked_prefill
+            full_prompt_gate = self._full_prompt_gate
             while waiting and budget > 0 and len(running) < max_num_seqs:
                 request = waiting[0]
-                if request.num_computed_tokens == 0:
+                looked_up = request.num_computed_tokens == 0
+                if looked_up:
                     hit_blocks, num_hit = kv.get_computed_blocks(request)
                 else:
                     hit_blocks, num_hit = (), 0
@@ -159,8 +267,11 @@ class Scheduler:
                     num_new = mamba_aligned_chunk(request, num_new, num_hit, block_size)
                     if num_new == 0:
                         break
-                if kv.allocate_slots(request, num_new, num_hit, hit_blocks) is None:
+                if kv.allocate_slots(request, num_new, num_hit, hit_blocks,
+                                     full_sequence_must_fit=full_prompt_gate) is None:
                     break
+                if looked_up:
+                    kv.record_admission(request, num_hit)
                 waiting.popleft()
                 running.append(request)
                 request_id = request.request_id
@@ -176,48 +287,44 @@ class Scheduler:
                 scheduled_requests.append(request)
                 budget -= num_new
 
-        free_blocks_after_schedule = self.block_pool.num_free_blocks
-
-        if self.model_runner is not None:
-            self.model_runner(self, scheduled)
-        finished = self._update(scheduled_requests, step)
-
-        step_stats = kv.make_prefix_cache_stats()
-        self.prefix_cache_stats.add(step_stats)
-        self.num_steps += 1
-        pool = self.block_pool
-        return StepResult(
-            step=step,
-            scheduled=scheduled,
-            num_scheduled_tokens=config.max_num_batched_tokens - budget,
-            admitted=admitted,
-            resumed=resumed,
-            prefix_hit_tokens=prefix_hit_tokens,
-            preempted=preempted,
-            finished=finished,
-            free_blocks_after_schedule=free_blocks_after_schedule,
-            num_free_blocks=pool.num_free_blocks,
-            num_used_blocks=pool.num_used_blocks,
-            num_cached_blocks=pool.num_cached_blocks,
-            num_evictable_cached_blocks=pool.num_evictable_cached_blocks,
-            prefix_cache=step_stats,
-            num_used_blocks_by_group=pool.num_used_blocks_by_group(),
-        )
-
-    def _update(self, scheduled_requests: list[Request], step: int) -> list[str]:
-        """Give each fully computed request its next token (a partial prefill chunk gets none);
-        free finished requests at once, in scheduling order: that order is the eviction order."""
-        max_model_len = self.config.max_model_len
-        finished: list[str] = []
+        # A request samples a token unless this was a partial prefill chunk; under async the
+        # token is a placeholder until the batch's output is processed.
+        samples = []
+        placeholder = 1 if self._async else 0
         for request in scheduled_requests:
-            if request.num_computed_tokens != request.num_tokens:
+            sampled = request.num_computed_tokens >= request.num_tokens + request.num_output_placeholders
+            samples.append(sampled)
+            if sampled:
+                request.num_output_placeholders += placeholder
+        return Batch(scheduled, scheduled_requests, samples, admitted, resumed, prefix_hit_tokens, preempted,
+                     config.max_num_batched_tokens - budget)
+
+    def _process_output(self, batch: Batch) -> list[str]:
+        """Give each sampling request of the batch its next token; free finished requests at once,
+        in the batch's order: that order is the eviction order. A request preempted since the
+        batch was scheduled still gets its token; a request already finished gets nothing."""
+        max_model_len = self.config.max_model_len
+        is_async = self._async
+        finished: list[str] = []
+        for request, sampled in zip(batch.requests, batch.samples, strict=True):
+            if not sampled or request.status is RequestStatus.FINISHED_LENGTH_CAPPED:
                 continue
             request.append_output_token()
+            if is_async:
+                request.num_output_placeholders -= 1
+                known = request.num_computed_tokens - request.num_output_placeholders
+                if request.status is RequestStatus.RUNNING and known > request.kv_noop_limit:
+                    # The blocks this batch filled get their hashes now that their tokens are known
+                    # (below the no-op limit no block is newly full).
+                    self.kv_cache_manager.cache_blocks(request, known)
             if request.num_output_tokens >= request.max_tokens or request.num_tokens >= max_model_len:
-                self._finish(request, step)
+                if request.status is RequestStatus.PREEMPTED:
+                    self.waiting.remove(request)
+                self._finish(request, self.num_steps)
                 finished.append(request.request_id)
         if finished:
             self.running = [r for r in self.running if r.status is RequestStatus.RUNNING]
+            self._finished_since_schedule = True
         return finished
 
     def _finish(self, request: Request, step: int) -> None:
@@ -227,6 +334,8 @@ class Scheduler:
         del self.requests[request.request_id]
 
     def _preempt(self, request: Request) -> None:
+        # A placeholder stays: its token is still in flight and arrives with its batch's output
+        # (0.33.0 zeroes it and counts the token as stale instead, which ends in the same state).
         self.kv_cache_manager.free(request)
         request.status = RequestStatus.PREEMPTED
         request.num_computed_tokens = 0

@@ -18,6 +18,7 @@ from kvplan.semantics.config.cache import ALLOWED_BLOCK_SIZES
 from kvplan.semantics.engine.config import EngineConfig
 from kvplan.semantics.engine.groups import GROUP_KINDS, MAMBA, MAMBA_CACHE_MODES, KVCacheGroup
 from kvplan.semantics.engine.request import Request
+from kvplan.semantics.releases import release_named
 
 PREFIX_TOKEN_BASE = 1_000_000_000
 UNIQUE_TOKEN_BASE = 2_000_000_000
@@ -29,7 +30,10 @@ CONFIG_KEYS = {
     "num_gpu_blocks": int, "block_size": int, "enable_prefix_caching": bool,
     "max_num_batched_tokens": int, "max_num_seqs": int, "max_model_len": int,
     "enable_chunked_prefill": bool, "hash_algo": str, "hash_seed": str,
+    "vllm_version": str, "scheduling": str,
 }
+# The release whose engine policies apply (`semantics/releases.py`), as a version string.
+RELEASE_KEY = "vllm_version"
 # `trace-replay-hybrid.md`: the KV cache groups sharing the pool, by type; each type's keys. A
 # group's own `block_size` (a multiple of the trace's, as vLLM's page-size unification gives) is
 # kvplan's addition: the contract's harness gives every group the trace's block size.
@@ -151,10 +155,12 @@ def parse_config(raw: Mapping[str, Any], source: str = "trace") -> EngineConfig:
     if block_size not in ALLOWED_BLOCK_SIZES:
         raise KvplanError(f"{source}: config block_size must be one of "
                           f"{', '.join(map(str, ALLOWED_BLOCK_SIZES))} (vLLM's choices), got {block_size}")
-    fields = {key: value for key, value in raw.items() if key != GROUPS_KEY}
+    fields = {key: value for key, value in raw.items() if key not in (GROUPS_KEY, RELEASE_KEY)}
     if GROUPS_KEY in raw:
         fields[GROUPS_KEY] = parse_groups(raw[GROUPS_KEY], f"{source}: config {GROUPS_KEY}")
     try:
+        if RELEASE_KEY in raw:
+            fields["release"] = release_named(raw[RELEASE_KEY])
         return EngineConfig(**fields)
     except KvplanError as error:
         raise KvplanError(f"{source}: config {error}") from None

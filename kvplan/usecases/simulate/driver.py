@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 from kvplan.errors import KvplanError
 from kvplan.parsing import FieldError, as_number
 from kvplan.semantics.engine.config import EngineConfig
-from kvplan.semantics.engine.replay import is_stalled, replay
+from kvplan.semantics.engine.replay import replay
 from kvplan.semantics.engine.request import Request
 from kvplan.semantics.engine.scheduler import ModelRunner, Scheduler, StepResult
 from kvplan.semantics.engine.trace import (
@@ -29,7 +29,7 @@ from kvplan.semantics.engine.trace import (
     TraceRequest,
     parse_trace,
 )
-from kvplan.semantics.releases import DEFAULT_RELEASE, Release
+from kvplan.semantics.releases import Release
 from kvplan.usecases.simulate.engine_source import EngineOverrides, ResolvedEngine, resolve_engine
 from kvplan.usecases.simulate.metrics import Recorder, RequestRecord, RunMetrics, StepListener
 from kvplan.usecases.simulate.timing import StepLoad, StepTimeModel, choose_step_time
@@ -52,7 +52,8 @@ class SimOptions:
     # an engine resolved by the caller (`kvplan profile --workload`: the pool it allocated), in
     # place of the workload's engine section and the overrides
     engine: ResolvedEngine | None = None
-    release: Release = DEFAULT_RELEASE
+    # None: the workload's engine.vllm_version, else the default release
+    release: Release | None = None
 
 
 @dataclass(frozen=True)
@@ -311,10 +312,11 @@ def _run_timed(setup: PreparedWorkload, config: EngineConfig, recorder: Recorder
                     heapq.heappush(pending, (now + follow, tie, ordinal))
         if progress is not None and result.step % 128 == 0:
             progress(len(recorder.records) - len(recorder.live), total)
-        if is_stalled(result, scheduler.has_unfinished(), bool(pending)):
+        if scheduler.is_stalled(result, bool(pending)):
             stalled = True
             break
-        if result.num_scheduled_tokens == 0 and not result.preempted and pending and pending[0][0] > now:
+        if (result.num_scheduled_tokens == 0 and not result.preempted and not result.output_of_earlier_batch
+                and pending and pending[0][0] > now):
             # nothing can change before the next arrival: the blocked head stays blocked
             recorder.hold(now, pending[0][0])
             now = pending[0][0]

@@ -15,8 +15,8 @@ from typing import Any
 from kvplan.errors import DoesNotFitError, KvplanError
 from kvplan.parsing import FieldError, as_int, child
 from kvplan.semantics.engine.config import EngineConfig
-from kvplan.semantics.engine.trace import CONFIG_KEYS, parse_config
-from kvplan.semantics.releases import DEFAULT_RELEASE, Release
+from kvplan.semantics.engine.trace import CONFIG_KEYS, RELEASE_KEY, parse_config
+from kvplan.semantics.releases import DEFAULT_RELEASE, Release, release_named
 from kvplan.usecases.plan import PlanRequest, PlanSummary, plan
 from kvplan.usecases.profile_summary import load_profile
 from kvplan.usecases.replay import EngineSettings
@@ -77,10 +77,15 @@ class PlannedPool:
 
 
 def resolve_engine(spec: EngineSpec, overrides: EngineOverrides, where: str,
-                   release: Release = DEFAULT_RELEASE) -> ResolvedEngine:
-    """The effective engine: file < its pool source < command line, one line on any mistake."""
+                   release: Release | None = None) -> ResolvedEngine:
+    """The effective engine: file < its pool source < command line, one line on any mistake. The
+    release is the given one, else the workload's `engine.vllm_version`, else the default."""
     notes: list[str] = []
     file_settings = dict(spec.settings)
+    if release is None:
+        named = file_settings.get(RELEASE_KEY)
+        release = DEFAULT_RELEASE if named is None else _named_release(named, where)
+    file_settings[RELEASE_KEY] = release.version
     sizing_flags = {
         "--gpu-memory-utilization": overrides.gpu_memory_utilization, "--gpu-memory": overrides.gpu_memory,
         "--kv-cache-memory": overrides.kv_cache_memory, "--kv-cache-dtype": overrides.kv_cache_dtype,
@@ -137,9 +142,16 @@ def resolve_engine(spec: EngineSpec, overrides: EngineOverrides, where: str,
         raise KvplanError(f"{where}: engine: no pool size: give engine.num_gpu_blocks, engine.profile or "
                           "engine.model in the workload, or --num-gpu-blocks")
     merged["num_gpu_blocks"] = num_gpu_blocks
-    config = replace(parse_config({k: v for k, v in merged.items() if k in CONFIG_KEYS}, where), release=release)
+    config = parse_config({k: v for k, v in merged.items() if k in CONFIG_KEYS}, where)
     facts = pool.facts if pool else ModelFacts(gpu=spec.gpu)
     return ResolvedEngine(config, source, facts, tuple(notes))
+
+
+def _named_release(version: str, where: str) -> Release:
+    try:
+        return release_named(version)
+    except KvplanError as error:
+        raise KvplanError(f"{where}: engine.{error}") from None
 
 
 def plan_pool(*, model: str, gpu: str | None, gpu_memory: int | None, gpu_memory_utilization: float,

@@ -322,15 +322,20 @@ class Recorder:
         self._attribute_lookups(result, waiting_head)
 
         duration = 0.0
-        if step_seconds is not None:
+        # Async scheduling: a step that only waits for an earlier batch's output adds no time (that
+        # batch's run is the earlier step's duration), and the tokens it delivers were known when
+        # that run ended, which is when this step began.
+        waits_only = result.output_of_earlier_batch and result.num_scheduled_tokens == 0
+        if step_seconds is not None and not waits_only:
             duration = step_seconds(StepLoad(result.num_scheduled_tokens, context, len(result.scheduled)))
         end = start + duration
         for record in first_tokens:
             record.first_token_time = end
+        finish_time = start if result.output_of_earlier_batch else end
         for request_id in result.finished:
             record = live.pop(request_id)
             record.finish_step = result.step
-            record.finish_time = end
+            record.finish_time = finish_time
 
         used = self.usable - result.free_blocks_after_schedule
         self.peak_used = max(self.peak_used, used)

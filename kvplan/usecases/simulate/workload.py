@@ -39,8 +39,9 @@ TOP_KEYS = ("schema_version", "description", "seed", "engine", "timing", "classe
 ENGINE_SOURCES = ("num_gpu_blocks", "profile", "model")
 ENGINE_SETTINGS = (
     "block_size", "max_num_batched_tokens", "max_num_seqs", "max_model_len",
-    "enable_prefix_caching", "enable_chunked_prefill", "hash_algo", "hash_seed",
+    "enable_prefix_caching", "enable_chunked_prefill", "hash_algo", "hash_seed", "vllm_version", "scheduling",
 )
+STRING_SETTINGS = ("hash_algo", "hash_seed", "vllm_version", "scheduling")
 PLANNING_KEYS = ("gpu_memory", "gpu_memory_utilization", "kv_cache_memory")
 ENGINE_KEYS = (*ENGINE_SOURCES, "gpu", *PLANNING_KEYS, *ENGINE_SETTINGS)
 TIMING_KEYS = ("step_time_ms", "calibration", "gpu", "weights_bytes", "kv_bytes_per_token", "overhead_ms")
@@ -248,7 +249,7 @@ def _parse_engine(raw: Any, path: str, base_dir: Path) -> EngineSpec:
             continue
         if key.startswith("enable_"):
             settings.append((key, as_bool(obj[key], child(path, key))))
-        elif key.startswith("hash_"):
+        elif key in STRING_SETTINGS:
             settings.append((key, as_str(obj[key], child(path, key))))
         else:
             settings.append((key, as_int(obj[key], child(path, key), minimum=1)))

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, get_args
 
 from hypothesis import strategies as st
 
 from kvplan.semantics.engine.trace import TraceRequest
+from kvplan.semantics.releases import RELEASES, VLLM_0_17_1, Scheduling
+
+# The release reproduced with several KV cache groups, in both modes (`EnginePolicies.hybrid_scheduling_modes`).
+HYBRID_RELEASE = {"release": VLLM_0_17_1}
 
 
 @st.composite
@@ -25,7 +29,8 @@ def trace_requests(draw: st.DrawFn, max_model_len: int, max_requests: int) -> tu
 
 @st.composite
 def engine_knobs(draw: st.DrawFn, max_num_gpu_blocks: int) -> dict[str, Any]:
-    """EngineConfig keywords (without groups) that vLLM accepts: small pools, small models."""
+    """EngineConfig keywords (without groups) that vLLM accepts: small pools, small models, any
+    release and scheduling mode."""
     max_model_len = draw(st.integers(8, 160))
     chunked = draw(st.booleans())
     max_num_seqs = draw(st.integers(1, 6))
@@ -38,4 +43,6 @@ def engine_knobs(draw: st.DrawFn, max_num_gpu_blocks: int) -> dict[str, Any]:
         "max_num_seqs": max_num_seqs,
         "max_model_len": max_model_len,
         "enable_chunked_prefill": chunked,
+        "release": draw(st.sampled_from(list(RELEASES.values()))),
+        "scheduling": draw(st.sampled_from(get_args(Scheduling))),
     }

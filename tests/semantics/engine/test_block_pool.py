@@ -1,4 +1,4 @@
-"""The block pool against vLLM 0.17.1's documented behaviour (semantics section 6)."""
+"""The block pool against vLLM's documented behaviour (0.17.1 semantics section 6; 0.33.0 changes section 3.1)."""
 
 from __future__ import annotations
 
@@ -98,3 +98,24 @@ def test_reset_prefix_cache_only_when_no_block_is_in_use() -> None:
     assert pool.get_cached_block(h(1)) is None
     assert (pool.num_cached_blocks, pool.num_evictable_cached_blocks) == (0, 0)
     assert all(block.block_hash is None for block in pool.blocks)
+
+
+def test_unhashed_freed_blocks_go_to_the_head_under_0_33_0() -> None:
+    pool = BlockPool(10, enable_caching=True, freed_unhashed_blocks="head")
+    blocks = pool.get_new_blocks(4)  # 1, 2, 3, 4
+    pool.cache_full_blocks(blocks, [h(1), h(2)], 0, 2)
+    pool.free_blocks(reversed(blocks))  # released 4, 3 (unhashed), then 2, 1 (hashed)
+    # vLLM 0.33.0's `prepend_n` keeps the unhashed blocks' release order at the head; hashed ones
+    # join the tail (LRU), as in 0.17.1.
+    assert pool.free_block_ids() == [4, 3, 5, 6, 7, 8, 9, 2, 1]
+    assert pool.get_new_blocks(1)[0].block_id == 4  # the request's partial last block is reused next
+    assert (pool.num_cached_blocks, pool.num_evictable_cached_blocks) == (2, 2)
+
+
+def test_with_caching_off_the_0_33_0_free_queue_is_a_stack() -> None:
+    pool = BlockPool(6, enable_caching=False, freed_unhashed_blocks="head")
+    first = pool.get_new_blocks(2)
+    second = pool.get_new_blocks(2)
+    pool.free_blocks(reversed(first))
+    pool.free_blocks(reversed(second))
+    assert pool.free_block_ids() == [4, 3, 2, 1, 5]

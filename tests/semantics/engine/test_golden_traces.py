@@ -1,4 +1,5 @@
-"""Every golden trace, record for record, against what vLLM 0.17.1's own classes logged."""
+"""Every golden trace, record for record, against what vLLM's own classes logged: each release
+(0.17.1, 0.33.0) in each scheduling mode (sync, async) for which records exist."""
 
 from __future__ import annotations
 
@@ -12,29 +13,17 @@ from kvplan.report.replay_records import RecordEncoder, step_record, summary_rec
 from kvplan.semantics.engine.replay import replay
 from kvplan.semantics.engine.scheduler import Scheduler, StepResult
 from kvplan.semantics.engine.trace import load_trace
-
-GOLDEN = ["example", "public-501", "public-502", "public-503"]
-TRACES = Path(__file__).parents[2] / "data" / "traces"
-# Several KV cache groups on one pool (trace-replay-hybrid.md); groups with their own block sizes.
-HYBRID = sorted(p.stem for pattern in ("hybrid-*.json", "group-block-sizes-*.json") for p in TRACES.glob(pattern))
-# Informational keys (trace-replay.md section 4); `usage` is compared approximately.
-IGNORED_SUMMARY_KEYS = {"config", "vllm_version", "driver", "driver_check", "schema_version"}
+from tests.golden import GOLDEN_CASES, GoldenCase, normalised
 
 
-def normalised(record: dict[str, Any]) -> dict[str, Any]:
-    if "summary" in record:
-        return {k: v for k, v in record["summary"].items() if k not in IGNORED_SUMMARY_KEYS}
-    return {k: v for k, v in record.items() if k != "usage"}
+def test_every_release_and_mode_has_golden_records() -> None:
+    combinations = {(case.vllm_version, case.scheduling) for case in GOLDEN_CASES}
+    assert combinations == {("0.17.1", "sync"), ("0.17.1", "async"), ("0.33.0", "sync"), ("0.33.0", "async")}
 
 
-def golden_records(traces_dir: Path, name: str) -> list[dict[str, Any]]:
-    text = (traces_dir / f"{name}.vllm-0.17.1.jsonl").read_text()
-    return [json.loads(line) for line in text.splitlines()]
-
-
-@pytest.mark.parametrize("name", GOLDEN + HYBRID)
-def test_replay_reproduces_every_record(traces_dir: Path, name: str) -> None:
-    golden = golden_records(traces_dir, name)
+@pytest.mark.parametrize("case", GOLDEN_CASES, ids=[case.id for case in GOLDEN_CASES])
+def test_replay_reproduces_every_record(case: GoldenCase) -> None:
+    golden = case.records()
     dump_free_queue = "free_queue" in golden[0]
     encoder = RecordEncoder(dump_free_queue)
     lines: list[str] = []
@@ -44,7 +33,7 @@ def test_replay_reproduces_every_record(traces_dir: Path, name: str) -> None:
         lines.append(encoder.encode(result, scheduler, arrived))
         dicts.append(step_record(result, scheduler, arrived, dump_free_queue))
 
-    summary = replay(load_trace(traces_dir / f"{name}.json"), observe)
+    summary = replay(load_trace(case.trace, case.engine), observe)
     ours = [json.loads(line) for line in lines] + [json.loads(json.dumps(summary_record(summary)))]
 
     assert len(ours) == len(golden)
@@ -57,7 +46,7 @@ def test_replay_reproduces_every_record(traces_dir: Path, name: str) -> None:
 
 
 def test_example_facts_from_the_contract(traces_dir: Path) -> None:
-    summary = replay(load_trace(traces_dir / "example.json"))
+    summary = replay(load_trace(traces_dir / "example.json", {"vllm_version": "0.17.1", "scheduling": "sync"}))
     assert (summary.num_steps, summary.num_finished, summary.total_preemptions) == (32, 6, 2)
     assert (summary.prefix_cache_hits, summary.prefix_cache_queries) == (224, 634)
     assert (summary.preempted_hits, summary.preempted_queries) == (576, 1200)

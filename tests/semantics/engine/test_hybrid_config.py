@@ -21,17 +21,20 @@ from kvplan.semantics.kv.specs import (
     SlidingWindowSpec,
     UniformTypeKVCacheSpecs,
 )
+from tests.semantics.engine.strategies import HYBRID_RELEASE
 
 FULL = KVCacheGroup()
 WINDOW = KVCacheGroup("sliding_window", sliding_window=64)
 
 
 def config(*groups: KVCacheGroup, **settings) -> EngineConfig:
-    return EngineConfig(num_gpu_blocks=40, kv_cache_groups=groups, **settings)
+    return EngineConfig(num_gpu_blocks=40, kv_cache_groups=groups, **{**HYBRID_RELEASE, **settings})
 
 
 def trace(groups, **settings) -> dict:
-    return {"config": {"num_gpu_blocks": 40, "kv_cache_groups": groups, **settings},
+    return {"config": {"num_gpu_blocks": 40, "kv_cache_groups": groups,
+                       "vllm_version": HYBRID_RELEASE["release"].version,
+                       **settings},
             "requests": [{"request_id": "a", "max_tokens": 3, "unique_len": 40}]}
 
 
@@ -138,7 +141,7 @@ def test_a_planned_kv_cache_config_gives_the_engine_its_groups() -> None:
     assert [g.kind for g in groups] == ["full_attention"] + ["sliding_window"] * 5
     assert groups[1].sliding_window == 1024 and groups[1].num_layers == 2 and groups[1].block_size == 16
     # The five window groups share one spec: looked up together, as vLLM batches them.
-    engine = EngineConfig(num_gpu_blocks=100, kv_cache_groups=groups)
+    engine = EngineConfig(num_gpu_blocks=100, kv_cache_groups=groups, **HYBRID_RELEASE)
     coordinator = KVCacheCoordinator(engine.groups, 100, 16, True)
     assert coordinator.lookup_order == [[0], [1, 2, 3, 4, 5]]
 
@@ -149,7 +152,7 @@ def test_a_planned_kv_cache_config_gives_the_engine_its_groups() -> None:
                   KVCacheGroupSpec(("l0",), state), KVCacheGroupSpec(("l1",), state)]
     assert [(g.kind, g.mamba_cache_mode, g.block_size) for g in groups_from_kv_cache_config(qwen3_next)] == [
         ("full_attention", None, 544), ("mamba", "align", 544), ("mamba", "align", 544)]
-    assert EngineConfig(num_gpu_blocks=100, block_size=544, max_model_len=4096,
+    assert EngineConfig(num_gpu_blocks=100, block_size=544, max_model_len=4096, **HYBRID_RELEASE,
                         kv_cache_groups=groups_from_kv_cache_config(qwen3_next)).mamba_cache_mode == "align"
 
     # A group of unequal pages runs with its first layer's spec.

@@ -10,12 +10,14 @@ from kvplan.semantics.engine.config import EngineConfig
 from kvplan.semantics.engine.groups import KVCacheGroup
 from kvplan.semantics.engine.request import Request
 from kvplan.semantics.engine.scheduler import Scheduler, StepResult, mamba_aligned_chunk
+from kvplan.semantics.releases import VLLM_0_17_1
 
 
 def mamba_scheduler(mode: str | None = None, budget: int = 40) -> Scheduler:
     groups = (KVCacheGroup(), KVCacheGroup("mamba", mamba_cache_mode=mode))
     return Scheduler(EngineConfig(num_gpu_blocks=40, max_num_batched_tokens=budget, max_num_seqs=4,
-                                  max_model_len=512, kv_cache_groups=groups))
+                                  max_model_len=512, kv_cache_groups=groups, release=VLLM_0_17_1,
+                                  scheduling="sync"))
 
 
 def tables(scheduler: Scheduler) -> dict[str, list[list[int]]]:

@@ -20,7 +20,7 @@ from kvplan.semantics.engine.request import Request
 from kvplan.semantics.engine.scheduler import Scheduler, StepResult
 from kvplan.semantics.engine.trace import Trace
 from tests.references import hash_block_tokens
-from tests.semantics.engine.strategies import engine_knobs, trace_requests
+from tests.semantics.engine.strategies import HYBRID_RELEASE, engine_knobs, trace_requests
 
 SETTINGS = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -28,8 +28,9 @@ SETTINGS = settings(max_examples=120, deadline=None, suppress_health_check=[Heal
 @st.composite
 def traces(draw: st.DrawFn) -> Trace:
     knobs = draw(engine_knobs(40))
-    config = EngineConfig(**knobs, kv_cache_groups=draw(st.one_of(st.none(), st.integers(1, 64).map(
-        lambda window: (KVCacheGroup("sliding_window", sliding_window=window),)))))
+    groups = draw(st.one_of(st.none(), st.integers(1, 64).map(
+        lambda window: (KVCacheGroup("sliding_window", sliding_window=window),))))
+    config = EngineConfig(**{**knobs, **(HYBRID_RELEASE if groups else {})}, kv_cache_groups=groups)
     return Trace(config, draw(trace_requests(config.max_model_len, 10)))
 
 
@@ -70,7 +71,10 @@ def check_step(result: StepResult, scheduler: Scheduler, arrived: list[str]) -> 
 
     for request in scheduler.running:
         assert request.num_tokens == request.num_prompt_tokens + request.num_output_tokens
-        assert request.num_computed_tokens <= request.num_tokens
+        # Under async scheduling computed tokens include those whose output is still in flight.
+        assert request.num_computed_tokens <= request.num_tokens + request.num_output_placeholders
+        # At the end of a step only the newest batch is in flight.
+        assert request.num_output_placeholders <= (1 if config.scheduling == "async" else 0)
         blocks = manager.req_to_blocks[request.request_id]
         assert len(blocks) * config.block_size >= request.num_computed_tokens
         if config.enable_prefix_caching:

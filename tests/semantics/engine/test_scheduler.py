@@ -1,4 +1,6 @@
-"""The synchronous FCFS scheduler's rules (trace-replay.md section 2), one small scene each."""
+"""The synchronous FCFS scheduler's rules for vLLM 0.17.1 (trace-replay.md section 2), one small
+scene each; what other releases and async scheduling change is in test_release_policies.py and
+test_async_scheduler.py."""
 
 from __future__ import annotations
 
@@ -10,10 +12,13 @@ from kvplan.semantics.engine.replay import replay
 from kvplan.semantics.engine.request import RequestStatus
 from kvplan.semantics.engine.scheduler import Scheduler
 from kvplan.semantics.engine.trace import Trace, TraceRequest
+from kvplan.semantics.releases import VLLM_0_17_1
+
+SYNC_0_17_1 = {"release": VLLM_0_17_1, "scheduling": "sync"}
 
 
 def scheduler(num_gpu_blocks: int, **overrides) -> Scheduler:
-    settings = {"max_num_batched_tokens": 64, "max_num_seqs": 4, "max_model_len": 512, **overrides}
+    settings = {"max_num_batched_tokens": 64, "max_num_seqs": 4, "max_model_len": 512, **SYNC_0_17_1, **overrides}
     return Scheduler(EngineConfig(num_gpu_blocks=num_gpu_blocks, **settings))
 
 
@@ -88,7 +93,7 @@ def test_a_request_stops_at_max_model_len(make_request) -> None:
 
 def test_a_request_that_cannot_grow_preempts_itself_and_the_run_stalls() -> None:
     trace = Trace(
-        EngineConfig(num_gpu_blocks=3, max_num_batched_tokens=64, max_num_seqs=4, max_model_len=512),
+        EngineConfig(num_gpu_blocks=3, max_num_batched_tokens=64, max_num_seqs=4, max_model_len=512, **SYNC_0_17_1),
         (TraceRequest("r0", 0, 0, 10, unique_len=32),),
     )
     steps = []
@@ -99,7 +104,7 @@ def test_a_request_that_cannot_grow_preempts_itself_and_the_run_stalls() -> None
 
 
 def test_idle_steps_before_a_late_arrival_are_not_a_stall() -> None:
-    trace = Trace(EngineConfig(num_gpu_blocks=10), (TraceRequest("r0", 0, 3, 2, unique_len=5),))
+    trace = Trace(EngineConfig(num_gpu_blocks=10, **SYNC_0_17_1), (TraceRequest("r0", 0, 3, 2, unique_len=5),))
     summary = replay(trace)
     assert not summary.stalled and summary.num_steps == 5
     assert summary.requests["r0"].first_scheduled_step == 3

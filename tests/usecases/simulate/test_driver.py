@@ -1,30 +1,34 @@
-import json
 
 import pytest
 
 from kvplan.errors import KvplanError
 from kvplan.report.jsonout import dumps
 from kvplan.report.simulate_json import result_document
+from kvplan.semantics.releases import release_named
 from kvplan.usecases.simulate.driver import SimOptions, prepare, run
 from kvplan.usecases.simulate.engine_source import EngineOverrides
 from kvplan.usecases.simulate.simulation import simulate
 from kvplan.usecases.simulate.workload import load_workload
+from tests.golden import GOLDEN_CASES, GoldenCase
 from tests.usecases.simulate.factories import mix
 
-GOLDEN_TRACES = ("example", "public-501", "public-502", "public-503")
+# Simulating a trace is replaying it; workloads have no KV cache groups, so hybrid traces are out.
+SINGLE_GROUP = [case for case in GOLDEN_CASES if not case.is_hybrid]
 
 
 def setup_for(write_json, document, **options):
     return prepare(load_workload(write_json(document)), SimOptions(**options))
 
 
-@pytest.mark.parametrize("name", GOLDEN_TRACES)
-def test_a_trace_gives_vllms_numbers_step_by_step(data_dir, name):
-    """One engine, two front ends: simulating a trace reproduces vLLM 0.17.1's replay records."""
-    lines = (data_dir / "traces" / f"{name}.vllm-0.17.1.jsonl").read_text().splitlines()
-    golden = [json.loads(line) for line in lines]
+@pytest.mark.parametrize("case", SINGLE_GROUP, ids=[case.id for case in SINGLE_GROUP])
+def test_a_trace_gives_vllms_numbers_step_by_step(case: GoldenCase):
+    """One engine, two front ends: simulating a trace reproduces vLLM's replay records, for each
+    release and scheduling mode."""
+    golden = case.records()
     summary = golden.pop()["summary"]
-    setup = prepare(load_workload(data_dir / "traces" / f"{name}.json"), SimOptions())
+    options = SimOptions(overrides=EngineOverrides(scheduling=case.scheduling),
+                         release=release_named(case.vllm_version))
+    setup = prepare(load_workload(case.trace), options)
     rows = []
     outcome = run(setup, on_step=rows.append)
     assert len(rows) == len(golden)
@@ -112,13 +116,16 @@ def test_arrivals_join_at_the_first_step_that_starts_after_them(write_json):
     assert second.first_token_time == pytest.approx(0.03)
 
 
-def test_idle_time_counts_in_the_time_weighted_usage(write_json):
-    document = {"schema_version": 1, "engine": {"num_gpu_blocks": 64}, "timing": {"step_time_ms": 10},
+@pytest.mark.parametrize(("scheduling", "num_steps"), [("sync", 20), ("async", 22)])
+def test_idle_time_counts_in_the_time_weighted_usage(write_json, scheduling, num_steps):
+    document = {"schema_version": 1, "engine": {"num_gpu_blocks": 64, "scheduling": scheduling},
+                "timing": {"step_time_ms": 10},
                 "requests": [{"arrival_time": 0.0, "unique_len": 64, "max_tokens": 10},
                              {"arrival_time": 10.0, "unique_len": 64, "max_tokens": 10}]}
     metrics = run(setup_for(write_json, document)).metrics
     assert metrics.throughput.duration_s_estimate == pytest.approx(10.1)
-    assert metrics.num_steps == 20
+    # async: each request's last token arrives in one more step, which only waits for it (no time)
+    assert metrics.num_steps == num_steps
     # each request holds 4 blocks for its prefill step, then 5 for its 9 decode steps; 10 ms per step
     assert metrics.kv.mean_used_blocks == pytest.approx(2 * (4 + 9 * 5) * 0.01 / 10.1, rel=1e-6)
     assert metrics.kv.p50_used_blocks == 0 and metrics.kv.peak_used_blocks == 5
@@ -170,3 +177,20 @@ def test_explicit_lists_use_the_trace_rules(write_json):
                                       {"arrival_step": 3, "unique_len": 5, "max_tokens": 1}]}
     with pytest.raises(KvplanError, match=r"requests\[1\]: every request needs arrival_time"):
         setup_for(write_json, mixed)
+
+
+def test_async_times_follow_the_pipeline(write_json):
+    """A token is known when the batch that sampled it ends, though its output is processed a step
+    later: per-request times are those of the synchronous loop, steps are not."""
+    outcomes = {}
+    for scheduling in ("sync", "async"):
+        document = {"schema_version": 1, "engine": {"num_gpu_blocks": 64, "scheduling": scheduling},
+                    "timing": {"step_time_ms": 10},
+                    "requests": [{"arrival_time": 0.0, "unique_len": 40, "max_tokens": 5},
+                                 {"arrival_time": 0.015, "unique_len": 40, "max_tokens": 3}]}
+        outcomes[scheduling] = run(setup_for(write_json, document)).records
+    for sync, served in zip(outcomes["sync"], outcomes["async"], strict=True):
+        assert served.first_token_time == pytest.approx(sync.first_token_time)
+        assert served.finish_time == pytest.approx(sync.finish_time)
+        assert served.finish_step == sync.finish_step + 1
+    assert [r.finish_time for r in outcomes["async"]] == pytest.approx([0.05, 0.05])
