@@ -19,7 +19,21 @@ Where each policy is applied:
     admission                     semantics/engine/scheduler.py (WHOLE_PROMPT_FIRST: what must fit to admit)
     prefix_stats                  semantics/engine/kv_cache_manager.py (STATS_AT_LOOKUP: when lookups are counted)
     scheduling                    semantics/engine/scheduler.py (BATCHES_IN_FLIGHT: the loop `vllm serve` runs)
-    hybrid_scheduling             semantics/engine/config.py (the loops reproduced with several KV cache groups)"""
+    mamba_cache_modes             semantics/engine/groups.py (the Mamba cache modes with prefix caching on)
+    prefix_cache_retention        semantics/engine/single_type_manager.py (CACHES_REACHABLE_ONLY: which blocks of
+                                  sliding-window and Mamba groups enter the prefix cache)
+    window_frees                  semantics/engine/kv_cache_manager.py (FREES_PROCESSED_ONLY: the tokens that decide
+                                  which blocks fall out of a window)
+    mamba_chunk_ends              semantics/engine/scheduler.py (MAMBA_CHUNK_END: where a Mamba "align" prefill
+                                  chunk ends)
+    mamba_retirement              semantics/engine/mamba_manager.py (RETIRES_PAST_NULLS: which Mamba "align" blocks
+                                  before the running state are freed)
+    hybrid_block_sizes            semantics/engine/config.py (the group block sizes reproduced with several groups)
+
+The `admission` "whole_prompt" is vLLM 0.33.0's `scheduler_reserve_full_isl` with its per-request caps:
+a sliding-window or chunked-local group counts at most the blocks a request can hold at once while
+tokens are in flight (`max_admission_blocks_per_request`), so a long prompt of a hybrid is admitted
+when its reachable blocks fit."""
 
 from __future__ import annotations
 
@@ -40,6 +54,27 @@ PrefixStats = Literal["every_lookup", "on_admission"]
 # sync: a batch's output is processed in the step that scheduled it (`--no-async-scheduling`); async: the
 # next batch is scheduled before it, with two batches in flight (`vllm serve`'s default in both releases)
 Scheduling = Literal["sync", "async"]
+# "all" (a cached state at every block end) is a mode of 0.17.1 only: a model that asks for it runs
+# "align" where the release lacks it
+MambaCacheMode = Literal["align", "all"]
+# sliding-window and Mamba groups hash every full block ("dense"), or only the blocks a later request
+# can hit ("reachable": the ones ending at the prompt's replay boundary, num_prompt_tokens - 1, and at a
+# shared-prefix junction the hybrid lookup detected; vLLM 0.33.0's prefix_cache_retention_interval=0)
+PrefixCacheRetention = Literal["dense", "reachable"]
+# a group's out-of-window blocks are freed on the tokens computed so far ("computed"), or on those whose
+# batch has been processed ("processed": computed minus in flight, one step later under async)
+WindowFrees = Literal["computed", "processed"]
+# a Mamba "align" prefill chunk ends on a block boundary up to the last boundary of the known tokens
+# ("last_boundary", 0.17.1), or up to the last boundary before the last token and at a shared-prefix
+# junction, a chunk that starts inside a block ending at that block's end ("last_checkpoint", 0.33.0)
+MambaChunkEnds = Literal["last_boundary", "last_checkpoint"]
+# a Mamba "align" group frees the blocks before its running state walking back until the first null
+# entry ("stop_at_null", 0.17.1), or every real block there, past nulls ("past_nulls", 0.33.0)
+MambaRetirement = Literal["stop_at_null", "past_nulls"]
+# several KV cache groups may use any multiple of the hash block size ("multiples", 0.17.1), or are
+# reproduced with one block size only ("uniform": 0.33.0 hashes at the groups' gcd and, with Mamba
+# "align", hits inside a block, which kvplan does not reproduce)
+HybridBlockSizes = Literal["multiples", "uniform"]
 
 
 @dataclass(frozen=True)
@@ -58,7 +93,12 @@ class Release:
     admission: Admission                           # when a waiting request is admitted
     prefix_stats: PrefixStats                      # when prefix-cache statistics are recorded
     scheduling: Scheduling                         # the engine loop `vllm serve` runs (--scheduling overrides)
-    hybrid_scheduling: tuple[Scheduling, ...]      # the loops reproduced with several KV cache groups
+    mamba_cache_modes: tuple[MambaCacheMode, ...]  # the Mamba cache modes with prefix caching on
+    prefix_cache_retention: PrefixCacheRetention   # which sliding-window and Mamba blocks are hashed
+    window_frees: WindowFrees                      # the tokens that decide which blocks left a window
+    mamba_chunk_ends: MambaChunkEnds               # where a Mamba "align" prefill chunk ends
+    mamba_retirement: MambaRetirement              # which Mamba "align" blocks behind the state are freed
+    hybrid_block_sizes: HybridBlockSizes           # the group block sizes reproduced with several groups
 
 
 VLLM_0_17_1 = Release(
@@ -76,10 +116,16 @@ VLLM_0_17_1 = Release(
     admission="first_chunk",
     prefix_stats="every_lookup",
     scheduling="async",
-    hybrid_scheduling=("sync", "async"),
+    mamba_cache_modes=("align", "all"),
+    prefix_cache_retention="dense",
+    window_frees="computed",
+    mamba_chunk_ends="last_boundary",
+    mamba_retirement="stop_at_null",
+    hybrid_block_sizes="multiples",
 )
 
-# The engine's policies are 0.33.0's (trace-replay-0.33.md, checked against its records). Its non-KV
+# The engine's policies are 0.33.0's (trace-replay-0.33.md and, with several KV cache groups, vLLM
+# 0.33.0's coordinator and managers; checked against its records in both modes). Its non-KV
 # memory formula, per-request memory of hybrids and pool log lines are new variants, and its grouping
 # and hybrid prefix-caching default are to be checked: they come with the sizing side of issue 13, and
 # until then those five hold 0.17.1's values here.
@@ -98,9 +144,12 @@ VLLM_0_33_0 = Release(
     admission="whole_prompt",
     prefix_stats="on_admission",
     scheduling="async",
-    # 0.33.0 hashes and frees the blocks of sliding-window and Mamba groups differently (changes doc
-    # section 3.4-3.5); kvplan has no records of its classes with several groups yet
-    hybrid_scheduling=(),
+    mamba_cache_modes=("align",),
+    prefix_cache_retention="reachable",
+    window_frees="processed",
+    mamba_chunk_ends="last_checkpoint",
+    mamba_retirement="past_nulls",
+    hybrid_block_sizes="uniform",
 )
 
 RELEASES: dict[str, Release] = {release.version: release for release in (VLLM_0_17_1, VLLM_0_33_0)}

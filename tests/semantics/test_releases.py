@@ -12,10 +12,14 @@ from typing import get_args
 import pytest
 
 from kvplan.errors import KvplanError
+from kvplan.report.replay_records import step_record
 from kvplan.semantics.engine.block_pool import UNHASHED_TO_HEAD
-from kvplan.semantics.engine.kv_cache_manager import STATS_AT_LOOKUP
+from kvplan.semantics.engine.groups import MAMBA_CACHE_MODES, ONE_BLOCK_SIZE
+from kvplan.semantics.engine.kv_cache_manager import FREES_PROCESSED_ONLY, STATS_AT_LOOKUP
+from kvplan.semantics.engine.mamba_manager import RETIRES_PAST_NULLS
 from kvplan.semantics.engine.replay import replay
-from kvplan.semantics.engine.scheduler import BATCHES_IN_FLIGHT, WHOLE_PROMPT_FIRST
+from kvplan.semantics.engine.scheduler import BATCHES_IN_FLIGHT, MAMBA_CHUNK_END, WHOLE_PROMPT_FIRST
+from kvplan.semantics.engine.single_type_manager import CACHES_REACHABLE_ONLY
 from kvplan.semantics.engine.trace import load_trace
 from kvplan.semantics.kv.layer_specs import CacheSettings, resolve_cache_layout
 from kvplan.semantics.kv.sizing import KV_CAPACITY_LOG, PER_REQUEST_MEMORY, size_kv_cache
@@ -28,14 +32,21 @@ from kvplan.semantics.releases import (
     VLLM_0_33_0,
     Admission,
     FreedUnhashedBlocks,
+    HybridBlockSizes,
     KvCapacityLog,
+    MambaCacheMode,
+    MambaChunkEnds,
+    MambaRetirement,
     NonKvMemory,
     PerRequestMemory,
+    PrefixCacheRetention,
     PrefixStats,
     Scheduling,
+    WindowFrees,
     release_named,
 )
 from kvplan.usecases.plan import PlanRequest
+from tests.golden import GOLDEN_CASES, normalised
 
 KVPLAN = Path(__file__).resolve().parents[2] / "kvplan"
 VERSION = re.compile(r"^\d+\.\d+(\.\d+)?$")
@@ -56,6 +67,12 @@ def test_every_policy_value_has_its_implementation():
     assert set(WHOLE_PROMPT_FIRST) == set(get_args(Admission))
     assert set(STATS_AT_LOOKUP) == set(get_args(PrefixStats))
     assert set(BATCHES_IN_FLIGHT) == set(get_args(Scheduling))
+    assert set(get_args(MambaCacheMode)) <= set(MAMBA_CACHE_MODES)
+    assert set(CACHES_REACHABLE_ONLY) == set(get_args(PrefixCacheRetention))
+    assert set(FREES_PROCESSED_ONLY) == set(get_args(WindowFrees))
+    assert set(MAMBA_CHUNK_END) == set(get_args(MambaChunkEnds))
+    assert set(RETIRES_PAST_NULLS) == set(get_args(MambaRetirement))
+    assert set(ONE_BLOCK_SIZE) == set(get_args(HybridBlockSizes))
 
 
 def test_the_engine_policies_move_the_records(traces_dir):
@@ -68,6 +85,30 @@ def test_the_engine_policies_move_the_records(traces_dir):
     for policy in ("freed_unhashed_blocks", "admission", "prefix_stats"):
         changed = replayed(replace(VLLM_0_17_1, version="test", **{policy: getattr(VLLM_0_33_0, policy)}))
         assert changed != replace(plain, config=changed.config), policy
+
+
+@pytest.mark.parametrize(("policy", "case"), [
+    ("mamba_cache_modes", "hybrid-606-0.33.0-sync"),
+    ("prefix_cache_retention", "hybrid-702-0.33.0-sync"),
+    ("window_frees", "hybrid-704-0.33.0-async"),
+    ("mamba_chunk_ends", "hybrid-701-0.33.0-sync"),
+    ("mamba_retirement", "hybrid-701-0.33.0-async"),
+    ("admission", "hybrid-601-0.33.0-sync"),
+])
+def test_each_hybrid_policy_of_0_33_0_is_needed_for_its_records(policy, case):
+    """0.33.0 with one policy put back to 0.17.1's value no longer reproduces a hybrid golden."""
+    (golden,) = [c for c in GOLDEN_CASES if c.id == case]
+    expected = [normalised(record) for record in golden.records()[:-1]]
+
+    def records(release) -> list[dict]:
+        trace = load_trace(golden.trace, golden.engine)
+        collected: list[dict] = []
+        replay(replace(trace, config=replace(trace.config, release=release)), lambda result, scheduler, arrived:
+               collected.append(normalised(step_record(result, scheduler, arrived, dump_free_queue=True))))
+        return collected
+
+    assert records(VLLM_0_33_0) == expected
+    assert records(replace(VLLM_0_33_0, version="test", **{policy: getattr(VLLM_0_17_1, policy)})) != expected
 
 
 def test_the_default_utilization_is_the_releases():

@@ -10,7 +10,7 @@ prefix hit on an evictable block) are all O(1), in C.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Container, Iterable, Sequence
 
 from kvplan.errors import KvplanError
 from kvplan.semantics.releases import FreedUnhashedBlocks
@@ -188,13 +188,15 @@ class BlockPool:
             free.move_to_end(block.block_id, last=False)
 
     def cache_full_blocks(self, blocks: list[KVCacheBlock], block_hashes: Sequence[BlockHash],
-                          num_cached_blocks: int, num_full_blocks: int, group_id: int = 0) -> None:
+                          num_cached_blocks: int, num_full_blocks: int, group_id: int = 0,
+                          reachable: Container[int] | None = None) -> None:
         """Register a group's blocks[num_cached_blocks:num_full_blocks] under their request's chained
-        hashes; null blocks (out of a window) are skipped."""
+        hashes; null blocks (out of a window) are skipped, and so are the indexes not in `reachable`
+        when it is given (blocks no later request can hit, which stay unhashed)."""
         cached = self._cached[group_id]
         for i in range(num_cached_blocks, num_full_blocks):
             block = blocks[i]
-            if block.block_id == 0:
+            if block.block_id == 0 or (reachable is not None and i not in reachable):
                 continue
             assert block.block_hash is None, f"block {block.block_id} is already cached"
             block_hash = block_hashes[i]

@@ -7,7 +7,7 @@ from typing import get_args
 
 from kvplan.errors import KvplanError
 from kvplan.semantics.engine.groups import KVCacheGroup, resolve_groups
-from kvplan.semantics.releases import DEFAULT_RELEASE, RELEASES, Release, Scheduling
+from kvplan.semantics.releases import DEFAULT_RELEASE, Release, Scheduling
 
 # `PrefixCachingHashAlgo` in 0.17.1. The hash function never changes hit/miss behaviour, so every
 # name selects kvplan's own exact hash; the name is still validated as vLLM would.
@@ -78,22 +78,7 @@ class EngineConfig:
                 "scheduled: raise max_num_batched_tokens, lower max_model_len or enable chunked prefill"
             )
         resolve_groups(self.kv_cache_groups, self.block_size, self.enable_prefix_caching,
-                       self.max_model_len, self.enable_chunked_prefill)
-        if self.kv_cache_groups is not None:
-            self._check_hybrid_mode()
-
-    def _check_hybrid_mode(self) -> None:
-        release = self.release
-        if self.scheduling in release.hybrid_scheduling:
-            return
-        if release.hybrid_scheduling:
-            fix = f"use scheduling {' or '.join(release.hybrid_scheduling)}"
-        else:
-            versions = [r.version for r in RELEASES.values() if r.hybrid_scheduling]
-            fix = f"use vllm_version {' or '.join(versions)} (--vllm-version {versions[0]})"
-        raise KvplanError(
-            f"kv_cache_groups are not reproduced for vLLM {release.version} with {self.scheduling} scheduling "
-            f"yet (no records of its classes with several groups to check them against): {fix}")
+                       self.max_model_len, self.enable_chunked_prefill, self.release)
 
     @property
     def vllm_version(self) -> str:
@@ -108,7 +93,7 @@ class EngineConfig:
     def groups(self) -> tuple[KVCacheGroup, ...]:
         """The KV cache groups with vLLM's derived block sizes and Mamba cache mode."""
         return resolve_groups(self.kv_cache_groups, self.block_size, self.enable_prefix_caching,
-                              self.max_model_len, self.enable_chunked_prefill)
+                              self.max_model_len, self.enable_chunked_prefill, self.release)
 
     @property
     def mamba_cache_mode(self) -> str | None:

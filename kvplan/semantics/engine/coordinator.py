@@ -1,5 +1,5 @@
-"""vLLM 0.17.1's KV cache coordinators (`v1/core/kv_cache_coordinator.py`): one block pool shared
-by every KV cache group, one manager per group, each step applied group by group in group order.
+"""vLLM's KV cache coordinators (`v1/core/kv_cache_coordinator.py`): one block pool shared by every
+KV cache group, one manager per group, each step applied group by group in group order.
 
 The prefix lookup is the only part that differs by coordinator: none with caching off, the one
 group's own rule for a single group, and the hybrid fixed point for several groups."""
@@ -15,7 +15,7 @@ from kvplan.semantics.engine.groups import CHUNKED_LOCAL_ATTENTION, FULL_ATTENTI
 from kvplan.semantics.engine.mamba_manager import MambaManager
 from kvplan.semantics.engine.single_type_manager import FullAttentionManager, SingleTypeKVCacheManager
 from kvplan.semantics.engine.window_managers import ChunkedLocalAttentionManager, SlidingWindowManager
-from kvplan.semantics.releases import FreedUnhashedBlocks
+from kvplan.semantics.releases import DEFAULT_RELEASE, Release
 
 if TYPE_CHECKING:
     from kvplan.semantics.engine.request import Request
@@ -33,15 +33,18 @@ MANAGERS: dict[str, type[SingleTypeKVCacheManager]] = {
 
 class KVCacheCoordinator:
     """`groups` are resolved (`resolve_groups`); `hash_block_size` is the block size the request
-    hashes are computed at (the engine's block size)."""
+    hashes are computed at (the engine's block size); `max_in_flight_tokens` (tokens scheduled and
+    not yet processed, at most) and `max_model_len` bound what the whole-prompt admission counts for
+    window groups."""
 
     def __init__(self, groups: tuple[KVCacheGroup, ...], num_gpu_blocks: int, hash_block_size: int,
-                 enable_caching: bool, freed_unhashed_blocks: FreedUnhashedBlocks = "tail") -> None:
+                 enable_caching: bool, release: Release = DEFAULT_RELEASE, max_in_flight_tokens: int | None = None,
+                 max_model_len: int | None = None) -> None:
         self.groups = groups
         self.enable_caching = enable_caching
-        self.block_pool = BlockPool(num_gpu_blocks, enable_caching, len(groups), freed_unhashed_blocks)
+        self.block_pool = BlockPool(num_gpu_blocks, enable_caching, len(groups), release.freed_unhashed_blocks)
         self.managers = tuple(
-            MANAGERS[group.kind](group, self.block_pool, enable_caching, group_id, hash_block_size)
+            MANAGERS[group.kind](group, self.block_pool, enable_caching, group_id, hash_block_size, release)
             for group_id, group in enumerate(groups)
         )
         # Groups of one spec are looked up together; full attention first (it bounds the others).
@@ -50,13 +53,18 @@ class KVCacheCoordinator:
             kinds.setdefault(group.lookup_key, []).append(group_id)
         self.lookup_order = sorted(kinds.values(), key=lambda ids: groups[ids[0]].kind != FULL_ATTENTION)
         self.alignment = lcm(*(group.block_size or 1 for group in groups))
+        for manager in self.managers:
+            manager.cache_hit_alignment = self.alignment
+            if max_in_flight_tokens is not None and max_model_len is not None:
+                manager.admission_cap = manager.admission_blocks(max_in_flight_tokens, max_model_len)
 
     def get_num_blocks_to_allocate(self, request_id: str, num_tokens: int,
                                    new_computed_blocks: Sequence[Sequence[KVCacheBlock]],
-                                   total_computed_tokens: int, num_tokens_main_model: int) -> int:
+                                   total_computed_tokens: int, num_tokens_main_model: int,
+                                   capped: bool = False) -> int:
         return sum(
             manager.get_num_blocks_to_allocate(request_id, num_tokens, hits_of(new_computed_blocks, group_id),
-                                               total_computed_tokens, num_tokens_main_model)
+                                               total_computed_tokens, num_tokens_main_model, capped)
             for group_id, manager in enumerate(self.managers)
         )
 
@@ -97,21 +105,29 @@ class KVCacheCoordinator:
 
     def find_longest_cache_hit(self, block_hashes: Sequence[BlockHash], max_length: int) -> tuple[GroupBlocks, int]:
         """Each group's hit blocks and the hit length in tokens, the same for every group."""
+        hits, hit_length, _ = self.lookup(block_hashes, max_length)
+        return hits, hit_length
+
+    def lookup(self, block_hashes: Sequence[BlockHash], max_length: int) -> tuple[GroupBlocks, int, int]:
+        """`find_longest_cache_hit` and the shared-prefix junction: the longest hit one kind of group
+        had, where it is longer than the hit every group serves (a prefix that other requests share
+        and some group has not cached); 0 otherwise, and always with one group."""
         if not self.enable_caching:
-            return tuple([] for _ in self.managers), 0
+            return tuple([] for _ in self.managers), 0, 0
         if len(self.managers) == 1:
             manager = self.managers[0]
             hits = manager.find_longest_cache_hit(block_hashes, max_length, (0,), manager.block_size)
-            return (hits[0],), len(hits[0]) * manager.block_size
+            return (hits[0],), len(hits[0]) * manager.block_size, 0
         return self._hybrid_hit(block_hashes, max_length)
 
-    def _hybrid_hit(self, block_hashes: Sequence[BlockHash], max_length: int) -> tuple[GroupBlocks, int]:
+    def _hybrid_hit(self, block_hashes: Sequence[BlockHash], max_length: int) -> tuple[GroupBlocks, int, int]:
         """vLLM's fixed point: every kind of group accepts the candidate length or shortens it; a
         pass that shortened it is repeated, except for exactly one full-attention kind plus one
         other (one pass suffices). Full attention is searched once and later only cut."""
         hits_by_group: list[list[KVCacheBlock] | None] = [None] * len(self.managers)
         single_pass = (len(self.lookup_order) == 2 and self.groups[self.lookup_order[0][0]].kind == FULL_ATTENTION)
         hit_length = max_length
+        longest = 0
         while True:
             length = hit_length
             for group_ids in self.lookup_order:
@@ -121,6 +137,7 @@ class KVCacheCoordinator:
                     continue
                 hits = manager.find_longest_cache_hit(block_hashes, length, group_ids, self.alignment)
                 length = len(hits[0]) * manager.block_size
+                longest = max(longest, length)
                 for group_id, blocks in zip(group_ids, hits, strict=True):
                     hits_by_group[group_id] = blocks
             if length >= hit_length:
@@ -135,7 +152,8 @@ class KVCacheCoordinator:
                 full_hits = hits_by_group[group_id]
                 if full_hits is not None:
                     del full_hits[keep:]
-        return tuple(blocks if blocks is not None else [] for blocks in hits_by_group), hit_length
+        junction = longest if longest > hit_length else 0
+        return tuple(blocks if blocks is not None else [] for blocks in hits_by_group), hit_length, junction
 
 
 def hits_of(new_computed_blocks: Sequence[Sequence[KVCacheBlock]], group_id: int) -> Sequence[KVCacheBlock]:

@@ -1,6 +1,6 @@
-"""KV cache groups as the block manager sees them (vLLM 0.17.1 `KVCacheGroupSpec`): a kind of
-attention, its block size and its window, chunk or Mamba cache mode. Every group takes its blocks
-from the one shared pool; `resolve_groups` fills in what vLLM derives from the engine config."""
+"""KV cache groups as the block manager sees them (vLLM's `KVCacheGroupSpec`): a kind of attention,
+its block size and its window, chunk or Mamba cache mode. Every group takes its blocks from the one
+shared pool; `resolve_groups` fills in what vLLM derives from the engine config and the release."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from kvplan.semantics.kv.specs import (
     SlidingWindowSpec,
     UniformTypeKVCacheSpecs,
 )
+from kvplan.semantics.releases import DEFAULT_RELEASE, RELEASES, HybridBlockSizes, Release
 
 FULL_ATTENTION = "full_attention"
 SLIDING_WINDOW = "sliding_window"
@@ -24,8 +25,11 @@ CHUNKED_LOCAL_ATTENTION = "chunked_local_attention"
 MAMBA = "mamba"
 GROUP_KINDS = (FULL_ATTENTION, SLIDING_WINDOW, CHUNKED_LOCAL_ATTENTION, MAMBA)
 # "none" (one state block per request) is forced when prefix caching is off; given with caching
-# on it means "vLLM's default", which is "align" ("all" only for models that opt in).
+# on it means "vLLM's default", which is "align" ("all" only for models that opt in, in releases
+# that have it: the release's `mamba_cache_modes`).
 MAMBA_CACHE_MODES = ("none", "align", "all")
+# Whether several groups must share the engine's block size, by the release's `hybrid_block_sizes`.
+ONE_BLOCK_SIZE: dict[HybridBlockSizes, bool] = {"multiples": False, "uniform": True}
 SPEC_NAMES = {FULL_ATTENTION: "FullAttentionSpec", SLIDING_WINDOW: "SlidingWindowSpec",
               CHUNKED_LOCAL_ATTENTION: "ChunkedLocalAttentionSpec", MAMBA: "MambaSpec"}
 
@@ -100,8 +104,9 @@ def required_kind(field_name: str) -> str:
 
 
 def resolve_groups(groups: tuple[KVCacheGroup, ...] | None, block_size: int, enable_caching: bool,
-                   max_model_len: int, enable_chunked_prefill: bool = True) -> tuple[KVCacheGroup, ...]:
-    """The groups with vLLM's derived values filled in, checked against the rules vLLM 0.17.1
+                   max_model_len: int, enable_chunked_prefill: bool = True,
+                   release: Release = DEFAULT_RELEASE) -> tuple[KVCacheGroup, ...]:
+    """The groups with vLLM's derived values filled in, checked against the rules the release
     enforces (KvplanError, exit 2, where vLLM would refuse or assert). None: one full-attention
     group of `block_size`."""
     if groups is None:
@@ -110,34 +115,49 @@ def resolve_groups(groups: tuple[KVCacheGroup, ...] | None, block_size: int, ena
         raise KvplanError("kv_cache_groups must be a non-empty list of KV cache groups")
     for group in groups:
         group.validate()
-    resolved = tuple(_resolve(g, block_size, enable_caching, max_model_len) for g in groups)
+    resolved = tuple(_resolve(g, block_size, enable_caching, max_model_len, release) for g in groups)
     modes = {g.mamba_cache_mode for g in resolved if g.kind == MAMBA}
     if len(modes) > 1:
         raise KvplanError(f"Mamba groups share vLLM's one mamba_cache_mode; got {', '.join(sorted(map(str, modes)))}")
     if "align" in modes and not enable_chunked_prefill:
-        raise KvplanError("mamba_cache_mode 'align' requires chunked prefill (a vLLM rule): enable chunked "
-                          "prefill or use mamba_cache_mode 'all'")
+        if "all" in release.mamba_cache_modes:
+            fix = "or use mamba_cache_mode 'all'"
+        else:
+            fix = (f"or disable prefix caching ('align' is the only Mamba cache mode with prefix caching in "
+                   f"vLLM {release.version})")
+        raise KvplanError(f"mamba_cache_mode 'align' requires chunked prefill (a vLLM rule): enable chunked "
+                          f"prefill {fix}")
     for group in resolved:
         if group.mamba_cache_mode != "none" and group.block_size % block_size:  # type: ignore[operator]
             raise KvplanError(f"a {group.kind} group's block size ({group.block_size}) must be a multiple of "
                               f"the block size ({block_size}), which is the prefix-cache hash block size")
+    if ONE_BLOCK_SIZE[release.hybrid_block_sizes] and len(resolved) > 1:
+        sizes = sorted({g.block_size or block_size for g in resolved if g.mamba_cache_mode != "none"})
+        if sizes != [block_size]:
+            others = " or ".join(r.version for r in RELEASES.values() if not ONE_BLOCK_SIZE[r.hybrid_block_sizes])
+            raise KvplanError(f"KV cache groups with their own block sizes ({', '.join(map(str, sizes))}) are "
+                              f"not reproduced for vLLM {release.version}: it hashes at the groups' common "
+                              f"divisor and, with Mamba 'align', hits inside a block; give every group the block "
+                              f"size ({block_size}), or use vllm_version {others}")
     if enable_caching:
         _check_lookup(resolved, block_size)
     return resolved
 
 
-def _resolve(group: KVCacheGroup, block_size: int, enable_caching: bool, max_model_len: int) -> KVCacheGroup:
+def _resolve(group: KVCacheGroup, block_size: int, enable_caching: bool, max_model_len: int,
+             release: Release) -> KVCacheGroup:
     if group.kind != MAMBA:
         return replace(group, block_size=group.block_size or block_size)
     if not enable_caching:
         # vLLM keeps one state per request: a Mamba block spans the whole model length.
         return replace(group, mamba_cache_mode="none", block_size=max_model_len)
-    mode = group.mamba_cache_mode if group.mamba_cache_mode in ("align", "all") else "align"
+    # A mode the release lacks (0.33.0 has no "all") runs as "align", vLLM's default.
+    mode = group.mamba_cache_mode if group.mamba_cache_mode in release.mamba_cache_modes else "align"
     return replace(group, mamba_cache_mode=mode, block_size=group.block_size or block_size)
 
 
 def _check_lookup(groups: tuple[KVCacheGroup, ...], block_size: int) -> None:
-    """The coordinator's assertions in vLLM 0.17.1, with prefix caching on."""
+    """The coordinators' assertions (vLLM 0.17.1 and 0.33.0 alike), with prefix caching on."""
     if len(groups) == 1:
         if groups[0].block_size != block_size:
             raise KvplanError(f"a single KV cache group must use the block size ({block_size}) with prefix "

@@ -13,7 +13,7 @@ from kvplan.semantics.engine.coordinator import GroupBlocks, KVCacheCoordinator
 from kvplan.semantics.engine.groups import KVCacheGroup, resolve_groups
 from kvplan.semantics.engine.single_type_manager import FullAttentionManager, SingleTypeKVCacheManager
 from kvplan.semantics.engine.stats import PrefixCacheStats
-from kvplan.semantics.releases import DEFAULT_RELEASE, PrefixStats, Release
+from kvplan.semantics.releases import DEFAULT_RELEASE, PrefixStats, Release, WindowFrees
 
 if TYPE_CHECKING:
     from kvplan.semantics.engine.request import Request
@@ -21,23 +21,32 @@ if TYPE_CHECKING:
 # Whether a prefix-cache lookup enters the statistics when it is made (else when its request is
 # admitted), by the release's `prefix_stats`.
 STATS_AT_LOOKUP: dict[PrefixStats, bool] = {"every_lookup": True, "on_admission": False}
+# Whether a group's out-of-window blocks are freed on the tokens whose batch has been processed
+# (vLLM 0.33.0: computed minus in flight, so a step later under async scheduling), else on every
+# computed token, by the release's `window_frees`.
+FREES_PROCESSED_ONLY: dict[WindowFrees, bool] = {"computed": False, "processed": True}
 
 
 class KVCacheManager:
     """`kv_cache_groups` None: one full-attention group of `block_size` (the trace replay's
-    default); otherwise the groups, resolved as vLLM derives them (`resolve_groups`)."""
+    default); otherwise the groups, resolved as vLLM derives them (`resolve_groups`).
+    `max_in_flight_tokens`: the most tokens scheduled and not yet processed (vLLM's
+    `max_concurrent_batches x max_num_batched_tokens`; None: max_model_len, vLLM's default)."""
 
     def __init__(self, num_gpu_blocks: int, block_size: int, max_model_len: int,
                  enable_caching: bool = True, kv_cache_groups: tuple[KVCacheGroup, ...] | None = None,
-                 enable_chunked_prefill: bool = True, release: Release = DEFAULT_RELEASE) -> None:
+                 enable_chunked_prefill: bool = True, release: Release = DEFAULT_RELEASE,
+                 max_in_flight_tokens: int | None = None) -> None:
         self.block_size = block_size
         self.max_model_len = max_model_len
         self.enable_caching = enable_caching
         # Whether `get_computed_blocks` records its lookup (else the scheduler does, on admission).
         self._stats_at_lookup = STATS_AT_LOOKUP[release.prefix_stats]
-        groups = resolve_groups(kv_cache_groups, block_size, enable_caching, max_model_len, enable_chunked_prefill)
-        self.coordinator = KVCacheCoordinator(groups, num_gpu_blocks, block_size, enable_caching,
-                                              release.freed_unhashed_blocks)
+        self._frees_processed_only = FREES_PROCESSED_ONLY[release.window_frees]
+        groups = resolve_groups(kv_cache_groups, block_size, enable_caching, max_model_len, enable_chunked_prefill,
+                                release)
+        self.coordinator = KVCacheCoordinator(groups, num_gpu_blocks, block_size, enable_caching, release,
+                                              max_in_flight_tokens or max_model_len, max_model_len)
         self.block_pool = self.coordinator.block_pool
         self.managers = self.coordinator.managers
         self.prefix_cache_stats = PrefixCacheStats()
@@ -64,10 +73,13 @@ class KVCacheManager:
     def get_computed_blocks(self, request: Request) -> tuple[GroupBlocks, int]:
         """The request's prefix hit, per group: whole blocks, at most num_tokens - 1 tokens (the
         last token is always recomputed for its logits); no reference count changes here. Where the
-        release counts every lookup, it is counted now, even if its allocation then fails."""
+        release counts every lookup, it is counted now, even if its allocation then fails. The
+        request keeps the lookup's shared-prefix junction (`shared_prefix_boundary`)."""
         if not self.enable_caching:
+            request.shared_prefix_boundary = 0
             return self._no_hits, 0
-        hits, num_hit_tokens = self.coordinator.find_longest_cache_hit(request.block_hashes, request.num_tokens - 1)
+        hits, num_hit_tokens, request.shared_prefix_boundary = self.coordinator.lookup(
+            request.block_hashes, request.num_tokens - 1)
         if self._stats_at_lookup:
             self.prefix_cache_stats.record(request.num_tokens, num_hit_tokens, request.num_preemptions > 0)
         return hits, num_hit_tokens
@@ -148,7 +160,8 @@ class KVCacheManager:
 
         # Done even when the allocation then fails: out-of-window blocks go back first, so that
         # fewer cached blocks are evicted.
-        coordinator.remove_skipped_blocks(request_id, total_computed)
+        processed = total_computed - request.num_in_flight_tokens if self._frees_processed_only else total_computed
+        coordinator.remove_skipped_blocks(request_id, max(processed, 0))
         num_blocks_to_allocate = coordinator.get_num_blocks_to_allocate(
             request_id, num_tokens_need_slot, new_computed_blocks,
             num_local_computed + num_external_computed_tokens, num_tokens_main,
@@ -172,12 +185,13 @@ class KVCacheManager:
                              new_computed_blocks: Sequence[Sequence[KVCacheBlock]],
                              num_external_computed_tokens: int) -> bool:
         """vLLM 0.33.0's `full_sequence_must_fit` check: the blocks for min(num_tokens, max_model_len)
-        tokens, less the prefix hits, plus the hits that sit in the free queue, must be free."""
+        tokens, less the prefix hits, plus the hits that sit in the free queue, must be free; a
+        window group counts at most the blocks a request holds at once (its `admission_cap`)."""
         full = min(request.num_tokens, self.max_model_len)
         total_computed = min(request.num_computed_tokens + num_new_computed_tokens + num_external_computed_tokens,
                              self.max_model_len)
         needed = self.coordinator.get_num_blocks_to_allocate(
-            request.request_id, full, new_computed_blocks, total_computed, full)
+            request.request_id, full, new_computed_blocks, total_computed, full, capped=True)
         return needed <= self.block_pool.num_free_blocks
 
     def _set_noop_limit(self, request: Request, blocks: list[KVCacheBlock]) -> None:

@@ -1,32 +1,43 @@
-"""The Mamba (linear attention) manager of vLLM 0.17.1: a request needs only the state after its
-last computed token, so everything before that block is freed.
+"""The Mamba (linear attention) manager: a request needs only the state after its last computed
+token, so everything before that block is freed.
 
-Cache modes: "none" (caching off; one block of max_model_len tokens per request), "all" (every
-full block is a cached state snapshot; the generic rule with skip = computed - 1) and "align"
-(one running-state block, the previous state block freed a step later; chunks end on block
-boundaries, which the scheduler enforces)."""
+Cache modes: "none" (caching off; one block of max_model_len tokens per request), "all" (vLLM
+0.17.1 only: every full block is a cached state snapshot; the generic rule with skip = computed - 1)
+and "align" (one running-state block, the previous state block freed a step later; chunks end on
+block boundaries, which the scheduler enforces). The state is a Mamba-1 mixer's (Jamba's): no
+prefill checkpoint blocks, no speculative blocks."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING
 
 from kvplan.semantics.engine.block_pool import BlockHash, BlockPool, KVCacheBlock
 from kvplan.semantics.engine.groups import KVCacheGroup
 from kvplan.semantics.engine.single_type_manager import HitLists, SingleTypeKVCacheManager, num_evictable
+from kvplan.semantics.releases import DEFAULT_RELEASE, MambaRetirement, Release
 from kvplan.units import cdiv
 
 if TYPE_CHECKING:
     from kvplan.semantics.engine.request import Request
 
+# Whether an "align" group frees every real block before its running state, walking past null
+# entries (vLLM 0.33.0's `_remove_blocks_in_range` with its retired-blocks mark), or stops at the
+# first null entry as every other group does, by the release's `mamba_retirement`.
+RETIRES_PAST_NULLS: dict[MambaRetirement, bool] = {"stop_at_null": False, "past_nulls": True}
+
 
 class MambaManager(SingleTypeKVCacheManager):
     skips_tokens = True
+    hits_are_sparse = True
 
     def __init__(self, group: KVCacheGroup, block_pool: BlockPool, enable_caching: bool = True,
-                 group_id: int = 0, hash_block_size: int | None = None) -> None:
-        super().__init__(group, block_pool, enable_caching, group_id, hash_block_size)
+                 group_id: int = 0, hash_block_size: int | None = None, release: Release = DEFAULT_RELEASE) -> None:
+        super().__init__(group, block_pool, enable_caching, group_id, hash_block_size, release)
         self.align = group.mamba_cache_mode == "align"
+        self.retires_past_nulls = self.align and RETIRES_PAST_NULLS[release.mamba_retirement]
+        # "past_nulls": every block before this index is null already.
+        self.num_retired_blocks: dict[str, int] = {}
         # Hashes this group cached during the current step: a state written in this step is not
         # there yet for another request scheduled in the same step.
         self.cached_this_step: set[BlockHash] = set()
@@ -72,8 +83,16 @@ class MambaManager(SingleTypeKVCacheManager):
             break
         return hits
 
+    def reachable_blocks(self, request: Request, start: int, stop: int) -> Collection[int]:
+        """The state block that ends at a reachable boundary: a hit there needs only it."""
+        ends = {boundary // self.block_size - 1 for boundary in self.reachable_boundaries(request)}
+        return {index for index in ends if start <= index < stop}
+
     def remove_skipped_blocks(self, request_id: str, total_computed_tokens: int) -> None:
-        super().remove_skipped_blocks(request_id, total_computed_tokens)
+        if self.retires_past_nulls:
+            self._retire(request_id, total_computed_tokens)
+        else:
+            super().remove_skipped_blocks(request_id, total_computed_tokens)
         if not self.align:
             return
         # The state block of two allocations ago was the source of the last copy: free it now.
@@ -84,15 +103,34 @@ class MambaManager(SingleTypeKVCacheManager):
                 self.block_pool.free_blocks([blocks[last]])
                 blocks[last] = self.null_block
 
+    def _retire(self, request_id: str, total_computed_tokens: int) -> None:
+        """Free the real blocks before the running state's, last first, skipping null entries; the
+        ones before the mark were freed earlier."""
+        blocks = self.req_to_blocks.get(request_id)
+        if not blocks:
+            return
+        first = self.num_retired_blocks.get(request_id, 0)
+        last = min(self.get_num_skipped_tokens(total_computed_tokens) // self.block_size, len(blocks))
+        if first >= last:
+            return
+        freed = []
+        for i in range(last - 1, first - 1, -1):
+            if not blocks[i].is_null:
+                freed.append(blocks[i])
+                blocks[i] = self.null_block
+        self.block_pool.free_blocks(freed)
+        self.num_retired_blocks[request_id] = last
+
     def get_num_blocks_to_allocate(self, request_id: str, num_tokens: int,
                                    new_computed_blocks: Sequence[KVCacheBlock],
-                                   total_computed_tokens: int, num_tokens_main_model: int) -> int:
+                                   total_computed_tokens: int, num_tokens_main_model: int,
+                                   capped: bool = False) -> int:
         if new_computed_blocks and new_computed_blocks[-1].block_hash in self.cached_this_step:
             # More than the pool: the request waits for the next step, as vLLM postpones it.
             return self.block_pool.num_gpu_blocks + 1
         if not self.align:
             return super().get_num_blocks_to_allocate(request_id, num_tokens, new_computed_blocks,
-                                                      total_computed_tokens, num_tokens_main_model)
+                                                      total_computed_tokens, num_tokens_main_model, capped)
         num_new = (cdiv(num_tokens_main_model, self.block_size) - len(new_computed_blocks)
                    - len(self.req_to_blocks.get(request_id, ())))
         # One running-state block, whether the request is new or already allocated.
@@ -118,6 +156,7 @@ class MambaManager(SingleTypeKVCacheManager):
     def free(self, request_id: str) -> None:
         self.allocated_requests.discard(request_id)
         self.last_state_block_idx.pop(request_id, None)
+        self.num_retired_blocks.pop(request_id, None)
         super().free(request_id)
 
     def cache_blocks(self, request: Request, num_tokens: int) -> None:

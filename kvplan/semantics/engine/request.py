@@ -47,9 +47,9 @@ class Request:
     __slots__ = (
         "_hash_block_size", "block_hasher", "block_hashes", "cache_salt",
         "finish_step", "first_scheduled_step", "kv_noop_limit", "lora_name", "max_tokens", "mm_features",
-        "needs_extra_keys", "num_cached_tokens", "num_computed_tokens", "num_output_placeholders",
-        "num_output_tokens", "num_preemptions", "num_prompt_tokens", "num_tokens", "output_token_ids",
-        "prompt_token_ids", "request_id", "status",
+        "needs_extra_keys", "num_cached_tokens", "num_computed_tokens", "num_in_flight_tokens",
+        "num_output_placeholders", "num_output_tokens", "num_preemptions", "num_prompt_tokens", "num_tokens",
+        "output_token_ids", "prompt_token_ids", "request_id", "shared_prefix_boundary", "status",
     )
 
     def __init__(
@@ -83,6 +83,11 @@ class Request:
         # Async scheduling: tokens scheduled for sampling whose output is not processed yet; they
         # count in num_computed_tokens, not in num_tokens.
         self.num_output_placeholders = 0
+        # Tokens scheduled in batches whose output is not processed yet (async scheduling).
+        self.num_in_flight_tokens = 0
+        # Where the last prefix lookup found a prefix that other requests share and some KV cache
+        # group has not cached (the longest hit of one kind of group, past the common hit); 0: none.
+        self.shared_prefix_boundary = 0
         self.num_preemptions = 0
         # Prefix-hit tokens at the first admission; None until then.
         self.num_cached_tokens: int | None = None

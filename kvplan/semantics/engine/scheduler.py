@@ -24,7 +24,7 @@ from kvplan.semantics.engine.hashing import RequestBlockHasher
 from kvplan.semantics.engine.kv_cache_manager import KVCacheManager
 from kvplan.semantics.engine.request import Request, RequestStatus
 from kvplan.semantics.engine.stats import PrefixCacheStats
-from kvplan.semantics.releases import Admission, Scheduling
+from kvplan.semantics.releases import Admission, MambaChunkEnds, Scheduling
 
 # Whether a waiting request's whole prompt must fit before its chunk is allocated, by the release's
 # `admission` (vLLM 0.33.0's `scheduler_reserve_full_isl`).
@@ -87,21 +87,22 @@ class Scheduler:
         self.config = config
         self.model_runner = model_runner
         release = config.release
+        assert config.scheduling is not None  # EngineConfig resolves it
+        self._batch_queue_size = BATCHES_IN_FLIGHT[config.scheduling]
+        self._async = self._batch_queue_size > 1
         self.kv_cache_manager = KVCacheManager(
             config.num_gpu_blocks, config.block_size, config.max_model_len,
             enable_caching=config.enable_prefix_caching, kv_cache_groups=config.kv_cache_groups,
             enable_chunked_prefill=config.enable_chunked_prefill, release=release,
+            max_in_flight_tokens=self._batch_queue_size * config.max_num_batched_tokens,
         )
         self._full_prompt_gate = WHOLE_PROMPT_FIRST[release.admission]
-        assert config.scheduling is not None  # EngineConfig resolves it
-        self._batch_queue_size = BATCHES_IN_FLIGHT[config.scheduling]
-        self._async = self._batch_queue_size > 1
         # Oldest first; at the start of a step it holds at most batch_queue_size - 1 batches.
         self._batch_queue: deque[Batch] = deque()
         # vLLM's `has_finished_requests`: an update finished a request and no schedule ran since.
         self._finished_since_schedule = False
         # Mamba "align" caching: prefill chunks end on block boundaries (vLLM's aligned split).
-        self._mamba_align = config.mamba_cache_mode == "align"
+        self._mamba_chunk = MAMBA_CHUNK_END[release.mamba_chunk_ends] if config.mamba_cache_mode == "align" else None
         self.block_pool = self.kv_cache_manager.block_pool
         self.waiting: deque[Request] = deque()
         self.running: list[Request] = []
@@ -202,7 +203,8 @@ class Scheduler:
         scheduled_requests: list[Request] = []
         preempted: list[str] = []
         block_size = config.block_size
-        mamba_align = self._mamba_align
+        mamba_chunk = self._mamba_chunk
+        max_chunk = config.max_num_batched_tokens
         self._finished_since_schedule = False
         kv.new_step_starts()
 
@@ -221,8 +223,8 @@ class Scheduler:
                 num_new = budget
             if num_new > max_model_len - 1 - computed:
                 num_new = max_model_len - 1 - computed
-            if mamba_align:
-                num_new = mamba_aligned_chunk(request, num_new, 0, block_size)
+            if mamba_chunk is not None:
+                num_new = mamba_chunk(request, num_new, 0, block_size, max_chunk)
             if num_new == 0:
                 continue
             # Most decode steps neither need a block nor fill one: the manager says so in advance.
@@ -263,8 +265,8 @@ class Scheduler:
                 if not chunked and num_new > budget:
                     break
                 num_new = min(num_new, budget)
-                if mamba_align:
-                    num_new = mamba_aligned_chunk(request, num_new, num_hit, block_size)
+                if mamba_chunk is not None:
+                    num_new = mamba_chunk(request, num_new, num_hit, block_size, max_chunk)
                     if num_new == 0:
                         break
                 if kv.allocate_slots(request, num_new, num_hit, hit_blocks,
@@ -290,12 +292,16 @@ class Scheduler:
         # A request samples a token unless this was a partial prefill chunk; under async the
         # token is a placeholder until the batch's output is processed.
         samples = []
-        placeholder = 1 if self._async else 0
+        is_async = self._async
         for request in scheduled_requests:
             sampled = request.num_computed_tokens >= request.num_tokens + request.num_output_placeholders
             samples.append(sampled)
-            if sampled:
-                request.num_output_placeholders += placeholder
+            if is_async:
+                # Processed with the batch's output, a step later (sync: in this step, so never
+                # in flight at a schedule).
+                request.num_in_flight_tokens += scheduled[request.request_id]
+                if sampled:
+                    request.num_output_placeholders += 1
         return Batch(scheduled, scheduled_requests, samples, admitted, resumed, prefix_hit_tokens, preempted,
                      config.max_num_batched_tokens - budget)
 
@@ -306,7 +312,10 @@ class Scheduler:
         max_model_len = self.config.max_model_len
         is_async = self._async
         finished: list[str] = []
+        scheduled = batch.scheduled
         for request, sampled in zip(batch.requests, batch.samples, strict=True):
+            if is_async:
+                request.num_in_flight_tokens -= scheduled[request.request_id]
             if not sampled or request.status is RequestStatus.FINISHED_LENGTH_CAPPED:
                 continue
             request.append_output_token()
@@ -355,9 +364,9 @@ class Scheduler:
         return {r.request_id: list(get_ids(r.request_id)) for r in self.running}
 
 
-def mamba_aligned_chunk(request: Request, num_new: int, num_hit: int, block_size: int) -> int:
-    """vLLM's `_mamba_block_aligned_split`: during prefill a chunk ends on a block boundary, or at
-    the request's last block boundary, so that Mamba states are cached at block ends; 0 means the
+def mamba_aligned_chunk(request: Request, num_new: int, num_hit: int, block_size: int, max_chunk: int = 0) -> int:
+    """vLLM 0.17.1's `_mamba_block_aligned_split`: during prefill a chunk ends on a block boundary, or
+    at the request's last block boundary, so that Mamba states are cached at block ends; 0 means the
     budget holds no whole block."""
     computed = request.num_computed_tokens + num_hit
     if computed < max(request.num_prompt_tokens, request.num_tokens - 1):
@@ -367,3 +376,35 @@ def mamba_aligned_chunk(request: Request, num_new: int, num_hit: int, block_size
         if computed < last_boundary < computed + num_new:
             return last_boundary - computed
     return num_new
+
+
+def mamba_checkpoint_chunk(request: Request, num_new: int, num_hit: int, block_size: int, max_chunk: int) -> int:
+    """vLLM 0.33.0's `_mamba_block_aligned_split` (a Mamba-1 state: no prefill checkpoint blocks):
+    during prefill a chunk that ends before the prefill's end is cut to a block boundary (unless a
+    block is wider than `max_chunk` and the cut would leave nothing); then it stops at the earliest
+    of: the end of the block it started inside, the last block boundary before the last token (the
+    state a resent prompt can hit), and the block-aligned point of a shared-prefix junction."""
+    start = request.num_computed_tokens + num_hit
+    prefill_end = max(request.num_prompt_tokens, request.num_tokens - 1)
+    if start >= prefill_end:
+        return num_new
+    end = start + num_new
+    if end < prefill_end:
+        aligned_end = end // block_size * block_size
+        if aligned_end > start or block_size <= max_chunk:
+            end = aligned_end
+    junction = request.shared_prefix_boundary
+    stops = (
+        (start // block_size + 1) * block_size if start % block_size else 0,
+        (request.num_tokens - 1) // block_size * block_size,
+        start + (junction - start) // block_size * block_size if start < junction < end else 0,
+    )
+    end = min((stop for stop in stops if start < stop < end), default=end)
+    return max(end - start, 0)
+
+
+# Where a Mamba "align" prefill chunk ends, by the release's `mamba_chunk_ends`.
+MAMBA_CHUNK_END: dict[MambaChunkEnds, Callable[[Request, int, int, int, int], int]] = {
+    "last_boundary": mamba_aligned_chunk,
+    "last_checkpoint": mamba_checkpoint_chunk,
+}

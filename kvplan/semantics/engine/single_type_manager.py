@@ -1,20 +1,22 @@
-"""Per-group block bookkeeping (vLLM 0.17.1 `v1/core/single_type_kv_cache_manager.py`): the base
-manager and full attention. Window, chunk and Mamba managers live beside it.
+"""Per-group block bookkeeping (vLLM's `v1/core/single_type_kv_cache_manager.py`): the base manager
+and full attention. Window, chunk and Mamba managers live beside it.
 
 A manager owns the block table of each request in its group (null blocks included) and how many
-of its blocks are registered in the prefix cache; the block pool is shared by all groups."""
+of its blocks are registered in the prefix cache; the block pool is shared by all groups. What
+differs by release comes from the `Release` it is handed."""
 
 from __future__ import annotations
 
 import sys
 from bisect import bisect_left
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from itertools import islice
 from typing import TYPE_CHECKING, ClassVar
 
 from kvplan.semantics.engine.block_pool import BlockHash, BlockPool, KVCacheBlock
 from kvplan.semantics.engine.groups import KVCacheGroup
 from kvplan.semantics.engine.hashing import block_hashes_at_size
+from kvplan.semantics.releases import DEFAULT_RELEASE, PrefixCacheRetention, Release
 from kvplan.units import cdiv
 
 if TYPE_CHECKING:
@@ -22,14 +24,21 @@ if TYPE_CHECKING:
 
 # Prefix-hit blocks, one list per group of a lookup.
 HitLists = list[list[KVCacheBlock]]
+# Whether a group that reads part of the sequence (sliding window, Mamba) hashes only the blocks a
+# later request can hit, by the release's `prefix_cache_retention` (vLLM 0.33.0's
+# `reachable_block_mask` with `prefix_cache_retention_interval` 0); else every full block.
+CACHES_REACHABLE_ONLY: dict[PrefixCacheRetention, bool] = {"dense": False, "reachable": True}
 
 
 class SingleTypeKVCacheManager:
     # Whether attention stops reading early tokens (their blocks become null entries).
     skips_tokens: ClassVar[bool] = False
+    # Whether a hit needs only some of the blocks before it (a window's, a Mamba state), so that a
+    # release may leave the others out of the prefix cache.
+    hits_are_sparse: ClassVar[bool] = False
 
     def __init__(self, group: KVCacheGroup, block_pool: BlockPool, enable_caching: bool = True,
-                 group_id: int = 0, hash_block_size: int | None = None) -> None:
+                 group_id: int = 0, hash_block_size: int | None = None, release: Release = DEFAULT_RELEASE) -> None:
         assert group.block_size is not None, "resolve the group first (resolve_groups)"
         self.group = group
         self.block_size = group.block_size
@@ -41,6 +50,17 @@ class SingleTypeKVCacheManager:
         self.req_to_blocks: dict[str, list[KVCacheBlock]] = {}
         # Running requests only: how many leading blocks are already in the prefix cache.
         self.num_cached_block: dict[str, int] = {}
+        self.caches_reachable_only = self.hits_are_sparse and CACHES_REACHABLE_ONLY[release.prefix_cache_retention]
+        # Prefix hits are whole multiples of this many tokens (the coordinator sets its groups' lcm).
+        self.cache_hit_alignment = self.block_size
+        # The most blocks the whole-prompt admission counts for one request (None: every block).
+        self.admission_cap: int | None = None
+
+    def admission_blocks(self, max_in_flight_tokens: int, max_model_len: int) -> int | None:
+        """vLLM 0.33.0's `max_admission_blocks_per_request`: the most blocks one request holds at once
+        while `max_in_flight_tokens` tokens are scheduled and not yet processed; None where a request
+        keeps every block."""
+        return None
 
     def get_num_skipped_tokens(self, num_computed_tokens: int) -> int:
         """Leading tokens that attention no longer reads once `num_computed_tokens` are computed."""
@@ -58,8 +78,13 @@ class SingleTypeKVCacheManager:
 
     def get_num_blocks_to_allocate(self, request_id: str, num_tokens: int,
                                    new_computed_blocks: Sequence[KVCacheBlock],
-                                   total_computed_tokens: int, num_tokens_main_model: int) -> int:
+                                   total_computed_tokens: int, num_tokens_main_model: int,
+                                   capped: bool = False) -> int:
+        """The free blocks allocating slots for `num_tokens` tokens takes; `capped`: as the
+        whole-prompt admission counts them, at most `admission_cap` blocks for the request."""
         num_required = cdiv(num_tokens, self.block_size)
+        if capped and self.admission_cap is not None and num_required > self.admission_cap:
+            num_required = self.admission_cap
         num_req_blocks = len(self.req_to_blocks.get(request_id, ()))
         if request_id in self.num_cached_block:
             # A running request never gains prefix hits.
@@ -106,14 +131,28 @@ class SingleTypeKVCacheManager:
         return new_blocks
 
     def cache_blocks(self, request: Request, num_tokens: int) -> None:
-        """Register the request's blocks that `num_tokens` tokens fill completely."""
+        """Register the request's blocks that `num_tokens` tokens fill completely (only those a later
+        request can hit, where the release retains sparse groups so)."""
         num_cached = self.num_cached_block.get(request.request_id, 0)
         num_full = num_tokens // self.block_size
         if num_cached >= num_full:
             return
+        reachable = self.reachable_blocks(request, num_cached, num_full) if self.caches_reachable_only else None
         self.block_pool.cache_full_blocks(self.req_to_blocks[request.request_id], self.hashes(request.block_hashes),
-                                          num_cached, num_full, self.group_id)
+                                          num_cached, num_full, self.group_id, reachable)
         self.num_cached_block[request.request_id] = num_full
+
+    def reachable_boundaries(self, request: Request) -> tuple[int, ...]:
+        """The token positions a later request's hit can end at, in whole hit alignments: the
+        prompt's replay boundary (a resent prompt hits at most num_prompt_tokens - 1) and the
+        shared-prefix junction its lookup found, if any (vLLM 0.33.0's `replay_boundaries`)."""
+        alignment = self.cache_hit_alignment
+        boundaries = (request.num_prompt_tokens - 1, request.shared_prefix_boundary)
+        return tuple(b // alignment * alignment for b in boundaries if b)
+
+    def reachable_blocks(self, request: Request, start: int, stop: int) -> Collection[int]:
+        """Which of blocks start..stop-1 a later request can hit (groups whose hits are sparse)."""
+        return range(start, stop)
 
     def free(self, request_id: str) -> None:
         """Release a request's blocks tail first, so its last block is evicted first."""

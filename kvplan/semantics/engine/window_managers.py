@@ -1,22 +1,28 @@
-"""Managers of groups that attend to part of the sequence (vLLM 0.17.1): sliding window and
-chunked local attention. Blocks that fall out of reach are freed and replaced by the null block."""
+"""Managers of groups that attend to part of the sequence: sliding window and chunked local
+attention. Blocks that fall out of reach are freed and replaced by the null block."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
+from typing import TYPE_CHECKING
 
 from kvplan.semantics.engine.block_pool import BlockHash, BlockPool
 from kvplan.semantics.engine.groups import KVCacheGroup
 from kvplan.semantics.engine.single_type_manager import HitLists, SingleTypeKVCacheManager, trim_to_alignment
+from kvplan.semantics.releases import DEFAULT_RELEASE, Release
 from kvplan.units import cdiv
+
+if TYPE_CHECKING:
+    from kvplan.semantics.engine.request import Request
 
 
 class SlidingWindowManager(SingleTypeKVCacheManager):
     skips_tokens = True
+    hits_are_sparse = True
 
     def __init__(self, group: KVCacheGroup, block_pool: BlockPool, enable_caching: bool = True,
-                 group_id: int = 0, hash_block_size: int | None = None) -> None:
-        super().__init__(group, block_pool, enable_caching, group_id, hash_block_size)
+                 group_id: int = 0, hash_block_size: int | None = None, release: Release = DEFAULT_RELEASE) -> None:
+        super().__init__(group, block_pool, enable_caching, group_id, hash_block_size, release)
         assert group.sliding_window is not None
         self.sliding_window = group.sliding_window
         # The token being computed is itself inside the window, hence the - 1.
@@ -24,6 +30,22 @@ class SlidingWindowManager(SingleTypeKVCacheManager):
 
     def get_num_skipped_tokens(self, num_computed_tokens: int) -> int:
         return max(0, num_computed_tokens - self.sliding_window + 1)
+
+    def admission_blocks(self, max_in_flight_tokens: int, max_model_len: int) -> int | None:
+        # The window's tokens plus those in flight (frees wait for their batch), + 1 because the
+        # window need not start at a block start.
+        return cdiv(min(self.sliding_window - 1 + max_in_flight_tokens, max_model_len), self.block_size) + 1
+
+    def reachable_blocks(self, request: Request, start: int, stop: int) -> Collection[int]:
+        """The blocks of a window that ends at a reachable boundary: a hit there needs exactly them."""
+        if self.cache_hit_alignment % self.block_size:
+            return range(start, stop)  # vLLM keeps every block when hits may end inside one
+        need = self.contiguous_blocks_needed
+        reachable: set[int] = set()
+        for boundary in self.reachable_boundaries(request):
+            end = boundary // self.block_size
+            reachable.update(range(max(start, end - need), min(stop, end)))
+        return reachable
 
     def max_computed_skipping_less_than(self, num_tokens: int) -> int:
         return num_tokens + self.sliding_window - 2
@@ -61,10 +83,14 @@ class ChunkedLocalAttentionManager(SingleTypeKVCacheManager):
     skips_tokens = True
 
     def __init__(self, group: KVCacheGroup, block_pool: BlockPool, enable_caching: bool = True,
-                 group_id: int = 0, hash_block_size: int | None = None) -> None:
-        super().__init__(group, block_pool, enable_caching, group_id, hash_block_size)
+                 group_id: int = 0, hash_block_size: int | None = None, release: Release = DEFAULT_RELEASE) -> None:
+        super().__init__(group, block_pool, enable_caching, group_id, hash_block_size, release)
         assert group.attention_chunk_size is not None
         self.attention_chunk_size = group.attention_chunk_size
+
+    def admission_blocks(self, max_in_flight_tokens: int, max_model_len: int) -> int | None:
+        # One chunk plus the tokens in flight.
+        return cdiv(min(self.attention_chunk_size + max_in_flight_tokens, max_model_len), self.block_size)
 
     def get_num_skipped_tokens(self, num_computed_tokens: int) -> int:
         """The tokens before the chunk that holds the next token."""

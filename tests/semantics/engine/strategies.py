@@ -7,10 +7,7 @@ from typing import Any, get_args
 from hypothesis import strategies as st
 
 from kvplan.semantics.engine.trace import TraceRequest
-from kvplan.semantics.releases import RELEASES, VLLM_0_17_1, Scheduling
-
-# The release reproduced with several KV cache groups, in both modes (`EnginePolicies.hybrid_scheduling_modes`).
-HYBRID_RELEASE = {"release": VLLM_0_17_1}
+from kvplan.semantics.releases import RELEASES, Scheduling
 
 
 @st.composite

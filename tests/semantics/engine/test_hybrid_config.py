@@ -21,10 +21,12 @@ from kvplan.semantics.kv.specs import (
     SlidingWindowSpec,
     UniformTypeKVCacheSpecs,
 )
-from tests.semantics.engine.strategies import HYBRID_RELEASE
+from kvplan.semantics.releases import VLLM_0_17_1, VLLM_0_33_0
 
 FULL = KVCacheGroup()
 WINDOW = KVCacheGroup("sliding_window", sliding_window=64)
+# The rules below are 0.17.1's unless a test names 0.33.0.
+HYBRID_RELEASE = {"release": VLLM_0_17_1}
 
 
 def config(*groups: KVCacheGroup, **settings) -> EngineConfig:
@@ -75,6 +77,22 @@ def test_mamba_blocks_follow_the_caching_setting() -> None:
 def test_configurations_vllm_refuses(groups, settings, message) -> None:
     with pytest.raises(KvplanError, match=message):
         config(*groups, **settings)
+
+
+def test_0_33_0_runs_mamba_all_as_align_and_keeps_one_block_size() -> None:
+    # 0.33.0 has no "all": a model that ran it under 0.17.1 runs "align" (MambaModelConfig).
+    mamba_all = KVCacheGroup("mamba", mamba_cache_mode="all")
+    assert config(FULL, mamba_all).mamba_cache_mode == "all"
+    assert config(FULL, mamba_all, release=VLLM_0_33_0).mamba_cache_mode == "align"
+    with pytest.raises(KvplanError, match=r"the only Mamba cache mode with prefix caching in vLLM 0\.33\.0"):
+        config(FULL, mamba_all, release=VLLM_0_33_0, enable_chunked_prefill=False, max_num_batched_tokens=4096)
+    # Groups of their own block size are 0.17.1's alone; caching off, a Mamba block spans the model.
+    assert [g.block_size for g in config(FULL, KVCacheGroup(block_size=32)).groups] == [16, 32]
+    with pytest.raises(KvplanError, match=r"own block sizes \(16, 32\) are not reproduced for vLLM 0.33.0.*"
+                                          r"or use vllm_version 0.17.1"):
+        config(FULL, KVCacheGroup("sliding_window", sliding_window=64, block_size=32), release=VLLM_0_33_0)
+    caching_off = config(FULL, KVCacheGroup("mamba"), release=VLLM_0_33_0, enable_prefix_caching=False)
+    assert caching_off.groups[1].block_size == caching_off.max_model_len
 
 
 def test_what_needs_caching_is_allowed_without_it() -> None:

@@ -19,7 +19,7 @@ from kvplan.semantics.engine.groups import KVCacheGroup
 from kvplan.semantics.engine.replay import replay
 from kvplan.semantics.engine.scheduler import Scheduler, StepResult
 from kvplan.semantics.engine.trace import Trace
-from tests.semantics.engine.strategies import HYBRID_RELEASE, engine_knobs, trace_requests
+from tests.semantics.engine.strategies import engine_knobs, trace_requests
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -44,7 +44,7 @@ def hybrid_traces(draw: st.DrawFn) -> Trace:
     mamba_mode = draw(st.sampled_from([None, "align", "all"]))
     group_lists = st.lists(groups(knobs["block_size"], mamba_mode), min_size=1, max_size=4)
     try:
-        config = EngineConfig(**{**knobs, **HYBRID_RELEASE}, kv_cache_groups=tuple(draw(group_lists)))
+        config = EngineConfig(**knobs, kv_cache_groups=tuple(draw(group_lists)))
     except KvplanError:
         assume(False)  # a combination vLLM refuses (tested in test_hybrid_config)
         raise
