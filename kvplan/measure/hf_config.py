@@ -13,6 +13,7 @@ from kvplan.errors import KvplanError, MissingExtraError
 from kvplan.semantics.models.reader import UnknownArchitecture, shape_from_config, shape_from_hf_config
 from kvplan.semantics.models.resolve import ResolvedConfig
 from kvplan.semantics.models.shape import ModelShape
+from kvplan.semantics.releases import DEFAULT_RELEASE, Release
 
 
 def config_directory(resolved: ResolvedConfig) -> str | None:
@@ -21,11 +22,13 @@ def config_directory(resolved: ResolvedConfig) -> str | None:
 
 
 def model_shape(
-    config: Mapping[str, Any], model_id: str, *, trust_remote_code: bool = False, config_dir: str | None = None
+    config: Mapping[str, Any], model_id: str, *, trust_remote_code: bool = False, config_dir: str | None = None,
+    release: Release = DEFAULT_RELEASE,
 ) -> ModelShape:
-    """The light reader for the architectures kvplan knows, else transformers' config object."""
+    """The light reader for the architectures kvplan knows (as `release` reads the config), else
+    transformers' config object."""
     try:
-        return shape_from_config(config, model_id)
+        return shape_from_config(config, model_id, release)
     except UnknownArchitecture as unknown:
         architecture = unknown.architecture
     try:

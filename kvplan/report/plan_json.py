@@ -7,8 +7,9 @@ from __future__ import annotations
 from typing import Any
 
 from kvplan import __version__
+from kvplan.semantics.config.parallel import get_pp_indices
 from kvplan.semantics.kv.layout import view_shape
-from kvplan.semantics.kv.specs import AttentionSpec, GroupSpec, MambaSpec, UniformTypeKVCacheSpecs
+from kvplan.semantics.kv.specs import AttentionSpec, GroupSpec, KVCacheGroupSpec, MambaSpec, UniformTypeKVCacheSpecs
 from kvplan.usecases.plan import PlanResult
 
 PLAN_SCHEMA_VERSION = 1
@@ -41,19 +42,47 @@ def _tensor_shape(spec: GroupSpec, num_blocks: int | None) -> list[int] | None:
     return None if shape is None else list(shape)
 
 
-def plan_record(result: PlanResult) -> dict[str, Any]:
-    setup, sizing, request, summary = result.setup, result.sizing, result.request, result.summary
-    config = sizing.config
-    gpu = setup.device.gpu
-    groups = [
+def _group_records(groups: tuple[KVCacheGroupSpec, ...], num_blocks: int | None) -> list[dict[str, Any]]:
+    return [
         {
             "layer_names": list(group.layer_names),
             "num_layers": len(group.layer_names),
             "spec": spec_record(group.kv_cache_spec),
-            "tensor_shape": _tensor_shape(group.kv_cache_spec, summary.num_blocks),
+            "tensor_shape": _tensor_shape(group.kv_cache_spec, num_blocks),
         }
-        for group in sizing.groups
+        for group in groups
     ]
+
+
+def pipeline_stages(result: PlanResult) -> list[dict[str, Any]]:
+    """One entry per pipeline stage (the TP ranks of a stage hold the same KV cache config): its
+    decoder layers `[start, end)` and the KV cache config of its workers, as vLLM's worker holds it."""
+    setup, sizing = result.setup, result.sizing
+    stages = []
+    for pp_rank, groups in enumerate(sizing.worker_groups):
+        start, end = get_pp_indices(setup.shape.num_hidden_layers, pp_rank, setup.cache.pipeline_parallel_size,
+                                    setup.cache.pp_layer_partition)
+        config = sizing.worker_configs[pp_rank] if sizing.worker_configs else None
+        stages.append({
+            "pp_rank": pp_rank,
+            "layers": [start, end],
+            "num_kv_cache_layers": len(setup.worker_specs[pp_rank]),
+            "kv_cache_groups": [{"num_layers": len(group.layer_names), "layer_names": list(group.layer_names)}
+                                for group in groups],
+            "num_blocks": None if config is None else config.num_blocks,
+            "kv_cache_tensors_total_bytes": None if config is None else sum(t.size for t in config.kv_cache_tensors),
+            "bytes_needed_for_one_max_len_request": sizing.bytes_needed_per_worker[pp_rank]
+            if sizing.bytes_needed_per_worker else None,
+        })
+    return stages
+
+
+def plan_record(result: PlanResult) -> dict[str, Any]:
+    setup, sizing, request, summary = result.setup, result.sizing, result.request, result.summary
+    config = sizing.config
+    gpu = setup.device.gpu
+    # rank 0's groups, as vLLM logs and schedules them; every stage's are under pipeline_stages
+    groups = _group_records(sizing.rank0_groups, summary.num_blocks)
     weights = result.weights
     return {
         "schema_version": PLAN_SCHEMA_VERSION,
@@ -83,6 +112,8 @@ def plan_record(result: PlanResult) -> dict[str, Any]:
         "enable_prefix_caching": summary.enable_prefix_caching,
         "enable_chunked_prefill": summary.enable_chunked_prefill,
         "mamba_cache_mode": setup.layout.mamba_cache_mode if setup.shape.is_hybrid else None,
+        "disable_hybrid_kv_cache_manager": setup.disable_hybrid_kv_cache_manager,
+        "quantization": setup.quantization,
         "tensor_parallel_size": request.tensor_parallel_size,
         "pipeline_parallel_size": request.pipeline_parallel_size,
         "kv_cache_memory_bytes": summary.kv_cache_memory_bytes,
@@ -96,6 +127,8 @@ def plan_record(result: PlanResult) -> dict[str, Any]:
         "num_usable_blocks": summary.num_usable_blocks,
         "page_size_bytes": sizing.page_size_bytes,
         "kv_cache_groups": groups,
+        "kv_cache_groups_rank": 0,
+        "pipeline_stages": pipeline_stages(result),
         "kv_cache_tensors": [] if config is None else [
             {"size": tensor.size, "shared_by": list(tensor.shared_by)} for tensor in config.kv_cache_tensors
         ],

@@ -29,6 +29,9 @@ Where each policy is applied:
     mamba_retirement              semantics/engine/mamba_manager.py (RETIRES_PAST_NULLS: which Mamba "align" blocks
                                   before the running state are freed)
     hybrid_block_sizes            semantics/engine/config.py (the group block sizes reproduced with several groups)
+    config_classes                semantics/models/validation.py (CONFIG_CLASSES: what the config classes refuse)
+    config_wide_window            semantics/models/architectures.py (CONFIG_WIDE_WINDOW: CacheConfig.sliding_window)
+    quantization_names            semantics/config/quantization.py (the method name vLLM resolves a checkpoint's to)
 
 The `admission` "whole_prompt" is vLLM 0.33.0's `scheduler_reserve_full_isl` with its per-request caps:
 a sliding-window or chunked-local group counts at most the blocks a request can hold at once while
@@ -75,6 +78,12 @@ MambaRetirement = Literal["stop_at_null", "past_nulls"]
 # reproduced with one block size only ("uniform": 0.33.0 hashes at the groups' gcd and, with Mamba
 # "align", hits inside a block, which kvplan does not reproduce)
 HybridBlockSizes = Literal["multiples", "uniform"]
+# the transformers config classes a release reads config.json with: 4.57's (0.17.1, some classes vLLM's
+# own) or 5.x's strict dataclasses (0.33.0), which check layer_types' length and field types everywhere
+ConfigClasses = Literal["transformers_4_57", "transformers_5"]
+# when CacheConfig.sliding_window is the config's window (layers without their own window fall back to
+# it): unless layer_types mixes types (0.17.1), or only without layer_types or with all of them sliding
+ConfigWideWindow = Literal["unless_interleaved", "no_layer_types_or_all_sliding"]
 
 
 @dataclass(frozen=True)
@@ -99,6 +108,10 @@ class Release:
     mamba_chunk_ends: MambaChunkEnds               # where a Mamba "align" prefill chunk ends
     mamba_retirement: MambaRetirement              # which Mamba "align" blocks behind the state are freed
     hybrid_block_sizes: HybridBlockSizes           # the group block sizes reproduced with several groups
+    config_classes: ConfigClasses                  # the config classes config.json is read with
+    config_wide_window: ConfigWideWindow           # when CacheConfig.sliding_window is the config's window
+    # (model_type, checkpoint quant_method, the method name vLLM resolves it to) where they differ
+    quantization_names: tuple[tuple[str, str, str], ...]
 
 
 VLLM_0_17_1 = Release(
@@ -122,6 +135,9 @@ VLLM_0_17_1 = Release(
     mamba_chunk_ends="last_boundary",
     mamba_retirement="stop_at_null",
     hybrid_block_sizes="multiples",
+    config_classes="transformers_4_57",
+    config_wide_window="unless_interleaved",
+    quantization_names=(),
 )
 
 # The engine's policies are 0.33.0's (trace-replay-0.33.md and, with several KV cache groups, vLLM
@@ -150,6 +166,9 @@ VLLM_0_33_0 = Release(
     mamba_chunk_ends="last_checkpoint",
     mamba_retirement="past_nulls",
     hybrid_block_sizes="uniform",
+    config_classes="transformers_5",
+    config_wide_window="no_layer_types_or_all_sliding",
+    quantization_names=(("gpt_oss", "mxfp4", "gpt_oss_mxfp4"),),
 )
 
 RELEASES: dict[str, Release] = {release.version: release for release in (VLLM_0_17_1, VLLM_0_33_0)}

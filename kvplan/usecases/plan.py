@@ -13,9 +13,10 @@ from dataclasses import dataclass, field
 from kvplan.errors import KvplanError
 from kvplan.gpus.catalog import GpuSpec, get_gpu
 from kvplan.measure.hf_config import config_directory, model_shape
-from kvplan.semantics.config.cache import utilization_problem
+from kvplan.semantics.config.cache import resolve_disable_hybrid_kv_cache_manager, utilization_problem
 from kvplan.semantics.config.model import long_max_model_len_warning, resolve_model_dtype, verify_max_model_len
 from kvplan.semantics.config.parallel import verify_tensor_parallel
+from kvplan.semantics.config.quantization import check_quantization_capability, quantization_method
 from kvplan.semantics.config.scheduler import BatchLimits, resolve_batch_limits, verify_batch_limits
 from kvplan.semantics.kv.layer_specs import CacheLayout, CacheSettings, build_worker_specs, resolve_cache_layout
 from kvplan.semantics.kv.sizing import SizingResult, kv_bytes_per_token, size_kv_cache
@@ -48,6 +49,7 @@ class PlanRequest:
     trust_remote_code: bool = False
     enable_prefix_caching: bool | None = None
     enable_chunked_prefill: bool = True
+    disable_hybrid_kv_cache_manager: bool | None = None
     with_weights: bool = True
     release: Release = DEFAULT_RELEASE
 
@@ -93,6 +95,8 @@ class SettledConfig:
     layout: CacheLayout
     worker_specs: tuple[dict[str, KVCacheSpec], ...]
     logs: tuple[str, ...]
+    disable_hybrid_kv_cache_manager: bool = False
+    quantization: str | None = None    # ModelConfig.quantization: the method vLLM resolved
 
 
 @dataclass(frozen=True)
@@ -236,7 +240,7 @@ def settle(request: PlanRequest) -> SettledConfig:
     resolved = resolve_config(request.model)
     shape = model_shape(
         resolved.config, resolved.model_id, trust_remote_code=request.trust_remote_code,
-        config_dir=config_directory(resolved),
+        config_dir=config_directory(resolved), release=request.release,
     )
     device = _device(request)
     logs: list[str] = []
@@ -245,6 +249,8 @@ def settle(request: PlanRequest) -> SettledConfig:
         gpu_name=device.name or "cuda",
     )
     logs.extend(dtype.logs)
+    quantization = quantization_method(shape.model_type, shape.quantization, request.release)
+    check_quantization_capability(quantization, device.capability)
     # vLLM multiplies the derived length by the RoPE factor (1.0 by default) whenever the config has RoPE
     # parameters, which makes it a float in its error text; gemma3 is exempt from the scaling
     derived: float = shape.max_model_len if "gemma3" in shape.model_type else float(shape.max_model_len)
@@ -276,14 +282,31 @@ def settle(request: PlanRequest) -> SettledConfig:
         gpu_capability=device.capability,
         release=request.release,
     )
+    hybrid_manager = resolve_disable_hybrid_kv_cache_manager(
+        request.disable_hybrid_kv_cache_manager, shape.attention_chunk_size is not None,
+        _env_flag("VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE", default=True),
+    )
+    logs.extend(hybrid_manager.logs)
     layout = resolve_cache_layout(shape, settings)
     logs.extend(layout.logs)
     worker_specs = tuple(build_worker_specs(shape, settings))
     return SettledConfig(
         resolved=resolved, shape=shape, device=device, model_dtype=dtype.dtype, max_model_len=max_model_len,
         auto_fit=request.max_model_len == -1, batch=batch, cache=settings, layout=layout,
-        worker_specs=worker_specs, logs=tuple(logs),
+        worker_specs=worker_specs, logs=tuple(logs), disable_hybrid_kv_cache_manager=hybrid_manager.disabled,
+        quantization=quantization,
     )
+
+
+def _env_flag(name: str, *, default: bool) -> bool:
+    """A vLLM environment variable read as `bool(int(value))`."""
+    value = os.environ.get(name)
+    if value is None:
+        return default
+    try:
+        return bool(int(value))
+    except ValueError:
+        raise KvplanError(f"{name}={value!r}: vLLM reads it as an integer, 0 or 1") from None
 
 
 def plan(request: PlanRequest, setup: SettledConfig | None = None) -> PlanResult:
@@ -303,6 +326,7 @@ def plan(request: PlanRequest, setup: SettledConfig | None = None) -> PlanResult
         limits,
         num_gpu_blocks_override=request.num_gpu_blocks_override,
         auto_fit=setup.auto_fit,
+        disable_hybrid_kv_cache_manager=setup.disable_hybrid_kv_cache_manager,
         release=request.release,
     )
     weights = None

@@ -25,12 +25,16 @@ from kvplan.semantics.kv.layer_specs import CacheSettings, resolve_cache_layout
 from kvplan.semantics.kv.sizing import KV_CAPACITY_LOG, PER_REQUEST_MEMORY, size_kv_cache
 from kvplan.semantics.kv.specs import FullAttentionSpec, SizingLimits
 from kvplan.semantics.memory.budget import NON_KV_MEMORY, MemoryBudget
+from kvplan.semantics.models.architectures import CONFIG_WIDE_WINDOW
+from kvplan.semantics.models.validation import CONFIG_CLASSES
 from kvplan.semantics.releases import (
     DEFAULT_RELEASE,
     RELEASES,
     VLLM_0_17_1,
     VLLM_0_33_0,
     Admission,
+    ConfigClasses,
+    ConfigWideWindow,
     FreedUnhashedBlocks,
     HybridBlockSizes,
     KvCapacityLog,
@@ -73,6 +77,8 @@ def test_every_policy_value_has_its_implementation():
     assert set(MAMBA_CHUNK_END) == set(get_args(MambaChunkEnds))
     assert set(RETIRES_PAST_NULLS) == set(get_args(MambaRetirement))
     assert set(ONE_BLOCK_SIZE) == set(get_args(HybridBlockSizes))
+    assert set(CONFIG_CLASSES) == set(get_args(ConfigClasses))
+    assert set(CONFIG_WIDE_WINDOW) == set(get_args(ConfigWideWindow))
 
 
 def test_the_engine_policies_move_the_records(traces_dir):

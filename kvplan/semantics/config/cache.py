@@ -9,7 +9,7 @@ cache mode, and whether the hybrid KV cache manager is on.
     hybrid_block_size(attn_page_per_token, mamba_page, *, ...) -> HybridBlocks
     kv_cache_dtype(cache_dtype, model_dtype) -> str
     utilization_problem(value) -> what is wrong with a gpu_memory_utilization, or None
-    resolve_disable_hybrid_kv_cache_manager(requested, has_chunked_local_attention) -> bool"""
+    resolve_disable_hybrid_kv_cache_manager(requested, has_chunked_local_attention, allow) -> HybridManagerChoice"""
 
 from __future__ import annotations
 
@@ -196,11 +196,36 @@ def hybrid_block_size(
     return HybridBlocks(block_size, mamba_block, attn_page, tuple(logs))
 
 
+CHUNKED_LOCAL_HYBRID_WARNING = (
+    "There is a latency regression when using chunked local attention with the hybrid KV cache manager. "
+    "Disabling it, by default. To enable it, set the environment "
+    "VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1."
+)
+
+
+@dataclass(frozen=True)
+class HybridManagerChoice:
+    disabled: bool
+    logs: tuple[str, ...] = ()
+
+
 def resolve_disable_hybrid_kv_cache_manager(
-    requested: bool | None, has_chunked_local_attention: bool
-) -> bool:
-    """Unset means on (hybrid manager enabled), except for chunked local attention in 0.17.1."""
-    return has_chunked_local_attention if requested is None else requested
+    requested: bool | None, has_chunked_local_attention: bool, allow_chunked_local_with_hybrid: bool = True,
+) -> HybridManagerChoice:
+    """`VllmConfig.__post_init__` on a GPU without KV events or connectors: unset, the hybrid manager
+    is on, except for a model with chunked local attention when
+    VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE is 0 (it is 1 unless set, in 0.17.1 and 0.33.0).
+    An explicit enable that the rule would turn off is refused, as vLLM does."""
+    needs_disabling = has_chunked_local_attention and not allow_chunked_local_with_hybrid
+    logs = (CHUNKED_LOCAL_HYBRID_WARNING,) if needs_disabling else ()
+    if requested is None:
+        return HybridManagerChoice(needs_disabling, logs)
+    if requested is False and needs_disabling:
+        raise ConfigRejected(
+            "Hybrid KV cache manager was explicitly enabled but is not supported in this configuration. "
+            "Consider omitting the --no-disable-hybrid-kv-cache-manager flag to let vLLM decide automatically."
+        )
+    return HybridManagerChoice(requested, logs)
 
 
 # --- KV-cache dtype -------------------------------------------------------------------------

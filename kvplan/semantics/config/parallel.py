@@ -69,7 +69,8 @@ def verify_tensor_parallel(shape: ModelShape, tp: int) -> None:
         )
     if shape.use_mla:
         return  # one latent per layer, replicated on every rank
-    for total in sorted({layer.num_kv_heads for layer in shape.kv_layers if layer.kind != "mamba"}):
+    attention = ("full", "sliding_window", "chunked_local")
+    for total in sorted({layer.num_kv_heads for layer in shape.kv_layers if layer.kind in attention}):
         if total >= tp and total % tp:
             raise ConfigRejected(
                 f"Total number of KV heads ({total}) must be divisible by tensor parallel size ({tp})."
@@ -78,6 +79,13 @@ def verify_tensor_parallel(shape: ModelShape, tp: int) -> None:
             raise ConfigRejected(
                 f"Tensor parallel size ({tp}) must be divisible by the total number of KV heads ({total}) "
                 "when there are fewer KV heads than ranks."
+            )
+        # the Attention layer's own assertion, on one rank's heads
+        heads, kv_heads = shape.num_attention_heads // tp, kv_heads_per_rank(total, tp)
+        if heads % kv_heads:
+            raise ConfigRejected(
+                f"num_heads ({heads}) is not divisible by num_kv_heads ({kv_heads}): each KV head must serve "
+                "the same number of query heads (vLLM's Attention layer asserts it); fix num_key_value_heads"
             )
 
 

@@ -222,7 +222,16 @@ def unify_kv_cache_spec_page_size(specs: dict[str, KVCacheSpec]) -> dict[str, KV
                 "The page size of the layer is not divisible by the maximum page size. "
                 "Cannot unify by adjusting block_size."
             )
-        unified[name] = with_block_size(spec, spec.block_size * (max_page // page))
+        grown = with_block_size(spec, spec.block_size * (max_page // page))
+        if grown.page_size_bytes != max_page:
+            # vLLM asserts (a bare AssertionError in unify_kv_cache_spec_page_size): a Mamba state's
+            # page does not grow with its block size
+            raise GroupingError(
+                f"vLLM's engine fails at start-up (AssertionError in unify_kv_cache_spec_page_size): the "
+                f"{spec.type_name} of {name} has {page}-byte pages, which its block size cannot raise to the "
+                f"largest page ({max_page} bytes); the attention and Mamba pages must be equal"
+            )
+        unified[name] = grown
     return unified
 
 

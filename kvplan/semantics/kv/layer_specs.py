@@ -212,8 +212,10 @@ def _layer_spec(
     replicate = shape.architecture not in _PLAIN_KV_SPLIT_ARCHITECTURES
     heads = kv_heads_per_rank(layer.num_kv_heads, tp, replicate)
     block, head, dtype = layout.block_size, layer.head_size, layout.kv_dtype
+    if layer.head_size_from_rank_heads:
+        head = shape.hidden_size // (shape.num_attention_heads // tp)
     if layer.kind == "full":
-        head_size_v = layer.head_size_v or layer.head_size
+        head_size_v = head if layer.head_size_from_rank_heads else layer.head_size_v or layer.head_size
         return FullAttentionSpec(block, heads, head, dtype, head_size_v=head_size_v)
     if layer.kind == "sliding_window":
         assert layer.sliding_window is not None, layer
@@ -224,6 +226,9 @@ def _layer_spec(
     if layer.kind == "mla":
         # the latent is not split: every rank stores all of it
         return MLAAttentionSpec(block, 1, head, dtype, cache_dtype_str=layout.cache_dtype)
+    if layer.kind == "indexer":
+        # fp8 keys and their scales, kept as bytes whatever the KV cache dtype; not split either
+        return MLAAttentionSpec(block, 1, head, "uint8")
     if layer.kind == "mamba":
         assert layer.mamba is not None and layout.mamba_block_size is not None, layer
         shapes, dtypes = mamba_state(layer.mamba, tp, settings.model_dtype, settings)

@@ -68,6 +68,13 @@ class SizingResult:
     gpu_kv_cache_tokens: int | None = None
     max_concurrency: float | None = None
     log_lines: tuple[str, ...] = ()
+    # the global groups restricted to each worker's layers (what its KVCacheConfig holds), in rank order
+    worker_groups: tuple[tuple[KVCacheGroupSpec, ...], ...] = ()
+
+    @property
+    def rank0_groups(self) -> tuple[KVCacheGroupSpec, ...]:
+        """The groups of rank 0's KVCacheConfig: what vLLM logs, and what its scheduler runs with."""
+        return self.worker_groups[0] if self.worker_groups else self.groups
 
     @property
     def config(self) -> KVCacheConfig | None:
@@ -364,7 +371,7 @@ def size_kv_cache(
         return SizingResult(
             fits=False, finding=message, max_model_len=limits.max_model_len, groups=grouping.groups,
             worker_configs=(), bytes_needed_per_worker=needed, estimated_max_model_len=estimated,
-            log_lines=tuple(logs),
+            log_lines=tuple(logs), worker_groups=tuple(projected),
         )
 
     if auto_fit:
@@ -404,6 +411,7 @@ def size_kv_cache(
         return SizingResult(
             fits=True, finding=None, max_model_len=limits.max_model_len, groups=grouping.groups,
             worker_configs=tuple(configs), bytes_needed_per_worker=needed, log_lines=tuple(logs),
+            worker_groups=tuple(projected),
         )
     for config in configs:
         # vLLM logs these once (`info_once`): every worker prints the same two lines
@@ -414,5 +422,5 @@ def size_kv_cache(
         fits=True, finding=None, max_model_len=limits.max_model_len, groups=grouping.groups,
         worker_configs=tuple(configs), bytes_needed_per_worker=needed,
         gpu_kv_cache_tokens=gpu_kv_cache_tokens(first), max_concurrency=max_concurrency(first, limits),
-        log_lines=tuple(logs),
+        log_lines=tuple(logs), worker_groups=tuple(projected),
     )

@@ -97,6 +97,18 @@ CLASS_DEFAULTS: dict[str, dict[str, Any]] = {
         "sliding_window": None, "ssm_state_size": 128, "mamba_num_heads": 128, "mamba_head_dim": 64,
         "n_groups": 8, "conv_kernel": 4, "chunk_size": 128,
     },
+    "llama4_text": {
+        "vocab_size": 202048, "hidden_size": 5120, "intermediate_size": 8192, "num_hidden_layers": 48,
+        "num_attention_heads": 40, "num_key_value_heads": 8, "head_dim": 128, "max_position_embeddings": 131072,
+        "tie_word_embeddings": False, "no_rope_layers": None, "no_rope_layer_interval": 4,
+        "attention_chunk_size": 8192,
+    },
+    "deepseek_v32": {
+        "vocab_size": 129280, "hidden_size": 7168, "intermediate_size": 18432, "num_hidden_layers": 61,
+        "num_attention_heads": 128, "num_key_value_heads": 128, "max_position_embeddings": 4096,
+        "tie_word_embeddings": False, "kv_lora_rank": 512, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64,
+        "v_head_dim": 128, "moe_intermediate_size": 2048, "num_nextn_predict_layers": 1, "index_head_dim": 128,
+    },
     "gpt_oss": {
         "vocab_size": 201088, "hidden_size": 2880, "intermediate_size": 2880, "num_hidden_layers": 36,
         "num_attention_heads": 64, "num_key_value_heads": 8, "head_dim": 64, "max_position_embeddings": 131072,

@@ -13,6 +13,8 @@ from kvplan.semantics.models.architectures import ARCHITECTURES, Architecture, a
 from kvplan.semantics.models.config_fields import ConfigView, config_dtype, rope_parameter_sets
 from kvplan.semantics.models.maxlen import derive_max_model_len
 from kvplan.semantics.models.shape import LayerShape, ModelShape
+from kvplan.semantics.models.validation import check_config_classes
+from kvplan.semantics.releases import DEFAULT_RELEASE, Release
 
 
 def architecture_of(config: Mapping[str, Any]) -> str:
@@ -30,13 +32,14 @@ class UnknownArchitecture(KvplanError):
         self.architecture = architecture
 
 
-def shape_from_config(config: Mapping[str, Any], model_id: str) -> ModelShape:
-    """The ModelShape of an architecture kvplan knows; `UnknownArchitecture` for any other."""
+def shape_from_config(config: Mapping[str, Any], model_id: str, release: Release = DEFAULT_RELEASE) -> ModelShape:
+    """The ModelShape of an architecture kvplan knows, as `release` reads its config;
+    `UnknownArchitecture` for any other."""
     architecture = architecture_of(config)
     known = ARCHITECTURES.get(architecture)
     if known is None:
         raise UnknownArchitecture(architecture)
-    return _shape_light(config, model_id, architecture, known)
+    return _shape_light(config, model_id, architecture, known, release)
 
 
 def _text_view(config: Mapping[str, Any], known: Architecture) -> ConfigView:
@@ -49,12 +52,14 @@ def _text_view(config: Mapping[str, Any], known: Architecture) -> ConfigView:
     return ConfigView.of(text, str(text.get("model_type") or known.model_type), "config.json text_config")
 
 
-def _shape_light(config: Mapping[str, Any], model_id: str, architecture: str, known: Architecture) -> ModelShape:
+def _shape_light(config: Mapping[str, Any], model_id: str, architecture: str, known: Architecture,
+                 release: Release) -> ModelShape:
     view = _text_view(config, known)
+    check_config_classes(view, release)
     view.require(*known.required)
     warnings: list[str] = []
     prefix = "language_model." if known.text_config else ""
-    layers = known.build(view, prefix, warnings)
+    layers = known.build(view, prefix, warnings, release)
     max_len, max_len_warning = derive_max_model_len(view.get, view.model_type, rope_parameter_sets(view))
     if max_len_warning:
         warnings.append(max_len_warning)
@@ -66,7 +71,7 @@ def _shape_light(config: Mapping[str, Any], model_id: str, architecture: str, kn
         architecture=architecture,
         model_type=str(config.get("model_type") or known.model_type),
         config_dtype=config_dtype(config),
-        num_hidden_layers=len(layers),
+        num_hidden_layers=len({layer.index for layer in layers}),
         hidden_size=view.integer("hidden_size"),
         num_attention_heads=view.integer("num_attention_heads"),
         num_kv_heads=attention[0].num_kv_heads if attention else 0,
@@ -81,6 +86,7 @@ def _shape_light(config: Mapping[str, Any], model_id: str, architecture: str, kn
         qk_nope_head_dim=view.integer("qk_nope_head_dim") if known.use_mla else 0,
         mla_sparse=known.use_mla and view.get("index_topk") is not None,
         is_hybrid=known.is_hybrid,
+        attention_chunk_size=view.optional_integer("attention_chunk_size"),
         warnings=tuple(warnings),
     )
 
@@ -122,7 +128,8 @@ def shape_from_hf_config(hf: Any, config: Mapping[str, Any], model_id: str, arch
         tie_word_embeddings=bool(getattr(hf, "tie_word_embeddings", False)),
         quantization=_quantization(config), use_mla=any(layer.kind == "mla" for layer in layers),
         qk_nope_head_dim=int(getattr(text, "qk_nope_head_dim", 0) or 0),
-        mla_sparse=getattr(text, "index_topk", None) is not None, warnings=tuple(warnings),
+        mla_sparse=getattr(text, "index_topk", None) is not None,
+        attention_chunk_size=getattr(text, "attention_chunk_size", None), warnings=tuple(warnings),
     )
 
 

@@ -12,6 +12,7 @@ LayerKind = Literal[
     "sliding_window",  # SlidingWindowSpec(sliding_window)
     "chunked_local",   # ChunkedLocalAttentionSpec(attention_chunk_size)
     "mla",             # MLAAttentionSpec: one latent of kv_lora_rank + qk_rope_head_dim
+    "indexer",         # MLAAttentionSpec of bytes: DeepSeek V3.2's sparse-attention indexer K cache
     "mamba",           # MambaSpec (Mamba2 or gated delta net state)
     "none",            # a decoder layer holding no KV cache (MLP-only / MoE-only layers)
     "unsupported",     # a layer kind kvplan does not model; reported, never counted as full
@@ -55,6 +56,8 @@ class LayerShape:
     attention_chunk_size: int | None = None
     mamba: MambaState | None = None
     note: str = ""              # why the kind was chosen, or what is unsupported
+    # the head size is hidden_size // the query heads of one TP rank (Qwen3-Next with "head_dim": null)
+    head_size_from_rank_heads: bool = False
 
 
 @dataclass(frozen=True)
@@ -78,6 +81,7 @@ class ModelShape:
     qk_nope_head_dim: int = 0          # MLA: vLLM's backend choice (and so block size) on Blackwell reads it
     mla_sparse: bool = False           # MLA with `index_topk` (DeepSeek V3.2): FlashMLA sparse, block 64
     is_hybrid: bool = False
+    attention_chunk_size: int | None = None    # the config's (ModelConfig.attention_chunk_size)
     warnings: tuple[str, ...] = field(default_factory=tuple)
 
     @property

@@ -112,10 +112,17 @@ def test_kv_cache_dtype() -> None:
         cache.kv_cache_dtype("int8", "bfloat16")
 
 
-def test_disable_hybrid_kv_cache_manager_default() -> None:
-    assert cache.resolve_disable_hybrid_kv_cache_manager(None, has_chunked_local_attention=False) is False
-    assert cache.resolve_disable_hybrid_kv_cache_manager(None, has_chunked_local_attention=True) is True
-    assert cache.resolve_disable_hybrid_kv_cache_manager(True, has_chunked_local_attention=False) is True
+def test_hybrid_manager_stays_on_for_chunked_local_attention_unless_the_variable_is_0() -> None:
+    # VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE is 1 unless set (the rules cases confirm it)
+    resolve = cache.resolve_disable_hybrid_kv_cache_manager
+    assert resolve(None, has_chunked_local_attention=False) == cache.HybridManagerChoice(False)
+    assert resolve(None, has_chunked_local_attention=True) == cache.HybridManagerChoice(False)
+    assert resolve(None, True, allow_chunked_local_with_hybrid=False) == cache.HybridManagerChoice(
+        True, (cache.CHUNKED_LOCAL_HYBRID_WARNING,))
+    assert resolve(None, False, allow_chunked_local_with_hybrid=False).disabled is False
+    assert resolve(True, has_chunked_local_attention=False).disabled is True
+    with pytest.raises(ConfigRejected, match="explicitly enabled"):
+        resolve(False, True, allow_chunked_local_with_hybrid=False)
 
 
 @pytest.mark.parametrize("bad", [0.0, -0.1, 1.01])

@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from kvplan.errors import EXIT_BAD_INPUT, KvplanError
+from kvplan.errors import EXIT_BAD_INPUT, ConfigRejected, KvplanError
 from kvplan.semantics.models import catalog_ids, resolve_config, shape_from_config
 from kvplan.semantics.models.catalog import CATALOG_DIR
+from kvplan.semantics.releases import VLLM_0_33_0
 
 SIZING = Path(__file__).resolve().parents[2] / "data" / "sizing" / "vllm-0.17.1-cases.json"
 SPEC_KINDS = {"FullAttentionSpec": "full", "SlidingWindowSpec": "sliding_window", "MLAAttentionSpec": "mla",
@@ -184,11 +185,17 @@ def test_qwen2_ignores_head_dim_and_disabled_window():
     assert {layer.kind for layer in shape.layers} == {"full"}
 
 
-def test_qwen2_window_applies_above_max_window_layers():
+def test_qwen2_sliding_window_on_some_layers_is_refused_as_vllm_does():
     config = {**_catalog("Qwen/Qwen2-0.5B-Instruct"), "use_sliding_window": True, "max_window_layers": 20}
-    shape = shape_from_config(config, "qwen2-swa")
-    assert [layer.index for layer in shape.layers if layer.kind == "sliding_window"] == [20, 21, 22, 23]
-    assert shape.layers[23].sliding_window == 32768
+    with pytest.raises(ConfigRejected, match=r"`max_window_layers` = 20 is less than `num_hidden_layers` = 24"):
+        shape_from_config(config, "qwen2-swa")
+
+
+def test_qwen2_window_on_every_layer_falls_back_to_the_config_wide_window_in_0_17_1_only():
+    config = {**_catalog("Qwen/Qwen2-0.5B-Instruct"), "use_sliding_window": True, "max_window_layers": 24}
+    assert {layer.sliding_window for layer in shape_from_config(config, "qwen2-swa").layers} == {32768}
+    # 0.33.0 takes the config's window only without layer_types (Qwen2Config fills them: all full here)
+    assert {layer.kind for layer in shape_from_config(config, "qwen2-swa", VLLM_0_33_0).layers} == {"full"}
 
 
 def test_gpt_oss_window_on_even_layers():
