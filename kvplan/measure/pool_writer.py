@@ -14,8 +14,7 @@ mapping off by one, or a block reused before its data was dead shows as a mismat
 from __future__ import annotations
 
 from array import array
-from bisect import bisect_right
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from math import prod
 
@@ -27,8 +26,7 @@ from kvplan.measure.kv_tensors import KvCacheAllocation, slot_index
 from kvplan.semantics.engine.config import EngineConfig
 from kvplan.semantics.engine.request import Request
 from kvplan.semantics.engine.scheduler import Scheduler
-from kvplan.semantics.kv.layout import specs_by_layer
-from kvplan.semantics.kv.specs import FullAttentionSpec
+from kvplan.semantics.kv.specs import KVCacheGroupSpec
 
 # A prime below 2**30: chain arithmetic stays inside int64 and a chain value plus a channel's offset
 # inside int32, the width the per-channel arithmetic runs at.
@@ -119,17 +117,41 @@ class Mismatch:
     layer: str
 
 
-def _attention_layouts(pool: KvCacheAllocation) -> list[LayerLayout]:
-    """One layout per KV tensor of the model, refusing what the simulated manager does not model."""
-    groups = pool.config.kv_cache_groups
-    specs = specs_by_layer(pool.config)
-    if len(groups) != 1 or not all(isinstance(specs[name], FullAttentionSpec) for name in groups[0].layer_names):
-        kinds = sorted({type(spec).__name__ for spec in specs.values()})
-        raise KvplanError(
-            f"--workload runs full-attention models only (one KV cache group), and this one has "
-            f"{len(groups)} groups ({', '.join(kinds)}), which the simulated block manager does not model"
-        )
-    layer_names = set(groups[0].layer_names)
+# Mamba states: this many leading elements of each state of a block carry the request's signature
+STATE_SIGNATURE = 8
+
+
+@dataclass(frozen=True)
+class _States:
+    """The Mamba layers of one group: each layer's states (conv, ssm, ...) seen per block, flat; the
+    request's state after its last computed token is its content chain's signature in the leading
+    elements of every state."""
+
+    layer_names: tuple[str, ...]
+    flats: tuple[tuple[torch.Tensor, ...], ...]      # per layer, per state: (blocks, elements)
+    values: tuple[KvValues, ...]                     # per state kind (its dtype)
+
+
+@dataclass(frozen=True)
+class _Group:
+    """One KV cache group: its block size, its attention tensors or its Mamba states."""
+
+    group_id: int
+    block_size: int
+    written: tuple[_Tensors, ...] = ()
+    checked: tuple[_Tensors, ...] = ()
+    states: _States | None = None
+
+    @property
+    def layers_verified(self) -> tuple[str, ...]:
+        if self.states is not None:
+            return self.states.layer_names[:1]
+        return tuple(tensors.layer_names[0] for tensors in self.checked)
+
+
+def _group_layouts(pool: KvCacheAllocation, group: KVCacheGroupSpec) -> list[LayerLayout]:
+    """One layout per KV tensor the group's layers view (the first of its layers that views it)."""
+    layer_names = set(group.layer_names)
     layouts: dict[int, LayerLayout] = {}
     for layout in pool.layouts:
         if layout.layer_name in layer_names:
@@ -157,23 +179,60 @@ def _tensor_sets(pool: KvCacheAllocation, layouts: list[LayerLayout], ordinals: 
     return sets
 
 
+def _mamba_states(pool: KvCacheAllocation, layouts: list[LayerLayout], first_ordinal: int) -> _States:
+    views = [pool.views[layout.layer_name] for layout in layouts]
+    # `view` (not flatten) so that a layout that cannot be seen flat fails instead of copying
+    flats = tuple(tuple(state.view(state.shape[0], -1)[:, :STATE_SIGNATURE] for state in states) for states in views)
+    device = views[0][0].device
+    values = tuple(
+        KvValues(range(first_ordinal, first_ordinal + len(layouts)), (0,), (STATE_SIGNATURE,), state.dtype, device)
+        for state in views[0]
+    )
+    return _States(tuple(layout.layer_name for layout in layouts), flats, values)
+
+
+def _groups(pool: KvCacheAllocation, config: EngineConfig) -> list[_Group]:
+    """Every KV cache group of the pool, checked against the engine's: one kind of group each."""
+    engine_groups = config.groups
+    pool_groups = pool.config.kv_cache_groups
+    if len(engine_groups) != len(pool_groups):
+        raise KvplanError(f"the engine runs {len(engine_groups)} KV cache group(s) but the pool has "
+                          f"{len(pool_groups)}: give the engine the pool's groups")
+    groups, ordinal = [], 0
+    for group_id, (engine_group, group) in enumerate(zip(engine_groups, pool_groups, strict=True)):
+        layouts = _group_layouts(pool, group)
+        if not layouts:
+            groups.append(_Group(group_id, engine_group.block_size or config.block_size))
+            continue
+        block_size = engine_group.block_size or config.block_size
+        if layouts[0].kind == "mamba":
+            groups.append(_Group(group_id, block_size, states=_mamba_states(pool, layouts, ordinal)))
+        else:
+            ordinals = list(range(ordinal, ordinal + len(layouts)))
+            # reading back is the costly half: the first and the last tensor catch a wrong slot mapping
+            picked = [0, len(layouts) - 1] if len(layouts) > 1 else [0]
+            groups.append(_Group(
+                group_id, block_size, written=tuple(_tensor_sets(pool, layouts, ordinals)),
+                checked=tuple(_tensor_sets(pool, [layouts[i]], [ordinals[i]])[0] for i in picked),
+            ))
+        ordinal += len(layouts)
+    return groups
+
+
 class PoolWriter:
-    """The scheduler's model runner: writes each step's K/V into the pool and reads it back."""
+    """The scheduler's model runner: writes each step's K/V (and Mamba states) into the pool, group by
+    group through the group's own block table, and reads them back."""
 
     def __init__(self, pool: KvCacheAllocation, config: EngineConfig, verify_every: int) -> None:
         if verify_every < 1:
             raise KvplanError(f"verify_every must be at least 1 step, got {verify_every}")
         self.backend = pool.backend
-        self.block_size = config.block_size
         self.max_model_len = config.max_model_len
         self.verify_every = verify_every
-        layouts = _attention_layouts(pool)
-        self.written = _tensor_sets(pool, layouts, list(range(len(layouts))))
-        # reading back is the costly half: the first and the last tensor catch a wrong slot mapping
-        picked = [0, len(layouts) - 1] if len(layouts) > 1 else [0]
-        self.checked = [_tensor_sets(pool, [layouts[i]], [i])[0] for i in picked]
-        self.num_tensors = len(layouts)
-        self.device = self.written[0].views[0].device
+        self.groups = _groups(pool, config)
+        self.num_tensors = len({layout.tensor_index for layout in pool.layouts})
+        first = next(g for g in self.groups if g.written or g.states)
+        self.device = first.written[0].views[0].device if first.written else first.states.flats[0][0].device  # type: ignore[union-attr]
         self._chains: dict[str, tuple[int, int]] = {}   # request -> (positions known, last chain value)
         self._lives: dict[str, tuple[int, int]] = {}    # request -> (preemptions, first position it computed)
         self.steps = 0
@@ -183,10 +242,12 @@ class PoolWriter:
         self.prefix_hit_tokens_verified = 0
         self.mismatched_tokens = 0
         self.first_mismatch: Mismatch | None = None
+        # positions (attention) or states (Mamba) read back, per group
+        self.verified_by_group = [0] * len(self.groups)
 
     @property
     def layers_verified(self) -> tuple[str, ...]:
-        return tuple(tensors.layer_names[0] for tensors in self.checked)
+        return tuple(name for group in self.groups for name in group.layers_verified)
 
     def __call__(self, scheduler: Scheduler, scheduled: dict[str, int]) -> None:
         step = scheduler.num_steps
@@ -223,12 +284,9 @@ class PoolWriter:
         return int(content_chain(_as_int64(request.token_ids(0, start)), 0, 0)[-1])
 
     def _write(self, scheduler: Scheduler, scheduled: dict[str, int]) -> None:
-        block_size = self.block_size
-        get_blocks = scheduler.kv_cache_manager.get_blocks
-        single_chains: list[int] = []
-        single_slots: list[int] = []
-        chunk_chains: list[torch.Tensor] = []
-        chunk_slots: list[torch.Tensor] = []
+        chains: list[torch.Tensor] = []
+        spans: list[tuple[int, int]] = []
+        tables: list[tuple[list[int], ...]] = []
         for request_id, num_tokens in scheduled.items():
             request = scheduler.requests[request_id]
             end = request.num_computed_tokens
@@ -237,60 +295,76 @@ class PoolWriter:
             if life is None or life[0] != request.num_preemptions:
                 self._lives[request_id] = (request.num_preemptions, start)
             before = self._chain_before(request, start)
-            blocks = get_blocks(request_id)
             if num_tokens == 1:
-                # a decode step: plain integers, no tensor per request
-                last = (before + _mix_one(request.token_ids(start, end)[0], start)) % _PRIME
-                single_chains.append(last)
-                single_slots.append(blocks[start // block_size].block_id * block_size + start % block_size)
+                chain = torch.tensor([(before + _mix_one(request.token_ids(start, end)[0], start)) % _PRIME])
             else:
                 chain = content_chain(_as_int64(request.token_ids(start, end)), start, before)
-                last = int(chain[-1])
-                first = start // block_size
-                table = torch.tensor([b.block_id for b in blocks[first:(end - 1) // block_size + 1]],
-                                     dtype=torch.int64)
-                positions = torch.arange(start, end, dtype=torch.int64)
-                chunk_chains.append(chain)
-                chunk_slots.append(table[positions // block_size - first] * block_size + positions % block_size)
-            self._chains[request_id] = (end, last)
+            self._chains[request_id] = (end, int(chain[-1]))
+            chains.append(chain)
+            spans.append((start, end))
+            tables.append(scheduler.kv_cache_manager.get_block_ids_by_group(request_id))
             self.tokens_written += num_tokens
-        chains = torch.cat([torch.tensor(single_chains, dtype=torch.int64), *chunk_chains]).to(self.device)
-        slots = torch.cat([torch.tensor(single_slots, dtype=torch.int64), *chunk_slots]).to(self.device)
-        for tensors in self.written:
-            index = slot_index(tensors.layout, self.backend, tensors.sides, slots.view(1, -1))
-            values = tensors.values(chains)
-            for view, own in zip(tensors.views, values, strict=True):
-                write_kv(view, index, own)
+        all_chains = torch.cat(chains).to(self.device)
+        last_chains = torch.stack([chain[-1] for chain in chains]).to(self.device)
+        for group in self.groups:
+            if group.states is not None:
+                blocks = torch.tensor([table[group.group_id][-1] for table in tables], dtype=torch.int64)
+                _write_states(group.states, blocks.to(self.device), last_chains)
+                continue
+            if not group.written:
+                continue
+            slots = torch.cat([_slots(table[group.group_id], start, end, group.block_size)
+                               for table, (start, end) in zip(tables, spans, strict=True)]).to(self.device)
+            for tensors in group.written:
+                index = slot_index(tensors.layout, self.backend, tensors.sides, slots.view(1, -1))
+                for view, own in zip(tensors.views, tensors.values(all_chains), strict=True):
+                    write_kv(view, index, own)
 
     # -- reading back
 
     def _verify(self, scheduler: Scheduler, requests: list[Request], step: int) -> None:
-        block_size = self.block_size
         ids: list[str] = []
-        starts: list[int] = []
         chains: list[torch.Tensor] = []
-        slots: list[torch.Tensor] = []
-        offset = 0
+        tables: list[tuple[list[int], ...]] = []
         for request in requests:
             computed = request.num_computed_tokens
             if computed == 0:
                 continue
             chains.append(content_chain(_as_int64(request.token_ids(0, computed)), 0, 0))
-            blocks = scheduler.kv_cache_manager.get_blocks(request.request_id)
-            table = torch.tensor([b.block_id for b in blocks[:(computed - 1) // block_size + 1]], dtype=torch.int64)
-            positions = torch.arange(computed, dtype=torch.int64)
-            slots.append(table[positions // block_size] * block_size + positions % block_size)
+            tables.append(scheduler.kv_cache_manager.get_block_ids_by_group(request.request_id))
             ids.append(request.request_id)
-            starts.append(offset)
-            offset += computed
             life = self._lives.get(request.request_id)
             self.prefix_hit_tokens_verified += min(life[1], computed) if life else 0
         if not chains:
             return
-        chain = torch.cat(chains).to(self.device)
+        self.request_verifications += len(ids)
+        for group in self.groups:
+            if group.states is not None:
+                self._verify_states(group, ids, chains, tables, step)
+            elif group.checked:
+                self._verify_attention(group, ids, chains, tables, step)
+
+    def _verify_attention(self, group: _Group, ids: list[str], chains: list[torch.Tensor],
+                          tables: list[tuple[list[int], ...]], step: int) -> None:
+        """Every position whose block the group still holds (a window drops the older ones)."""
+        block_size = group.block_size
+        kept_chains, slots, owners, positions = [], [], [], []
+        for index, (chain, table) in enumerate(zip(chains, tables, strict=True)):
+            blocks = torch.tensor(table[group.group_id], dtype=torch.int64)
+            at = torch.arange(len(chain), dtype=torch.int64)
+            ids_at = blocks[at // block_size]
+            held = ids_at != 0
+            kept_chains.append(chain[held])
+            slots.append(ids_at[held] * block_size + at[held] % block_size)
+            owners.append(torch.full((int(held.sum()),), index, dtype=torch.int64))
+            positions.append(at[held])
+        chain = torch.cat(kept_chains).to(self.device)
+        self.verified_by_group[group.group_id] += len(chain)
+        if not len(chain):
+            return
         slot = torch.cat(slots).to(self.device)
         differs: list[tuple[str, torch.Tensor]] = []
-        for tensors in self.checked:
+        for tensors in group.checked:
             (view,) = tensors.views
             got = view[slot_index(tensors.layout, self.backend, tensors.sides, slot.view(1, -1))]
             (expected,) = tensors.values(chain)
@@ -298,18 +372,50 @@ class PoolWriter:
             wrong_here = (_bits(got) != _bits(expected)).transpose(0, 1).reshape(len(chain), -1).any(dim=1)
             differs.append((tensors.layer_names[0], wrong_here))
         wrong = torch.stack([flags for _, flags in differs]).any(dim=0)
-        self.request_verifications += len(ids)
-        self.tokens_verified += len(chain)
+        self._count(wrong, len(chain), step, lambda i: (
+            ids[int(torch.cat(owners)[i])], int(torch.cat(positions)[i]), int(slot[i]) // block_size,
+            next(name for name, flags in differs if bool(flags[i]))))
+
+    def _verify_states(self, group: _Group, ids: list[str], chains: list[torch.Tensor],
+                       tables: list[tuple[list[int], ...]], step: int) -> None:
+        """The state block a request runs on holds the state after its last computed token."""
+        states = group.states
+        assert states is not None
+        blocks = torch.tensor([table[group.group_id][-1] for table in tables], dtype=torch.int64).to(self.device)
+        last = torch.stack([chain[-1] for chain in chains]).to(self.device)
+        wrong = torch.zeros(len(ids), dtype=torch.bool, device=self.device)
+        self.verified_by_group[group.group_id] += len(ids)
+        for layer, flats in zip(range(len(states.layer_names)), states.flats, strict=True):
+            for flat, values in zip(flats, states.values, strict=True):
+                expected = values(last)[layer, 0]
+                wrong |= (_bits(flat[blocks]) != _bits(expected)).any(dim=1)
+        self._count(wrong, len(ids), step, lambda i: (
+            ids[i], len(chains[i]) - 1, int(blocks[i]), states.layer_names[0]))
+
+    def _count(self, wrong: torch.Tensor, checked: int, step: int,
+               where: Callable[[int], tuple[str, int, int, str]]) -> None:
+        self.tokens_verified += checked
         count = int(wrong.sum())
         self.mismatched_tokens += count
         if count and self.first_mismatch is None:
-            index = int(wrong.nonzero()[0])
-            owner = bisect_right(starts, index) - 1
-            self.first_mismatch = Mismatch(
-                step=step, request_id=ids[owner], position=index - starts[owner],
-                block_id=int(slot[index]) // block_size,
-                layer=next(name for name, flags in differs if bool(flags[index])),
-            )
+            request_id, position, block_id, layer = where(int(wrong.nonzero()[0]))
+            self.first_mismatch = Mismatch(step=step, request_id=request_id, position=position, block_id=block_id,
+                                           layer=layer)
+
+
+def _slots(block_ids: list[int], start: int, end: int, block_size: int) -> torch.Tensor:
+    """The slot mapping of positions [start, end) through one group's block table."""
+    first = start // block_size
+    table = torch.tensor(block_ids[first:(end - 1) // block_size + 1], dtype=torch.int64)
+    positions = torch.arange(start, end, dtype=torch.int64)
+    return table[positions // block_size - first] * block_size + positions % block_size
+
+
+def _write_states(states: _States, blocks: torch.Tensor, chains: torch.Tensor) -> None:
+    """Each request's state after its last token into the state block it runs on."""
+    for layer, flats in enumerate(states.flats):
+        for flat, values in zip(flats, states.values, strict=True):
+            flat[blocks] = values(chains)[layer, 0]
 
 
 def write_kv(view: torch.Tensor, index: tuple, values: torch.Tensor) -> None:

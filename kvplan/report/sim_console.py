@@ -147,9 +147,19 @@ def _pairs(rows: list[tuple[str, str]]) -> Table:
 def _config(result: SimResult) -> Table:
     setup = result.setup
     config, facts = setup.config, setup.engine.facts
+    groups = setup.engine.kv_cache_groups
     pool = (f"{config.num_gpu_blocks:,} blocks ({config.num_usable_blocks:,} usable) × {config.block_size} "
             f"tokens = {config.num_usable_blocks * config.block_size:,} tokens  [{setup.engine.source}]")
+    if len(groups) > 1:
+        pool = (f"{config.num_gpu_blocks:,} blocks ({config.num_usable_blocks:,} usable) shared by "
+                f"{len(groups)} KV cache groups  [{setup.engine.source}]")
     rows = [("pool", pool)]
+    if setup.engine.planned_groups or config.kv_cache_groups is not None:
+        layers = bool(setup.engine.planned_groups)
+        rows.append(("KV cache groups", "; ".join(group_label(g.kind, g.block_size, g.sliding_window,
+                                                               g.attention_chunk_size, g.num_layers if layers else None)
+                                                   for g in groups)
+                     + f"  (GPU KV cache size {setup.engine.gpu_kv_cache_tokens:,} tokens)"))
     if facts.model:
         rows.append(("model", f"{facts.model} on {facts.gpu or '?'}"))
     rows.append(("scheduler", f"max_num_seqs {config.max_num_seqs}, max_num_batched_tokens "
@@ -166,6 +176,19 @@ def _config(result: SimResult) -> Table:
         what = f"{_count(len(workload.classes), 'class', 'classes')}, {process} arrivals"
     rows.append(("workload", f"{workload.name}: {what}, seed {setup.seed}"))
     return _pairs(rows)
+
+
+def group_label(kind: str, block_size: int | None, window: int | None, chunk: int | None,
+                num_layers: int | None) -> str:
+    """One KV cache group in words: "sliding window 4096, 21 layers, block 16"."""
+    text = kind.replace("_", " ")
+    if window is not None:
+        text += f" {window:,}"
+    if chunk is not None:
+        text += f" (chunks of {chunk:,})"
+    if num_layers is not None:
+        text += f", {_count(num_layers, 'layer')}"
+    return text + (f", block {block_size:,}" if block_size is not None else "")
 
 
 def _ms(seconds: float) -> float:
@@ -203,6 +226,11 @@ def _outcome(metrics: RunMetrics) -> Table:
         ("cached, free", f"mean {_num(kv.mean_evictable_cached_blocks)} evictable blocks, "
                          f"peak {kv.peak_cached_blocks:,} hashed blocks"),
     ]
+    for number, group in enumerate(kv.groups):
+        label = group_label(group.type, group.block_size, group.sliding_window, group.attention_chunk_size,
+                            group.num_layers)
+        rows.append((f"group {number}", f"{label}: peak {group.peak_used_blocks:,} blocks, mean "
+                                        f"{_num(group.mean_used_blocks)} ({_pct(group.mean_share)} of the pool)"))
     preemptions = metrics.preemptions
     rows.append(("preemptions", f"{preemptions.total:,} ({_count(preemptions.requests_preempted, 'request')}, "
                                 f"{preemptions.requests_preempted_more_than_once:,} more than once, at most "

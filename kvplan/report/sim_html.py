@@ -9,7 +9,16 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from kvplan.report.sim_console import _num, _pct, _seconds, class_rows, latency_rows, series_end, timing_text
+from kvplan.report.sim_console import (
+    _num,
+    _pct,
+    _seconds,
+    class_rows,
+    group_label,
+    latency_rows,
+    series_end,
+    timing_text,
+)
 from kvplan.report.simulate_json import SeriesRow, round_floats, series_rows
 from kvplan.usecases.simulate.capacity_search import Capacity
 from kvplan.usecases.simulate.metrics import RunMetrics
@@ -236,9 +245,14 @@ def _class_table(metrics: RunMetrics) -> str:
 def _config_table(result: SimResult) -> str:
     setup = result.setup
     config, facts, workload = setup.config, setup.engine.facts, setup.workload
+    groups = setup.engine.kv_cache_groups
+    layers = bool(setup.engine.planned_groups)
     rows = [
         ["pool", f"{config.num_gpu_blocks:,} blocks ({config.num_usable_blocks:,} usable) × {config.block_size} "
                  f"tokens, from {setup.engine.source}"],
+        ["KV cache groups", "; ".join(group_label(g.kind, g.block_size, g.sliding_window, g.attention_chunk_size,
+                                                 g.num_layers if layers else None) for g in groups)
+         + f" (GPU KV cache size {setup.engine.gpu_kv_cache_tokens:,} tokens)"],
         ["model / GPU", f"{facts.model or '-'} / {facts.gpu or '-'}"],
         ["scheduler", f"max_num_seqs {config.max_num_seqs}, "
                       f"max_num_batched_tokens {config.max_num_batched_tokens:,}, "
@@ -249,6 +263,14 @@ def _config_table(result: SimResult) -> str:
         ["workload", f"{workload.name} ({'requests' if workload.is_explicit else 'mix'}), seed {setup.seed}"],
     ]
     return _table(["", "value"], rows, "kv")
+
+
+def _group_table(metrics: RunMetrics) -> str:
+    """Usage per KV cache group, where several share the pool."""
+    rows = [[number, group_label(g.type, g.block_size, g.sliding_window, g.attention_chunk_size, g.num_layers),
+             f"{g.peak_used_blocks:,}", _num(g.mean_used_blocks), _pct(g.mean_share)]
+            for number, g in enumerate(metrics.kv.groups)]
+    return _table(["group", "KV cache group", "peak blocks", "mean blocks", "mean share of the pool"], rows)
 
 
 def _capacity(capacity: Capacity) -> str:
@@ -291,6 +313,10 @@ def render_html(result: SimResult) -> str:
         "<h2>KV-cache usage over time</h2>", usage_chart(result),
         '<p class="note">Used blocks are held by running requests during a step; cached, free blocks keep a '
         "prefix-cache hash but can be evicted. vLLM's usage gauge counts only the used ones.</p>",
+        *(["<h2>KV-cache usage per group</h2>", _group_table(metrics),
+            '<p class="note">The groups share one pool: each holds its own blocks for every request (a '
+            "sliding-window group only those inside its window, a Mamba group one state per request), counted at "
+            "the end of each step.</p>"] if metrics.kv.groups else []),
         "<h2>Queues over time</h2>", queue_chart(result),
         "<h2>Latency by arrival time</h2>", latency_chart(result),
         "<h2>Latency per request</h2>", _latency_table(metrics),

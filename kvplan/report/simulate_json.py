@@ -13,6 +13,7 @@ from dataclasses import dataclass, fields, is_dataclass, replace
 from typing import Any, TypeVar
 
 from kvplan.report.jsonout import to_jsonable
+from kvplan.semantics.engine.groups import KVCacheGroup
 from kvplan.semantics.engine.trace import CONFIG_KEYS
 from kvplan.units import significant
 from kvplan.usecases.simulate.arrivals import ArrivalProcess
@@ -227,12 +228,27 @@ def describe_setup(setup: PreparedWorkload) -> dict[str, Any]:
     return out
 
 
+def describe_groups(groups: tuple[KVCacheGroup, ...], layers_known: bool) -> list[dict[str, Any]]:
+    """The engine's KV cache groups as vLLM names them, with their layers where a plan says."""
+    described = []
+    for group in groups:
+        entry: dict[str, Any] = {"type": group.kind, "spec": group.spec_name, "block_size": group.block_size}
+        for name in ("sliding_window", "attention_chunk_size", "mamba_cache_mode"):
+            if getattr(group, name) is not None:
+                entry[name] = getattr(group, name)
+        entry["num_layers"] = group.num_layers if layers_known else None
+        described.append(entry)
+    return described
+
+
 def describe_engine(setup: PreparedWorkload) -> dict[str, Any]:
     config = setup.config
     facts = setup.engine.facts
     return {
         "source": setup.engine.source,
         **{k: getattr(config, k) for k in CONFIG_KEYS},
+        "kv_cache_groups": describe_groups(setup.engine.kv_cache_groups, bool(setup.engine.planned_groups)),
+        "gpu_kv_cache_tokens": setup.engine.gpu_kv_cache_tokens,
         "usable_blocks": config.num_usable_blocks,
         "model": facts.model,
         "gpu": facts.gpu,

@@ -18,6 +18,7 @@ from kvplan.semantics.config.model import long_max_model_len_warning, resolve_mo
 from kvplan.semantics.config.parallel import verify_tensor_parallel
 from kvplan.semantics.config.quantization import check_quantization_capability, quantization_method
 from kvplan.semantics.config.scheduler import BatchLimits, resolve_batch_limits, verify_batch_limits
+from kvplan.semantics.engine.groups import KVCacheGroup, groups_from_kv_cache_config
 from kvplan.semantics.kv.layer_specs import CacheLayout, CacheSettings, build_worker_specs, resolve_cache_layout
 from kvplan.semantics.kv.sizing import SizingResult, kv_bytes_per_token, size_kv_cache
 from kvplan.semantics.kv.specs import KVCacheConfig, KVCacheSpec, SizingLimits
@@ -146,8 +147,9 @@ class PlanResult:
 class PlanSummary:
     """What the other use cases read of a plan: the pool, the settings vLLM settled on and the
     model's bytes. The plan record carries each under its field name (`gpu` as `gpu.key`, the
-    groups' block sizes as `kv_cache_groups[].spec.block_size`), so a saved profile's plan reads back
-    into this (`kvplan.usecases.profile_summary`)."""
+    groups' block sizes as `kv_cache_groups[].spec.block_size`, the engine's groups as
+    `kv_cache_groups`), so a saved profile's plan reads back into this
+    (`kvplan.usecases.profile_summary`)."""
 
     model: str | None
     config_sha256: str | None
@@ -171,6 +173,8 @@ class PlanSummary:
     bytes_needed_for_one_max_len_request: int | None
     estimated_max_model_len: int | None
     group_block_sizes: tuple[int, ...]
+    # rank 0's KV cache groups as vLLM's scheduler runs them (empty for an attention-free model)
+    kv_cache_groups: tuple[KVCacheGroup, ...] = ()
 
 
 def summarize(result: PlanResult) -> PlanSummary:
@@ -199,6 +203,7 @@ def summarize(result: PlanResult) -> PlanSummary:
         bytes_needed_for_one_max_len_request=sizing.bytes_needed_for_one_max_len_request,
         estimated_max_model_len=sizing.estimated_max_model_len,
         group_block_sizes=tuple(group.kv_cache_spec.block_size for group in sizing.groups),
+        kv_cache_groups=groups_from_kv_cache_config(sizing.rank0_groups),
     )
 
 

@@ -32,6 +32,7 @@ from kvplan.parsing import (
     get_optional,
     parse_calibration,
 )
+from kvplan.semantics.engine.groups import KVCacheGroup, engine_group, spec_layout
 from kvplan.semantics.releases import Release
 from kvplan.usecases.plan import PlanSummary
 
@@ -190,16 +191,54 @@ def parse_plan(raw: Any, path: str) -> PlanSummary:
                                                           as_int),
         estimated_max_model_len=get_optional(plan, "estimated_max_model_len", path, as_int),
         group_block_sizes=_group_block_sizes(plan.get("kv_cache_groups") or [], child(path, "kv_cache_groups")),
+        kv_cache_groups=_engine_groups(plan.get("kv_cache_groups") or [], child(path, "kv_cache_groups")),
     )
 
 
-def _group_block_sizes(raw: Any, path: str) -> tuple[int, ...]:
-    sizes = []
+def _group_specs(raw: Any, path: str) -> list[tuple[Mapping[str, Any], Mapping[str, Any], str]]:
+    """Each group record, its spec record and the spec's path."""
+    specs = []
     for i, group in enumerate(as_list(raw, path, non_empty=False)):
         spec_path = child(child(path, i), "spec")
-        spec = as_object(as_object(group, child(path, i)).get("spec"), spec_path)
-        sizes.append(get(spec, "block_size", spec_path, as_int, minimum=1))
-    return tuple(sizes)
+        record = as_object(group, child(path, i))
+        specs.append((record, as_object(record.get("spec"), spec_path), spec_path))
+    return specs
+
+
+def _group_block_sizes(raw: Any, path: str) -> tuple[int, ...]:
+    return tuple(get(spec, "block_size", spec_path, as_int, minimum=1)
+                 for _, spec, spec_path in _group_specs(raw, path))
+
+
+def _engine_groups(raw: Any, path: str) -> tuple[KVCacheGroup, ...]:
+    """The engine's groups, as `PlanSummary.kv_cache_groups` holds them: a group of unequal pages
+    runs with its first layer's spec, as vLLM's scheduler does."""
+    groups = []
+    for record, spec, spec_path in _group_specs(raw, path):
+        if spec.get("type") == "UniformTypeKVCacheSpecs":
+            members = as_object(spec.get("layers"), child(spec_path, "layers"))
+            spec_path = child(child(spec_path, "layers"), next(iter(members), ""))
+            spec = as_object(next(iter(members.values()), None), spec_path)
+        type_name = get(spec, "type", spec_path, as_str)
+        if type_name == "MambaSpec":
+            layout = spec_layout(type_name, mamba=(get(spec, "mamba_type", spec_path, as_str),
+                                                   as_list(spec.get("shapes"), child(spec_path, "shapes")),
+                                                   as_list(spec.get("dtypes"), child(spec_path, "dtypes"))))
+        else:
+            layout = spec_layout(type_name, attention=(get(spec, "num_kv_heads", spec_path, as_int),
+                                                       get(spec, "head_size", spec_path, as_int),
+                                                       get(spec, "dtype", spec_path, as_str)))
+        try:
+            groups.append(engine_group(
+                type_name, get(spec, "block_size", spec_path, as_int, minimum=1),
+                get(record, "num_layers", path, as_int, minimum=0), layout,
+                sliding_window=get_optional(spec, "sliding_window", spec_path, as_int),
+                attention_chunk_size=get_optional(spec, "attention_chunk_size", spec_path, as_int),
+                mamba_cache_mode=get_optional(spec, "mamba_cache_mode", spec_path, as_str),
+            ))
+        except KvplanError as error:
+            raise FieldError(child(spec_path, "type"), str(error)) from None
+    return tuple(groups)
 
 
 def _gpu_key(gpu: Any) -> str | None:

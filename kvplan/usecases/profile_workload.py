@@ -83,12 +83,14 @@ def profile_engine(result: ProfileResult) -> ResolvedEngine:
     pool = pool_from_plan(plan, "plan")
     num_blocks = allocation.pool.config.num_blocks
     config = EngineConfig(num_gpu_blocks=num_blocks, enable_chunked_prefill=plan.enable_chunked_prefill,
-                          release=result.options.plan.release, **pool.settings)
+                          release=result.options.plan.release, kv_cache_groups=pool.engine_groups(), **pool.settings)
+    groups = f" shared by {len(pool.kv_cache_groups)} KV cache groups" if len(pool.kv_cache_groups) > 1 else ""
     note = (f"the workload's engine section is replaced by the profile's pool: {num_blocks:,} blocks of "
-            f"{config.block_size} tokens (null block included), max_model_len {config.max_model_len:,}, "
+            f"{config.block_size} tokens (null block included){groups}, max_model_len {config.max_model_len:,}, "
             f"{config.max_num_batched_tokens:,} tokens and {config.max_num_seqs} requests per step, prefix caching "
             f"{'on' if config.enable_prefix_caching else 'off'}")
-    return ResolvedEngine(config, "profile", pool.facts, (note,))
+    return ResolvedEngine(config, "profile", pool.facts, (note,), planned_groups=pool.kv_cache_groups,
+                          planned_tokens=pool.gpu_kv_cache_tokens)
 
 
 def run_workload_check(result: ProfileResult, workload: Workload, *, verify_every: int = DEFAULT_VERIFY_EVERY,

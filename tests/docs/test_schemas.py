@@ -78,9 +78,19 @@ def test_replay_json_lines(trace, flags):
     assert ("block_tables_by_group" in lines[0]) == ("hybrid" in trace.name)
 
 
-def test_simulate():
+def test_simulate(tmp_path):
     document = json.loads(kvplan_json("simulate", "examples/checks/workloads/chat.json", "--json"))
     validator("simulate").validate(document)
+    assert document["kv_usage"]["groups"] == []
+    hybrid = {"schema_version": 1, "seed": 1, "timing": {"step_time_ms": 10},
+              "engine": {"model": "nvidia/Nemotron-H-56B-Base-8K", "kv_cache_memory": "4GiB"},
+              "classes": [{"name": "c", "prompt_tokens": {"dist": "constant", "value": 500},
+                           "output_tokens": {"dist": "constant", "value": 20}}],
+              "arrival": {"process": "all_at_once", "count": 8}}
+    (tmp_path / "hybrid.json").write_text(json.dumps(hybrid))
+    document = json.loads(kvplan_json("simulate", str(tmp_path / "hybrid.json"), "--json"))
+    validator("simulate").validate(document)
+    assert [group["type"] for group in document["kv_usage"]["groups"]] == ["mamba"] * 6 + ["full_attention"]
 
 
 def test_profile_saved_and_fresh(tmp_path):

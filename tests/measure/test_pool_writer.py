@@ -14,6 +14,7 @@ from kvplan.errors import KvplanError
 from kvplan.measure.kv_tensors import allocate_kv_cache
 from kvplan.measure.pool_writer import KvValues, PoolWriter, content_chain
 from kvplan.semantics.engine.config import EngineConfig
+from kvplan.semantics.engine.groups import groups_from_kv_cache_config
 from kvplan.semantics.engine.request import Request
 from kvplan.semantics.engine.scheduler import Scheduler
 from kvplan.semantics.kv.layout import ATTENTION_BACKENDS
@@ -22,6 +23,7 @@ from kvplan.semantics.kv.specs import (
     KVCacheConfig,
     KVCacheGroupSpec,
     KVCacheTensor,
+    MambaSpec,
     MLAAttentionSpec,
     SlidingWindowSpec,
 )
@@ -211,11 +213,58 @@ def test_the_cuda_backend_hands_over_its_pool():
     assert bool((report.pool.raw[0] != 0).any())
 
 
-def test_models_with_more_than_full_attention_are_refused():
-    full = FullAttentionSpec(block_size=16, num_kv_heads=1, head_size=8, dtype="float16")
+# ---------------------------------------------------------------------------- hybrid pools: several groups
+
+
+FULL = FullAttentionSpec(block_size=16, num_kv_heads=1, head_size=8, dtype="float16")   # 512-byte pages
+
+
+def hybrid_pool(other, num_blocks: int) -> KVCacheConfig:
+    """Two full-attention layers and two `other` layers, tensor i shared by layer i of each group."""
+    groups = (KVCacheGroupSpec(("a0", "a1"), FULL), KVCacheGroupSpec(("b0", "b1"), other))
+    tensors = tuple(KVCacheTensor(FULL.page_size_bytes * num_blocks, (f"a{i}", f"b{i}")) for i in range(2))
+    return KVCacheConfig(num_blocks, tensors, groups)
+
+
+def test_a_sliding_window_group_is_written_and_read_through_its_own_block_table():
     window = SlidingWindowSpec(block_size=16, num_kv_heads=1, head_size=8, dtype="float16", sliding_window=32)
-    groups = (KVCacheGroupSpec(("a0",), full), KVCacheGroupSpec(("b0",), window))
-    config = KVCacheConfig(4, (KVCacheTensor(full.page_size_bytes * 4, ("a0", "b0")),), groups)
-    pool = allocate_kv_cache(config, "flash_attn", "cpu")
-    with pytest.raises(KvplanError, match=r"full-attention models only .* 2 groups"):
+    pool = allocate_kv_cache(hybrid_pool(window, 24), "flash_attn", "cpu")
+    config = EngineConfig(num_gpu_blocks=24, max_num_batched_tokens=64, max_num_seqs=4, max_model_len=512,
+                          kv_cache_groups=groups_from_kv_cache_config(pool.config.kv_cache_groups))
+    writer = PoolWriter(pool, config, verify_every=1)
+    scheduler, scheduled = drive(writer, config, PROMPTS, outputs=24)
+    assert writer.mismatched_tokens == 0 and writer.tokens_written == scheduled
+    assert writer.layers_verified == ("a0", "a1", "b0", "b1")
+    # the window group drops the blocks that fall out of its window: its tables hold nulls
+    assert scheduler.prefix_cache_stats.hits > 0 and writer.prefix_hit_tokens_verified > 0
+    full, windowed = writer.verified_by_group
+    assert 0 < windowed < full
+
+
+@pytest.mark.parametrize("broken", [False, True])
+def test_mamba_states_sit_in_the_block_each_request_runs_on(broken, monkeypatch):
+    state = MambaSpec(block_size=512, shapes=((3, 8), (2, 4, 4)), dtypes=("float16", "float32"),
+                      page_size_padded=FULL.page_size_bytes, mamba_cache_mode="none")
+    pool = allocate_kv_cache(hybrid_pool(state, 16), "flash_attn", "cpu")
+    config = EngineConfig(num_gpu_blocks=16, enable_prefix_caching=False, max_num_batched_tokens=64,
+                          max_num_seqs=4, max_model_len=512,
+                          kv_cache_groups=groups_from_kv_cache_config(pool.config.kv_cache_groups))
+    if broken:  # every request's state written into one block: the requests overwrite each other
+        original = pool_writer._write_states
+        monkeypatch.setattr(pool_writer, "_write_states",
+                            lambda states, blocks, chains: original(states, blocks.clamp(max=1), chains))
+    writer = PoolWriter(pool, config, verify_every=1)
+    drive(writer, config, PROMPTS, outputs=8)
+    assert writer.layers_verified == ("a0", "a1", "b0")
+    assert (writer.mismatched_tokens > 0) == broken and writer.tokens_verified > 0
+    if broken:
+        assert writer.first_mismatch is not None and writer.first_mismatch.layer in ("a0", "a1", "b0")
+    # the states really are in the pool's bytes
+    assert bool((pool.views["b1"][1] != 0).any())
+
+
+def test_an_engine_without_the_pools_groups_is_refused():
+    window = SlidingWindowSpec(block_size=16, num_kv_heads=1, head_size=8, dtype="float16", sliding_window=32)
+    pool = allocate_kv_cache(hybrid_pool(window, 4), "flash_attn", "cpu")
+    with pytest.raises(KvplanError, match=r"engine runs 1 KV cache group\(s\) but the pool has 2"):
         PoolWriter(pool, EngineConfig(num_gpu_blocks=4), verify_every=1)

@@ -33,3 +33,23 @@ def test_the_chart_fills_columns_by_usage(tmp_path):
 def test_sparkline_scales_to_the_maximum():
     assert sparkline([0, 5, 10]) == "▁▅█"
     assert sparkline([0, 0]) == "▁▁"
+
+
+def test_a_hybrid_models_groups_and_their_usage_are_shown(tmp_path):
+    from kvplan.report.sim_html import render_html
+
+    engine = {"model": "google/gemma-2-9b-it", "kv_cache_memory": "4GiB", "max_model_len": 8192}
+    result = simulate(prepare(load_workload(write_workload(tmp_path, mix(engine=engine))), SimOptions()))
+    console = Console(width=160, record=True, color_system=None)
+    render(result, console)
+    text = console.export_text()
+    assert "1,560 blocks (1,559 usable) shared by 2 KV cache groups" in text
+    assert "sliding window 4,096, 21 layers, block 16; full attention, 21 layers, block 16" in text
+    assert "(GPU KV cache size 12,480 tokens)" in text
+    window, full = result.metrics.kv.groups
+    assert f"group 0       sliding window 4,096, 21 layers, block 16: peak {window.peak_used_blocks:,} blocks" in text
+    assert f"group 1       full attention, 21 layers, block 16: peak {full.peak_used_blocks:,} blocks" in text
+    page = render_html(result)
+    assert "KV-cache usage per group" in page and f"<td>{full.peak_used_blocks:,}</td>" in page
+    one_group = simulate(prepare(load_workload(write_workload(tmp_path, mix(), "one.json")), SimOptions()))
+    assert "KV-cache usage per group" not in render_html(one_group)

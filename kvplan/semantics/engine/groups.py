@@ -10,11 +10,8 @@ from math import lcm
 
 from kvplan.errors import KvplanError
 from kvplan.semantics.kv.specs import (
-    ChunkedLocalAttentionSpec,
-    FullAttentionSpec,
     KVCacheGroupSpec,
     MambaSpec,
-    SlidingWindowSpec,
     UniformTypeKVCacheSpecs,
 )
 from kvplan.semantics.releases import DEFAULT_RELEASE, RELEASES, HybridBlockSizes, Release
@@ -77,6 +74,37 @@ class KVCacheGroup:
         return replace(self, num_layers=1)
 
 
+# vLLM's spec classes -> the engine's group kinds (MLA is full attention too)
+SPEC_KINDS = {"FullAttentionSpec": FULL_ATTENTION, "MLAAttentionSpec": FULL_ATTENTION,
+              "SlidingWindowSpec": SLIDING_WINDOW, "ChunkedLocalAttentionSpec": CHUNKED_LOCAL_ATTENTION,
+              "MambaSpec": MAMBA}
+
+
+def spec_layout(type_name: str, attention: tuple[int, int, str] | None = None,
+                mamba: tuple[str, Sequence[Sequence[int]], Sequence[str]] | None = None) -> str:
+    """A group's `layout`: what tells two specs of one kind apart (heads, head size and dtype; a
+    Mamba state's type, shapes and dtypes), spelt the same from a spec or from a plan record."""
+    if mamba is not None:
+        kind, shapes, dtypes = mamba
+        return f"{kind} {[list(shape) for shape in shapes]} {list(dtypes)}"
+    heads, head_size, dtype = attention or (0, 0, "")
+    return f"{type_name} {heads}x{head_size} {dtype}"
+
+
+def engine_group(type_name: str, block_size: int, num_layers: int, layout: str, *, sliding_window: int | None = None,
+                 attention_chunk_size: int | None = None, mamba_cache_mode: str | None = None) -> KVCacheGroup:
+    """The engine's group for one of vLLM's spec classes."""
+    kind = SPEC_KINDS.get(type_name)
+    if kind is None:
+        raise KvplanError(f"the engine has no manager for {type_name} groups")
+    return KVCacheGroup(
+        kind=kind, block_size=block_size, num_layers=num_layers, layout=layout,
+        sliding_window=sliding_window if kind == SLIDING_WINDOW else None,
+        attention_chunk_size=attention_chunk_size if kind == CHUNKED_LOCAL_ATTENTION else None,
+        mamba_cache_mode=mamba_cache_mode if kind == MAMBA else None,
+    )
+
+
 def groups_from_kv_cache_config(groups: Sequence[KVCacheGroupSpec]) -> tuple[KVCacheGroup, ...]:
     """The engine's groups for a worker's KV cache groups (`kvplan.semantics.kv`), as vLLM's
     scheduler receives them: a group of unequal pages (`UniformTypeKVCacheSpecs`) runs with its
@@ -86,16 +114,16 @@ def groups_from_kv_cache_config(groups: Sequence[KVCacheGroupSpec]) -> tuple[KVC
         spec = group.kv_cache_spec
         if isinstance(spec, UniformTypeKVCacheSpecs):
             spec = next(iter(spec.kv_cache_specs.values()))
-        base = KVCacheGroup(block_size=spec.block_size, num_layers=len(group.layer_names), layout=repr(spec))
-        if isinstance(spec, SlidingWindowSpec):
-            base = replace(base, kind=SLIDING_WINDOW, sliding_window=spec.sliding_window)
-        elif isinstance(spec, ChunkedLocalAttentionSpec):
-            base = replace(base, kind=CHUNKED_LOCAL_ATTENTION, attention_chunk_size=spec.attention_chunk_size)
-        elif isinstance(spec, MambaSpec):
-            base = replace(base, kind=MAMBA, mamba_cache_mode=spec.mamba_cache_mode)
-        elif not isinstance(spec, FullAttentionSpec):  # MLA is full attention too
-            raise KvplanError(f"the engine has no manager for {spec.type_name} groups")
-        engine_groups.append(base)
+        if isinstance(spec, MambaSpec):
+            layout = spec_layout(spec.type_name, mamba=(spec.mamba_type, spec.shapes, spec.dtypes))
+        else:
+            layout = spec_layout(spec.type_name, attention=(spec.num_kv_heads, spec.head_size, spec.dtype))
+        engine_groups.append(engine_group(
+            spec.type_name, spec.block_size, len(group.layer_names), layout,
+            sliding_window=getattr(spec, "sliding_window", None),
+            attention_chunk_size=getattr(spec, "attention_chunk_size", None),
+            mamba_cache_mode=getattr(spec, "mamba_cache_mode", None),
+        ))
     return tuple(engine_groups)
 
 

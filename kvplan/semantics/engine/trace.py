@@ -143,7 +143,11 @@ def parse_trace(document: Any, overrides: Mapping[str, Any] | None = None, sourc
     return Trace(config, requests)
 
 
-def parse_config(raw: Mapping[str, Any], source: str = "trace") -> EngineConfig:
+def parse_config(raw: Mapping[str, Any], source: str = "trace", *, groups: tuple[KVCacheGroup, ...] | None = None,
+                 derived_block_size: int | None = None) -> EngineConfig:
+    """The engine config of a trace's (or workload's) config keys. `groups` are KV cache groups
+    already parsed (a plan's), in place of the raw list; `derived_block_size` is a block size vLLM
+    derived itself (a Mamba hybrid's), allowed beside the sizes a user may choose."""
     if raw.get("num_gpu_blocks") is None:
         raise KvplanError(f"{source}: config needs num_gpu_blocks (the pool size including the null block), "
                           "in the trace or with --num-gpu-blocks")
@@ -152,12 +156,14 @@ def parse_config(raw: Mapping[str, Any], source: str = "trace") -> EngineConfig:
             got = json.dumps(raw[key])
             raise KvplanError(f"{source}: config {key} must be {_kind_name(kind)}, got {got}")
     block_size = raw.get("block_size", 16)
-    if block_size not in ALLOWED_BLOCK_SIZES:
+    if block_size not in ALLOWED_BLOCK_SIZES and block_size != derived_block_size:
         raise KvplanError(f"{source}: config block_size must be one of "
                           f"{', '.join(map(str, ALLOWED_BLOCK_SIZES))} (vLLM's choices), got {block_size}")
     fields = {key: value for key, value in raw.items() if key not in (GROUPS_KEY, RELEASE_KEY)}
     if GROUPS_KEY in raw:
         fields[GROUPS_KEY] = parse_groups(raw[GROUPS_KEY], f"{source}: config {GROUPS_KEY}")
+    elif groups is not None:
+        fields[GROUPS_KEY] = groups
     try:
         if RELEASE_KEY in raw:
             fields["release"] = release_named(raw[RELEASE_KEY])

@@ -18,6 +18,7 @@ Public API:
     shrink_pool(config, num_blocks) -> KVCacheConfig    -- the same layout with fewer blocks
     max_concurrency(config, limits) -> float            -- `get_max_concurrency_for_kv_cache_config`
     gpu_kv_cache_tokens(config) -> int                  -- the "GPU KV cache size" figure
+    kv_cache_tokens(num_blocks, group_block_sizes) -> int -- the same for any pool of those groups
     kv_bytes_per_token(worker_specs) -> float           -- sum of page / block size over layers
     report_lines(config, limits, release) -> lines      -- the release's info lines, verbatim"""
 
@@ -264,8 +265,12 @@ def max_concurrency(config: KVCacheConfig, limits: SizingLimits) -> float:
 
 def gpu_kv_cache_tokens(config: KVCacheConfig) -> int:
     """vLLM's nominal token figure: blocks per group times the smallest block size."""
-    min_block_size = min(group.kv_cache_spec.block_size for group in config.kv_cache_groups)
-    return config.num_blocks // len(config.kv_cache_groups) * min_block_size
+    return kv_cache_tokens(config.num_blocks, [group.kv_cache_spec.block_size for group in config.kv_cache_groups])
+
+
+def kv_cache_tokens(num_blocks: int, group_block_sizes: Sequence[int]) -> int:
+    """The "GPU KV cache size" of a pool of `num_blocks` shared by groups of these block sizes."""
+    return num_blocks // len(group_block_sizes) * min(group_block_sizes)
 
 
 def kv_bytes_per_token(specs: Mapping[str, KVCacheSpec]) -> float:

@@ -17,6 +17,7 @@ from kvplan.usecases.check.assertions import COMPLETES, Assertion, AssertionKind
 from kvplan.usecases.check.target import Target
 from kvplan.usecases.plan import PlanSummary
 from kvplan.usecases.simulate.capacity_search import Capacity
+from kvplan.usecases.simulate.engine_source import ModelFacts, PlannedPool
 from kvplan.usecases.simulate.metrics import RunMetrics
 from kvplan.usecases.simulate.simulation import SimResult
 from kvplan.usecases.simulate.workload import EngineSpec, Workload
@@ -105,7 +106,8 @@ def on_target_pool(workload: Workload, plan: PlanSummary, target: Target) -> Wor
     """The workload with the target's pool and settings, and its model's bytes for the step-time model."""
     kept = tuple((key, value) for key, value in workload.engine.settings if key not in TARGET_ENGINE_SETTINGS)
     settings = tuple((key, read(plan)) for key, read in TARGET_ENGINE_SETTINGS.items())
-    engine = EngineSpec(num_gpu_blocks=plan.num_blocks, gpu=plan.gpu, settings=settings + kept)
+    groups = PlannedPool(plan.num_blocks or 0, dict(settings), ModelFacts(), plan.kv_cache_groups).engine_groups()
+    engine = EngineSpec(num_gpu_blocks=plan.num_blocks, gpu=plan.gpu, settings=settings + kept, kv_cache_groups=groups)
     weights = (target.profile.weights_bytes if target.profile else None) or plan.weights_per_gpu_bytes
     per_token = plan.kv_bytes_per_token
     timing = workload.timing

@@ -190,8 +190,11 @@ def run(setup: PreparedWorkload, *, config: EngineConfig | None = None, rate_fac
     """One simulation of the setup, optionally with another engine config or a scaled rate;
     ``on_step`` hears every step; ``model_runner`` runs inside every step (see ``Scheduler``)."""
     config = config or setup.config
+    engine = setup.engine
+    groups = engine.kv_cache_groups if config.kv_cache_groups is not None else ()
     recorder = Recorder(config.num_gpu_blocks - 1, config.block_size, setup.class_names,
-                        timed=setup.timer is not None, on_step=on_step)
+                        timed=setup.timer is not None, on_step=on_step, groups=groups,
+                        layers_known=bool(engine.planned_groups))
     if setup.in_steps:
         return _run_in_steps(setup, config, recorder, progress, model_runner)
     return _run_timed(setup, config, recorder, rate_factor, progress, model_runner)

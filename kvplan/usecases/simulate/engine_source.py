@@ -15,8 +15,10 @@ from typing import Any
 from kvplan.errors import DoesNotFitError, KvplanError
 from kvplan.parsing import FieldError, as_int, child
 from kvplan.semantics.engine.config import EngineConfig
+from kvplan.semantics.engine.groups import FULL_ATTENTION, KVCacheGroup
 from kvplan.semantics.engine.trace import CONFIG_KEYS, RELEASE_KEY, parse_config
-from kvplan.semantics.releases import DEFAULT_RELEASE, Release, release_named
+from kvplan.semantics.kv.sizing import kv_cache_tokens
+from kvplan.semantics.releases import DEFAULT_RELEASE, RELEASES, Release, release_named
 from kvplan.usecases.plan import PlanRequest, PlanSummary, plan
 from kvplan.usecases.profile_summary import load_profile
 from kvplan.usecases.replay import EngineSettings
@@ -65,6 +67,22 @@ class ResolvedEngine:
     source: str  # "num_gpu_blocks", "profile", "plan", or "--num-gpu-blocks"
     facts: ModelFacts
     notes: tuple[str, ...] = ()
+    # the model's KV cache groups as the plan gave them (their layers included); empty without a model
+    planned_groups: tuple[KVCacheGroup, ...] = ()
+    planned_tokens: int | None = None   # the plan's "GPU KV cache size", for its own pool
+
+    @property
+    def kv_cache_groups(self) -> tuple[KVCacheGroup, ...]:
+        """The groups the engine runs, with their layers where a plan says how many."""
+        return self.planned_groups or self.config.groups
+
+    @property
+    def gpu_kv_cache_tokens(self) -> int:
+        """vLLM's "GPU KV cache size" of the engine's pool: the plan's figure for the plan's pool, else
+        blocks per group times the smallest block size."""
+        if self.planned_tokens is not None and self.source in ("plan", "profile"):
+            return self.planned_tokens
+        return kv_cache_tokens(self.config.num_gpu_blocks, [group.block_size or 0 for group in self.config.groups])
 
 
 @dataclass(frozen=True)
@@ -74,6 +92,20 @@ class PlannedPool:
     num_blocks: int
     settings: dict[str, Any]
     facts: ModelFacts
+    kv_cache_groups: tuple[KVCacheGroup, ...] = ()
+    gpu_kv_cache_tokens: int | None = None
+
+    def engine_groups(self, block_size: int | None = None) -> tuple[KVCacheGroup, ...] | None:
+        """What the engine config takes: None for one full-attention group of the engine's block size
+        (the single-group engine), else the model's groups. With another block size than the plan's
+        (--block-size on a profile's pool), every group takes the engine's."""
+        groups = self.kv_cache_groups
+        if block_size is not None and block_size != self.settings["block_size"]:
+            groups = tuple(replace(group, block_size=None) for group in groups)
+        single = len(groups) == 1 and groups[0].kind == FULL_ATTENTION
+        if not groups or (single and groups[0].block_size in (None, self.settings["block_size"])):
+            return None
+        return groups
 
 
 def resolve_engine(spec: EngineSpec, overrides: EngineOverrides, where: str,
@@ -142,9 +174,32 @@ def resolve_engine(spec: EngineSpec, overrides: EngineOverrides, where: str,
         raise KvplanError(f"{where}: engine: no pool size: give engine.num_gpu_blocks, engine.profile or "
                           "engine.model in the workload, or --num-gpu-blocks")
     merged["num_gpu_blocks"] = num_gpu_blocks
-    config = parse_config({k: v for k, v in merged.items() if k in CONFIG_KEYS}, where)
+    groups = pool.engine_groups(merged.get("block_size")) if pool else spec.kv_cache_groups
+    config = _engine_config({k: v for k, v in merged.items() if k in CONFIG_KEYS}, groups, pool, spec, where)
     facts = pool.facts if pool else ModelFacts(gpu=spec.gpu)
-    return ResolvedEngine(config, source, facts, tuple(notes))
+    return ResolvedEngine(config, source, facts, tuple(notes), planned_groups=pool.kv_cache_groups if pool else (),
+                          planned_tokens=pool.gpu_kv_cache_tokens if pool else None)
+
+
+def _engine_config(raw: dict[str, Any], groups: tuple[KVCacheGroup, ...] | None, pool: PlannedPool | None,
+                   spec: EngineSpec, where: str) -> EngineConfig:
+    """The engine config; a block size the plan derived (a Mamba hybrid's 544 or 2080) is taken as
+    vLLM's own, where a user's must be one of vLLM's choices."""
+    derived = pool.settings["block_size"] if pool is not None and raw.get("block_size") == \
+        pool.settings["block_size"] else None
+    try:
+        return parse_config(raw, where, groups=groups, derived_block_size=derived)
+    except KvplanError as error:
+        release = RELEASES.get(str(raw.get(RELEASE_KEY)))
+        if groups is None or release is None or release.hybrid_scheduling:
+            raise
+        model = spec.model or "the profile's model"
+        kinds = ", ".join(sorted({group.kind.replace("_", " ") for group in groups}))
+        runs = [version for version, other in RELEASES.items() if other.hybrid_scheduling]
+        raise KvplanError(
+            f"{where}: {model} runs on {len(groups)} KV cache group(s) ({kinds}), which kvplan's engine "
+            f"reproduces for vLLM {' and '.join(runs)} only so far, not {release.version}: simulate it with "
+            f"--vllm-version {runs[0]} (engine.vllm_version \"{runs[0]}\")") from error
 
 
 def _named_release(version: str, where: str) -> Release:
@@ -207,6 +262,8 @@ def pool_from_plan(plan: PlanSummary, path: str) -> PlannedPool:
     return PlannedPool(
         num_blocks=as_int(plan.num_blocks, child(path, "num_blocks"), minimum=2),
         settings=settings,
+        kv_cache_groups=plan.kv_cache_groups,
+        gpu_kv_cache_tokens=plan.gpu_kv_cache_tokens,
         facts=ModelFacts(
             model=plan.model,
             gpu=plan.gpu,

@@ -13,6 +13,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from kvplan.semantics.engine.groups import KVCacheGroup
 from kvplan.semantics.engine.scheduler import StepResult
 from kvplan.usecases.simulate.series import Downsampler, SeriesPoint
 from kvplan.usecases.simulate.timing import StepLoad
@@ -98,6 +99,21 @@ class Summary:
 
 
 @dataclass(frozen=True)
+class GroupUsage:
+    """What one KV cache group holds of the shared pool, at the end of each step (its blocks in use;
+    a block that several requests of the group share counts once)."""
+
+    type: str                       # full_attention, sliding_window, chunked_local_attention, mamba
+    block_size: int | None
+    sliding_window: int | None
+    attention_chunk_size: int | None
+    num_layers: int | None          # None when no plan says
+    peak_used_blocks: int
+    mean_used_blocks: float
+    mean_share: float               # mean used blocks over the pool's usable blocks
+
+
+@dataclass(frozen=True)
 class KvUsage:
     usable_blocks: int
     block_size: int
@@ -112,6 +128,8 @@ class KvUsage:
     time_at_full_fraction: float
     mean_evictable_cached_blocks: float
     peak_cached_blocks: int
+    # one entry per KV cache group when several share the pool (hybrid models); empty for one group
+    groups: tuple[GroupUsage, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -249,7 +267,13 @@ class Recorder:
     ``on_step`` hears every step as a ``TimelineRow``."""
 
     def __init__(self, usable_blocks: int, block_size: int, class_names: tuple[str, ...], timed: bool,
-                 on_step: StepListener | None = None) -> None:
+                 on_step: StepListener | None = None, groups: tuple[KVCacheGroup, ...] = (),
+                 layers_known: bool = False) -> None:
+        self.groups = groups if len(groups) > 1 else ()
+        self.layers_known = layers_known
+        self.group_weighted = [0.0] * len(self.groups)
+        self.group_peak = [0] * len(self.groups)
+        self._last_groups: tuple[int, ...] = (0,) * len(self.groups)
         self.usable = usable_blocks
         self.block_size = block_size
         self.class_names = class_names
@@ -287,6 +311,7 @@ class Recorder:
             return
         used, evictable, running, waiting, _ = self._last
         self._weigh(int(used), evictable, int(running), int(waiting), end - start)
+        self._weigh_groups(self._last_groups, end - start)
         self.series.add(start, end, (used, evictable, running, waiting, 0.0))
         self.end_time = max(self.end_time, end)
 
@@ -343,6 +368,9 @@ class Recorder:
         self.num_steps += 1
         weight = duration if self.timed else 1.0
         self._weigh(used, result.num_evictable_cached_blocks, running, waiting, weight)
+        if self.groups:
+            self._last_groups = result.num_used_blocks_by_group
+            self._weigh_groups(self._last_groups, weight)
         series_start = start if self.timed else float(result.step)
         self.series.add(series_start, series_start + weight, (
             float(used), float(result.num_evictable_cached_blocks), float(running), float(waiting),
@@ -366,6 +394,23 @@ class Recorder:
         self.waiting_weighted += waiting * weight
         self.max_running = max(self.max_running, running)
         self.max_waiting = max(self.max_waiting, waiting)
+
+    def _weigh_groups(self, used_by_group: tuple[int, ...], weight: float) -> None:
+        for group_id, used in enumerate(used_by_group[:len(self.groups)]):
+            self.group_weighted[group_id] += used * weight
+            self.group_peak[group_id] = max(self.group_peak[group_id], used)
+
+    def _group_usage(self, total: float) -> tuple[GroupUsage, ...]:
+        return tuple(
+            GroupUsage(
+                type=group.kind, block_size=group.block_size, sliding_window=group.sliding_window,
+                attention_chunk_size=group.attention_chunk_size,
+                num_layers=group.num_layers if self.layers_known else None,
+                peak_used_blocks=self.group_peak[group_id], mean_used_blocks=self.group_weighted[group_id] / total,
+                mean_share=self.group_weighted[group_id] / total / self.usable,
+            )
+            for group_id, group in enumerate(self.groups)
+        )
 
     def _attribute_lookups(self, result: StepResult, waiting_head: str | None) -> None:
         """Split this step's prefix-cache lookups by class, as vLLM counts them (every lookup).
@@ -426,6 +471,7 @@ class Recorder:
             time_at_full_fraction=self.full_weight / total,
             mean_evictable_cached_blocks=self.evictable_weighted / total,
             peak_cached_blocks=self.peak_cached,
+            groups=self._group_usage(total),
         )
         preempted = [r.preemptions for r in records if r.preemptions]
         preemptions = Preemptions(

@@ -30,6 +30,7 @@ from kvplan.parsing import (
     reject_unknown,
 )
 from kvplan.semantics.config.cache import utilization_problem
+from kvplan.semantics.engine.groups import KVCacheGroup
 from kvplan.units import parse_bytes
 from kvplan.usecases.simulate.arrivals import ArrivalProcess, arrival_times, parse_arrival
 from kvplan.usecases.simulate.distributions import Distribution, parse_distribution
@@ -60,6 +61,8 @@ class EngineSpec:
     gpu_memory_utilization: float | None = None
     kv_cache_memory: int | None = None
     settings: tuple[tuple[str, Any], ...] = ()
+    # the KV cache groups of a pool given by its size (a check target's plan); None: one full-attention group
+    kv_cache_groups: tuple[KVCacheGroup, ...] | None = None
 
 
 @dataclass(frozen=True)

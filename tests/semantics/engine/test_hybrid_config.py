@@ -177,4 +177,4 @@ def test_a_planned_kv_cache_config_gives_the_engine_its_groups() -> None:
     small = FullAttentionSpec(block_size=16, num_kv_heads=2, head_size=64, dtype="bfloat16")
     uniform = UniformTypeKVCacheSpecs(block_size=16, kv_cache_specs={"l0": full, "l1": small})
     (only,) = groups_from_kv_cache_config([KVCacheGroupSpec(("l0", "l1"), uniform)])
-    assert only.kind == "full_attention" and only.layout == repr(full) and only.num_layers == 2
+    assert only.kind == "full_attention" and only.layout == "FullAttentionSpec 8x256 bfloat16" and only.num_layers == 2

@@ -99,6 +99,31 @@ def test_the_record_is_json_with_the_simulation_summary(tiny_profile, workload):
     assert record["layers_verified"] == ["model.layers.0.self_attn.attn", "model.layers.1.self_attn.attn"]
 
 
+TINY_GEMMA2 = {
+    "architectures": ["Gemma2ForCausalLM"], "model_type": "gemma2", "hidden_size": 64, "intermediate_size": 128,
+    "num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "vocab_size": 1024,
+    "max_position_embeddings": 4096, "sliding_window": 64, "torch_dtype": "bfloat16", "tie_word_embeddings": True,
+    "query_pre_attn_scalar": 16,
+}
+
+
+def test_a_hybrid_model_is_written_and_read_group_by_group(tmp_path, workload):
+    """A tiny gemma-2 (a 64-token window on even layers): each group's layers are written through
+    that group's block table, the window group's only inside its window."""
+    write(tmp_path, TINY_GEMMA2, "config.json")
+    request = PlanRequest(model=str(tmp_path), **{**KNOBS, "num_gpu_blocks_override": 40})
+    profile = run_profile(ProfileRequest(plan=request, backend="cpu"))
+    groups = profile.allocation.pool.config.kv_cache_groups
+    assert [(type(g.kv_cache_spec).__name__, len(g.layer_names)) for g in groups] == [
+        ("SlidingWindowSpec", 2), ("FullAttentionSpec", 2)]
+    check = run_workload_check(profile, workload, verify_every=1)
+    assert check.passed and check.metrics.num_finished == 40
+    assert [(g.kind, g.sliding_window) for g in check.prepared.config.groups] == [("sliding_window", 64),
+                                                                                  ("full_attention", None)]
+    assert len(check.layers_verified) == 4 and check.tensors_written == 2
+    assert [g.type for g in check.metrics.kv.groups] == ["sliding_window", "full_attention"]
+
+
 def test_a_profile_without_a_real_pool_is_refused(tiny_profile, workload):
     with pytest.raises(KvplanError, match="use --backend cpu"):
         run_workload_check(replace(tiny_profile, backend="fake", allocation=None), workload)
