@@ -17,6 +17,7 @@ from kvplan.semantics.memory.sampler import SamplerSpec
 
 if TYPE_CHECKING:
     from kvplan.measure.kv_tensors import KvCacheAllocation
+    from kvplan.measure.shard import RankShard
 
 BackendName = Literal["cuda", "cpu", "fake"]
 LoadFormat = Literal["dummy", "auto"]
@@ -49,6 +50,7 @@ class ModelSource:
     load_format: LoadFormat = "dummy"
     directory: Path | None = None      # holds the safetensors for --load-format auto
     trust_remote_code: bool = False
+    shard: RankShard | None = None     # one rank's shard under tensor / pipeline parallelism (fake backend)
 
     def checkpoint(self) -> Path:
         """The directory `--load-format auto` loads the weights from (exit 2 when there is none)."""

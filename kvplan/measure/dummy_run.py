@@ -11,6 +11,7 @@ import torch
 
 from kvplan.errors import KvplanError
 from kvplan.measure.dummy_sampler import run_dummy_sampler
+from kvplan.measure.shard import RankShard
 from kvplan.semantics.memory.profile_batch import ProfileBatch
 from kvplan.semantics.memory.sampler import SamplerSpec
 
@@ -34,14 +35,18 @@ def make_inputs(batch: ProfileBatch, device: torch.device | str) -> tuple[torch.
 
 def profile_step(
     model: torch.nn.Module, input_ids: torch.Tensor, logits_indices: torch.Tensor, multiprocessors: int,
-    sampler_passes: int = 1,
+    sampler_passes: int = 1, shard: RankShard | None = None,
 ) -> SamplerSpec:
     """The forward and the sampler (run `sampler_passes` times, as the release's profile run does);
-    every tensor it makes is dead when it returns."""
+    every tensor it makes is dead when it returns. On one rank's `shard` the sampler sees the whole
+    vocabulary, and only the last pipeline stage samples."""
     backbone, lm_head = backbone_and_lm_head(model)
-    sampler = SamplerSpec(vocab_size=lm_head.shape[0], multiprocessors=multiprocessors)
+    vocab = shard.vocab_size if shard is not None else lm_head.shape[0]
+    sampler = SamplerSpec(vocab_size=vocab, multiprocessors=multiprocessors)
     outputs = backbone(input_ids=input_ids, use_cache=False)
     hidden_states = outputs[0][0]
-    for _ in range(sampler_passes):
-        run_dummy_sampler(hidden_states, logits_indices, lm_head, sampler)
+    if shard is None or shard.last_stage:
+        for _ in range(sampler_passes):
+            run_dummy_sampler(hidden_states, logits_indices, lm_head, sampler,
+                              shard.tensor_parallel_size if shard is not None else 1)
     return sampler

@@ -10,16 +10,24 @@ from kvplan.semantics.memory.sampler import TRITON_TOPK_MIN_ROWS, SamplerSpec, t
 
 
 def run_dummy_sampler(
-    hidden_states: torch.Tensor, logits_indices: torch.Tensor, lm_head: torch.Tensor, spec: SamplerSpec
+    hidden_states: torch.Tensor, logits_indices: torch.Tensor, lm_head: torch.Tensor, spec: SamplerSpec,
+    tensor_parallel_size: int = 1,
 ) -> torch.Tensor:
     """`_dummy_sampler_run` on `hidden_states` (T x H, kept alive by the caller as in vLLM).
-    Returns the sampled token ids so that nothing is optimised away."""
+    With tensor parallelism `lm_head` is one rank's share of the padded vocabulary, and the logits
+    are gathered from every rank before sampling. Returns the sampled token ids so that nothing is
+    optimised away."""
     num_reqs = logits_indices.shape[0]
     last_hidden_states = hidden_states[logits_indices]
     # dummy activations may hold inf/nan, so vLLM samples from random hidden states
     random_hidden = torch.rand_like(last_hidden_states)
     vocab, padded = spec.vocab_size, spec.padded_vocab_size
-    if padded == vocab:
+    if tensor_parallel_size > 1:
+        # the all-gather of each rank's logits; the padding rows are cut off after it
+        shard = torch.nn.functional.linear(random_hidden, lm_head)
+        logits = torch.cat([shard] * tensor_parallel_size, dim=1)
+        del shard
+    elif padded == vocab:
         logits = torch.nn.functional.linear(random_hidden, lm_head)
     else:
         logits = random_hidden.new_zeros((num_reqs, padded))

@@ -31,6 +31,7 @@ from kvplan.measure.hf import (
     weights_bytes,
 )
 from kvplan.measure.kv_tensors import allocate_kv_cache, slot_mapping_check
+from kvplan.measure.shard import RankShard, shard_config
 from kvplan.measure.tracker import CUDA_ALLOCATOR_ROUNDING, LiveBytes
 from kvplan.semantics.kv.sizing import shrink_pool
 from kvplan.semantics.kv.specs import KVCacheConfig
@@ -48,10 +49,13 @@ class FakeBackend(PlannedGpu):
         super().__init__(total_bytes, device_label, multiprocessors)
         self._mode: FakeTensorMode | None = None
         self._model: torch.nn.Module | None = None
+        self._shard: RankShard | None = None
 
     def load_model(self, source: ModelSource) -> WeightsMeasurement:
         start = time.perf_counter()
-        config = hf_config(source.config, trust_remote_code=source.trust_remote_code)
+        self._shard = source.shard
+        shaped = source.config if source.shard is None else shard_config(source.config, source.shard)
+        config = hf_config(shaped, trust_remote_code=source.trust_remote_code)
         model = build_meta_model(config, torch_dtype(source.dtype))
         weights = weights_bytes(model, CUDA_ALLOCATOR_ROUNDING)
         params = parameter_bytes(model)
@@ -69,7 +73,8 @@ class FakeBackend(PlannedGpu):
             input_ids, logits_indices = make_inputs(batch, "cpu")
         with torch.no_grad(), self._mode, LiveBytes(CUDA_ALLOCATOR_ROUNDING) as live:
             live.register_existing([*weight_tensors(self._model), input_ids, logits_indices])
-            sampler = profile_step(self._model, input_ids, logits_indices, multiprocessors, sampler_passes)
+            sampler = profile_step(self._model, input_ids, logits_indices, multiprocessors, sampler_passes,
+                                   self._shard)
         return ActivationMeasurement(
             live.peak, None, time.perf_counter() - start,
             "fake-tensor forward: live-tensor peak, 512-B rounded", sampler,

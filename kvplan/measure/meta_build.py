@@ -95,9 +95,10 @@ def describe_parameters(model: Any, build_dtype: Any) -> tuple[ParamGroup, ...]:
 
 def weights_for(
     model: ModelShape | ResolvedConfig, dtype: str, tensor_parallel_size: int = 1, pipeline_parallel_size: int = 1,
-    *, trust_remote_code: bool = False,
+    *, trust_remote_code: bool = False, pp_layer_partition: str | None = None,
 ) -> WeightEstimate:
-    """Weight bytes for `dtype` (float32 / float16 / bfloat16, already resolved from "auto")."""
+    """Weight bytes for `dtype` (float32 / float16 / bfloat16, already resolved from "auto"), per rank
+    of each pipeline stage split as the KV layers are (`pp_layer_partition`: VLLM_PP_LAYER_PARTITION)."""
     resolved = model if isinstance(model, ResolvedConfig) else resolve_config(model.model_id)
     layout = catalog_layouts().get(resolved.sha256)
     source = "catalog: meta-device build, precomputed"
@@ -105,4 +106,4 @@ def weights_for(
         layout = build_layout(resolved, trust_remote_code=trust_remote_code)
         source = "meta-device build"
     return estimate(layout, dtype, tensor_parallel_size, pipeline_parallel_size, quant_scheme(resolved.config),
-                    source)
+                    source, pp_layer_partition)

@@ -56,7 +56,8 @@ def _group_records(groups: tuple[KVCacheGroupSpec, ...], num_blocks: int | None)
 
 def pipeline_stages(result: PlanResult) -> list[dict[str, Any]]:
     """One entry per pipeline stage (the TP ranks of a stage hold the same KV cache config): its
-    decoder layers `[start, end)` and the KV cache config of its workers, as vLLM's worker holds it."""
+    decoder layers `[start, end)`, the KV cache config of its workers as vLLM's worker holds it, and
+    what one of its GPUs holds: its weights and the KV memory left to it."""
     setup, sizing = result.setup, result.sizing
     stages = []
     for pp_rank, groups in enumerate(sizing.worker_groups):
@@ -73,6 +74,10 @@ def pipeline_stages(result: PlanResult) -> list[dict[str, Any]]:
             "kv_cache_tensors_total_bytes": None if config is None else sum(t.size for t in config.kv_cache_tensors),
             "bytes_needed_for_one_max_len_request": sizing.bytes_needed_per_worker[pp_rank]
             if sizing.bytes_needed_per_worker else None,
+            "kv_cache_memory_bytes": result.kv_cache_memory_per_worker[pp_rank]
+            if result.kv_cache_memory_per_worker else result.kv_cache_memory_bytes,
+            "weights_bytes": result.weights.per_stage_bytes[pp_rank]
+            if result.weights is not None and result.weights.per_stage_bytes else None,
         })
     return stages
 

@@ -66,6 +66,25 @@ def _breakdown(result: ProfileResult) -> Table:
     return table
 
 
+def _ranks(result: ProfileResult) -> Table | None:
+    """Each pipeline stage's GPU, where the model is sharded: the smallest KV memory bounds them all."""
+    if result.setup.cache.tensor_parallel_size == 1 and len(result.ranks) <= 1:
+        return None
+    tp = result.setup.cache.tensor_parallel_size
+    table = Table(title=f"Per GPU of each pipeline stage ({tp} tensor-parallel rank{'s' if tp > 1 else ''} each, "
+                        "equal shards)", title_justify="left")
+    for column in ("stage", "layers", "weights", "activation peak", "non-torch", "KV cache available"):
+        table.add_column(column, justify="right")
+    binding = min(rank.budget.available_kv_bytes for rank in result.ranks)
+    for rank in result.ranks:
+        budget = rank.budget
+        kv = _gib(budget.available_kv_bytes) + (" (bounds the pool)" if budget.available_kv_bytes == binding
+                                                 and len(result.ranks) > 1 else "")
+        table.add_row(str(rank.pp_rank), f"{rank.layers[0]}-{rank.layers[1] - 1}", _gib(budget.weights_bytes),
+                      _gib(budget.activation_peak_bytes), _gib(budget.non_torch_bytes), kv)
+    return table
+
+
 def _layout(result: ProfileResult) -> Table | None:
     if result.plan is None or not result.plan.sizing.groups:
         return None
@@ -166,6 +185,9 @@ def render_profile(result: ProfileResult, workload: WorkloadCheck | None = None,
     console = console or Console(highlight=False)
     console.print(_title(result))
     console.print(_breakdown(result))
+    ranks = _ranks(result)
+    if ranks is not None:
+        console.print(ranks)
     layout = _layout(result)
     if layout is not None:
         console.print(layout)

@@ -163,6 +163,17 @@ def profile_record(result: ProfileResult, workload: WorkloadCheck | None = None,
             "fits": outside.fits,
         },
         "allocation": _allocation(result),
+        "ranks": [
+            {
+                "pp_rank": rank.pp_rank, "layers": list(rank.layers),
+                "tensor_parallel_size": result.setup.cache.tensor_parallel_size,
+                "weights_bytes": rank.budget.weights_bytes,
+                "activation_peak_bytes": rank.budget.activation_peak_bytes,
+                "non_torch_bytes": rank.budget.non_torch_bytes, "non_kv_bytes": rank.budget.non_kv_bytes,
+                "available_kv_bytes": rank.budget.available_kv_bytes,
+            }
+            for rank in result.ranks
+        ],
         "largest_max_model_len": summary.largest_max_model_len,
         "target": None if target is None else {
             "max_model_len": target.max_model_len,

@@ -254,11 +254,14 @@ def _is_last_stage_group(group: ParamGroup) -> bool:
     return group.name.endswith("lm_head.weight") or ("Norm" in group.module and not _is_vision(group.name))
 
 
-def estimate(layout: WeightLayout, dtype: str, tp: int, pp: int, scheme: QuantScheme, source: str) -> WeightEstimate:
+def estimate(layout: WeightLayout, dtype: str, tp: int, pp: int, scheme: QuantScheme, source: str,
+             layer_partition: str | None = None) -> WeightEstimate:
+    """Bytes of the whole model and of one rank of each pipeline stage; the stages take the layers
+    `pp_layer_ranges` gives them (VLLM_PP_LAYER_PARTITION as `layer_partition`), as the KV layers do."""
     dtype = normalize_weight_dtype(dtype)
     if tp < 1:
         raise KvplanError(f"--tensor-parallel-size must be at least 1, got {tp}")
-    stages = pp_layer_ranges(layout.num_hidden_layers, pp)
+    stages = pp_layer_ranges(layout.num_hidden_layers, pp, layer_partition)
     notes: list[str] = []
     unclassified = sorted({g.name for g in layout.groups if shard_rule(g, layout) == "unclassified"})
     if unclassified and tp > 1:

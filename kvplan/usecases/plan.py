@@ -109,6 +109,7 @@ class PlanResult:
     weights: WeightEstimate | None
     warnings: tuple[str, ...] = field(default_factory=tuple)
     memory_source: str = "--kv-cache-memory"
+    kv_cache_memory_per_worker: tuple[int, ...] = ()    # each pipeline stage's KV memory per GPU
 
     @property
     def fits(self) -> bool:
@@ -314,8 +315,10 @@ def _env_flag(name: str, *, default: bool) -> bool:
         raise KvplanError(f"{name}={value!r}: vLLM reads it as an integer, 0 or 1") from None
 
 
-def plan(request: PlanRequest, setup: SettledConfig | None = None) -> PlanResult:
-    """Size the KV cache for `request.kv_cache_memory_bytes` per GPU, exactly as vLLM would."""
+def plan(request: PlanRequest, setup: SettledConfig | None = None,
+         kv_cache_memory_per_worker: tuple[int, ...] | None = None) -> PlanResult:
+    """Size the KV cache for `request.kv_cache_memory_bytes` per GPU, exactly as vLLM would; with
+    `kv_cache_memory_per_worker` (the profile run of each pipeline stage), each stage's own."""
     if request.kv_cache_memory_bytes is None:
         raise KvplanError(
             "give --kv-cache-memory BYTES (KV-cache memory per GPU, e.g. 24GiB), or --gpu KEY / --gpu-memory "
@@ -325,9 +328,10 @@ def plan(request: PlanRequest, setup: SettledConfig | None = None) -> PlanResult
     limits = SizingLimits(
         max_model_len=setup.max_model_len, max_num_batched_tokens=setup.batch.max_num_batched_tokens
     )
+    per_worker = kv_cache_memory_per_worker or (request.kv_cache_memory_bytes,) * len(setup.worker_specs)
     sizing = size_kv_cache(
         list(setup.worker_specs),
-        [request.kv_cache_memory_bytes] * len(setup.worker_specs),
+        list(per_worker),
         limits,
         num_gpu_blocks_override=request.num_gpu_blocks_override,
         auto_fit=setup.auto_fit,
@@ -340,11 +344,11 @@ def plan(request: PlanRequest, setup: SettledConfig | None = None) -> PlanResult
 
         weights = weights_for(
             setup.resolved, setup.model_dtype, request.tensor_parallel_size, request.pipeline_parallel_size,
-            trust_remote_code=request.trust_remote_code,
+            trust_remote_code=request.trust_remote_code, pp_layer_partition=setup.cache.pp_layer_partition,
         )
     return PlanResult(
         request=request, setup=setup, kv_cache_memory_bytes=request.kv_cache_memory_bytes, sizing=sizing,
-        weights=weights, warnings=setup.shape.warnings,
+        weights=weights, warnings=setup.shape.warnings, kv_cache_memory_per_worker=tuple(per_worker),
     )
 
 

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kvplan.errors import KvplanError, require_profile_extra
 from kvplan.gpus.catalog import DEFAULT_GPU, GpuSpec, list_gpus
@@ -33,6 +33,7 @@ from kvplan.measure.backend import (
     WeightsMeasurement,
 )
 from kvplan.measure.nvml import NvmlReport
+from kvplan.semantics.config.parallel import pp_layer_ranges
 from kvplan.semantics.kv.sizing import estimate_max_model_len_from_groups
 from kvplan.semantics.kv.specs import SizingLimits
 from kvplan.semantics.memory.budget import (
@@ -50,6 +51,9 @@ from kvplan.semantics.memory.sampler import ASSUMED_MULTIPROCESSORS
 from kvplan.units import format_gib
 from kvplan.usecases.plan import PlanRequest, PlanResult, SettledConfig, check_request, plan, settle
 from kvplan.usecases.profile_summary import ProfileSummary, Provenance, knobs_sha256
+
+if TYPE_CHECKING:
+    from kvplan.measure.shard import RankShard
 
 Progress = Callable[[str], None]
 
@@ -106,6 +110,19 @@ class FitTarget:
 
 
 @dataclass(frozen=True)
+class RankMemory:
+    """One rank's start-up: the rank of each pipeline stage (its TP ranks hold equal shards), its
+    weights, its profile run's activation peak and the KV memory left to it."""
+
+    pp_rank: int
+    layers: tuple[int, int]                 # its decoder layers [start, end)
+    weights: WeightsMeasurement
+    activations: ActivationMeasurement
+    budget: MemoryBudget
+    non_torch_source: str
+
+
+@dataclass(frozen=True)
 class ProfileResult:
     options: ProfileRequest
     setup: SettledConfig
@@ -128,6 +145,7 @@ class ProfileResult:
     warnings: tuple[str, ...]
     timings: dict[str, float]
     nvml: NvmlReport | None = None
+    ranks: tuple[RankMemory, ...] = ()      # one per pipeline stage; the binding one gives the figures above
 
     @property
     def fits(self) -> bool:
@@ -162,12 +180,6 @@ def _check_options(options: ProfileRequest) -> None:
     check_request(options.plan)
     if options.load_format not in LOAD_FORMATS:
         raise KvplanError(f"--load-format {options.load_format!r}: choose dummy (random weights) or auto")
-    request = options.plan
-    if request.tensor_parallel_size != 1 or request.pipeline_parallel_size != 1:
-        raise KvplanError(
-            "kvplan profile measures one GPU that holds the whole model; for --tensor-parallel-size or "
-            "--pipeline-parallel-size above 1 use `kvplan plan --kv-cache-memory BYTES`"
-        )
     for flag, value in (
         ("--non-torch-bytes", options.non_torch_bytes), ("--cuda-graph-bytes", options.cuda_graph_bytes),
         ("--cuda-context-bytes", options.cuda_context_bytes),
@@ -238,6 +250,16 @@ def run_profile(options: ProfileRequest, progress: Progress | None = None) -> Pr
     from kvplan.measure.cuda import cuda_usable
 
     name = choose_backend(options.backend, cuda_usable)
+    request = options.plan
+    sharded = request.tensor_parallel_size > 1 or request.pipeline_parallel_size > 1
+    if sharded and options.backend == "auto":
+        name = "fake"
+    if sharded and name != "fake":
+        raise KvplanError(
+            f"the {name} backend measures one device that holds the whole model; for --tensor-parallel-size or "
+            "--pipeline-parallel-size above 1 use --backend fake (each rank's shard on fake tensors) or "
+            "`kvplan plan --kv-cache-memory BYTES`"
+        )
     say(f"starting the {name} backend")
     nvml: NvmlReport | None = None
     start = time.perf_counter()
@@ -272,70 +294,40 @@ def run_profile(options: ProfileRequest, progress: Progress | None = None) -> Pr
             timings=timings, nvml=nvml,
         )
 
-    # 2. the model
-    say(f"loading {setup.shape.model_id} ({options.load_format} weights, {setup.model_dtype})")
+    # 2-4. each pipeline stage's rank (the TP ranks of a stage hold equal shards): its shard of the
+    # model, its profile run, its non-KV memory and what is left for its KV cache
     source = ModelSource(
         model_id=setup.shape.model_id, config=setup.resolved.config, dtype=setup.model_dtype,
         load_format=options.load_format,  # type: ignore[arg-type]
         directory=_model_directory(setup), trust_remote_code=request.trust_remote_code,
     )
-    weights = backend.load_model(source)
-    timings["load_s"] = weights.seconds
-    weights_bytes = weights.weights_bytes
-    if setup.shape.quantization:
-        from kvplan.measure.meta_build import weights_for
-
-        # transformers builds a quantized checkpoint unquantized; its scheme gives the real bytes
-        estimate = weights_for(setup.resolved, setup.model_dtype, trust_remote_code=request.trust_remote_code)
-        weights_bytes = estimate.per_rank_bytes
-        warnings.append(
-            f"quantized checkpoint: weights are {format_gib(weights_bytes)} GiB by its scheme "
-            f"({estimate.method}); the transformers build measured {format_gib(weights.weights_bytes)} GiB "
-            "unquantized, and the activation peak is the unquantized model's"
-        )
-
     if setup.shape.is_hybrid:
         warnings.append(
             "Mamba / linear-attention layers run transformers' reference (unfused) code, which holds chunked-scan "
             "tensors vLLM's kernels do not: the activation peak is an upper bound"
         )
-
-    # 3. the profile run: forward of max_num_batched_tokens over min(tokens, max_num_seqs) requests
     multiprocessors = backend.multiprocessors()
     if multiprocessors is None:
         multiprocessors = ASSUMED_MULTIPROCESSORS
         warnings.append(
             f"SM count of this GPU unknown: the sampler's top-k/top-p scratch buffer assumes {multiprocessors}"
         )
-    say(f"profile run: {batch.num_tokens} tokens over {batch.num_reqs} requests, then the dummy sampler")
-    activations = backend.profile(batch, multiprocessors, setup.cache.release.sampler_passes)
-    timings["profile_s"] = activations.seconds
-    backend.release_model()
-
-    # 4. non-KV memory and what is left for the KV cache
-    if activations.non_torch_increase_bytes is not None:
-        non_torch, non_torch_source = activations.non_torch_increase_bytes, "measured"
-    elif options.non_torch_bytes is not None:
-        non_torch, non_torch_source = options.non_torch_bytes, "--non-torch-bytes"
-    elif setup.device.gpu is not None and setup.device.gpu.non_torch_bytes is not None:
-        non_torch, non_torch_source = setup.device.gpu.non_torch_bytes, f"GPU catalog ({setup.device.gpu.key})"
-    else:
-        non_torch, non_torch_source = 0, "assumed 0"
-        warnings.append(
-            f"non-torch memory (cuBLAS workspaces, NCCL and attention-backend buffers) is not measured by the "
-            f"{name} backend and the GPU catalog has no figure for this GPU yet, so it is taken as 0; pass "
-            "--non-torch-bytes to set it"
-        )
-    budget = MemoryBudget(
-        total_bytes=snapshot.total_bytes, free_at_start_bytes=snapshot.free_bytes, utilization=utilization,
-        weights_bytes=weights_bytes, activation_peak_bytes=activations.activation_peak_bytes,
-        non_torch_bytes=non_torch, kv_cache_memory_override=options.plan.kv_cache_memory_bytes,
-        release=request.release, cuda_graph_bytes=options.cuda_graph_bytes or 0,
-    )
+    ranks = []
+    for shard in rank_shards(setup):
+        ranks.append(_profile_rank(backend, name, source, shard, setup, options, request, batch, multiprocessors,
+                                   snapshot, say, warnings))
+    for rank in ranks:
+        timings["load_s"] = timings.get("load_s", 0.0) + rank.weights.seconds
+        timings["profile_s"] = timings.get("profile_s", 0.0) + rank.activations.seconds
+    # the rank with the least KV memory bounds the pool (vLLM takes the smallest block count)
+    binding = min(ranks, key=lambda rank: rank.budget.available_kv_bytes)
+    weights, activations, budget = binding.weights, binding.activations, binding.budget
+    weights_bytes, non_torch_source = weights.weights_bytes, binding.non_torch_source
 
     # 5. sizing with the functions of `kvplan plan`, then the tensors
     say("sizing the KV cache")
-    result = plan(replace(request, kv_cache_memory_bytes=budget.available_kv_bytes), setup)
+    result = plan(replace(request, kv_cache_memory_bytes=budget.available_kv_bytes), setup,
+                  kv_cache_memory_per_worker=tuple(rank.budget.available_kv_bytes for rank in ranks))
     allocation = None
     finding = result.sizing.finding
     config = result.kv_config
@@ -363,8 +355,85 @@ def run_profile(options: ProfileRequest, progress: Progress | None = None) -> Pr
         gpu=setup.device.gpu, snapshot=snapshot, batch=batch, weights=replace(weights, weights_bytes=weights_bytes),
         activations=activations, budget=budget, non_torch_source=non_torch_source, plan=result,
         allocation=allocation, outside=outside, target=target, finding=finding, vllm_log=tuple(log),
-        warnings=tuple(warnings) + tuple(result.warnings), timings=timings, nvml=nvml,
+        warnings=tuple(warnings) + tuple(result.warnings), timings=timings, nvml=nvml, ranks=tuple(ranks),
     )
+
+
+def rank_shards(setup: SettledConfig) -> list[RankShard | None]:
+    """The shard of each pipeline stage's rank, None for a model on one GPU: the stages take the
+    layers the KV cache's stages take (VLLM_PP_LAYER_PARTITION included)."""
+    from kvplan.measure.shard import RankShard
+
+    cache = setup.cache
+    if cache.tensor_parallel_size == 1 and cache.pipeline_parallel_size == 1:
+        return [None]
+    stages = pp_layer_ranges(setup.shape.num_hidden_layers, cache.pipeline_parallel_size, cache.pp_layer_partition)
+    return [RankShard(cache.tensor_parallel_size, layers, number == len(stages) - 1, setup.shape.vocab_size)
+            for number, layers in enumerate(stages)]
+
+
+def _profile_rank(
+    backend: MemoryBackend, name: str, source: ModelSource, shard: RankShard | None, setup: SettledConfig,
+    options: ProfileRequest, request: PlanRequest, batch: ProfileBatch, multiprocessors: int,
+    snapshot: DeviceSnapshot, say: Progress, warnings: list[str],
+) -> RankMemory:
+    """One rank's model load and profile run, and its budget."""
+    stage = "" if shard is None else (f" (layers {shard.layers.start}-{shard.layers.stop - 1}, 1/"
+                                      f"{shard.tensor_parallel_size} of each tensor-parallel layer)")
+    say(f"loading {setup.shape.model_id}{stage} ({options.load_format} weights, {setup.model_dtype})")
+    weights = backend.load_model(replace(source, shard=shard))
+    if shard is not None or setup.shape.quantization:
+        from kvplan.measure.meta_build import weights_for
+
+        # a shard's bytes follow vLLM's sharding rules (a transformers build keeps every stage's
+        # embeddings); a quantized checkpoint's follow its scheme (transformers builds it unquantized)
+        estimate = weights_for(setup.resolved, setup.model_dtype, setup.cache.tensor_parallel_size,
+                               setup.cache.pipeline_parallel_size, trust_remote_code=request.trust_remote_code,
+                               pp_layer_partition=setup.cache.pp_layer_partition)
+        pp_rank = 0 if shard is None else rank_index(shard, setup)
+        per_rank = estimate.per_stage_bytes[pp_rank]
+        if setup.shape.quantization and pp_rank == 0:
+            warnings.append(
+                f"quantized checkpoint: weights are {format_gib(per_rank)} GiB per GPU by its scheme "
+                f"({estimate.method}); the transformers build measured {format_gib(weights.weights_bytes)} GiB "
+                "unquantized, and the activation peak is the unquantized model's"
+            )
+        how = weights.how if shard is None else f"vLLM's sharding of the model's parameters ({estimate.method})"
+        weights = replace(weights, weights_bytes=per_rank, how=how)
+    plural = "" if shard is None else " on this rank's shard"
+    say(f"profile run{plural}: {batch.num_tokens} tokens over {batch.num_reqs} requests, then the dummy sampler")
+    activations = backend.profile(batch, multiprocessors, setup.cache.release.sampler_passes)
+    backend.release_model()
+    if activations.non_torch_increase_bytes is not None:
+        non_torch, non_torch_source = activations.non_torch_increase_bytes, "measured"
+    elif options.non_torch_bytes is not None:
+        non_torch, non_torch_source = options.non_torch_bytes, "--non-torch-bytes"
+    elif setup.device.gpu is not None and setup.device.gpu.non_torch_bytes is not None:
+        non_torch, non_torch_source = setup.device.gpu.non_torch_bytes, f"GPU catalog ({setup.device.gpu.key})"
+    else:
+        non_torch, non_torch_source = 0, "assumed 0"
+        if not any(warning.startswith("non-torch memory") for warning in warnings):
+            warnings.append(
+                f"non-torch memory (cuBLAS workspaces, NCCL and attention-backend buffers) is not measured by the "
+                f"{name} backend and the GPU catalog has no figure for this GPU yet, so it is taken as 0; pass "
+                "--non-torch-bytes to set it"
+            )
+    budget = MemoryBudget(
+        total_bytes=snapshot.total_bytes, free_at_start_bytes=snapshot.free_bytes, utilization=request.utilization,
+        weights_bytes=weights.weights_bytes, activation_peak_bytes=activations.activation_peak_bytes,
+        non_torch_bytes=non_torch, kv_cache_memory_override=options.plan.kv_cache_memory_bytes,
+        release=request.release, cuda_graph_bytes=options.cuda_graph_bytes or 0,
+    )
+    layers = (0, setup.shape.num_hidden_layers) if shard is None else (shard.layers.start, shard.layers.stop)
+    return RankMemory(0 if shard is None else rank_index(shard, setup), layers, weights, activations, budget,
+                      non_torch_source)
+
+
+def rank_index(shard: RankShard, setup: SettledConfig) -> int:
+    """The pipeline stage a shard belongs to."""
+    stages = pp_layer_ranges(setup.shape.num_hidden_layers, setup.cache.pipeline_parallel_size,
+                             setup.cache.pp_layer_partition)
+    return stages.index(shard.layers)
 
 
 def _target(

@@ -3,7 +3,7 @@
 
     pp_partition(num_hidden_layers, pp_size, layer_partition=None) -> (sizes, log line | None)
     get_pp_indices(num_hidden_layers, pp_rank, pp_size, layer_partition=None) -> (start, end)
-    pp_layer_ranges(num_layers, pp_size) -> [range, ...]    (the default split, checked)
+    pp_layer_ranges(num_layers, pp_size, layer_partition=None) -> [range, ...]   (checked)
     kv_heads_per_rank(total_kv_heads, tp, replicate=True) -> int
     verify_tensor_parallel(shape, tp) -> None"""
 
@@ -89,14 +89,15 @@ def verify_tensor_parallel(shape: ModelShape, tp: int) -> None:
             )
 
 
-def pp_layer_ranges(num_layers: int, pp_size: int) -> list[range]:
-    """The decoder-layer indices each pipeline stage instantiates (the default split), e.g. 32 layers
-    over 3 stages -> 11, 11, 10 layers; 61 over 4 -> 15, 15, 16, 15."""
+def pp_layer_ranges(num_layers: int, pp_size: int, layer_partition: str | None = None) -> list[range]:
+    """The decoder-layer indices each pipeline stage instantiates, e.g. 32 layers over 3 stages ->
+    11, 11, 10 layers; 61 over 4 -> 15, 15, 16, 15; VLLM_PP_LAYER_PARTITION where given. The one
+    split both the KV layers (`get_pp_indices`) and the weights of each stage follow."""
     if pp_size < 1:
         raise KvplanError(f"--pipeline-parallel-size must be at least 1, got {pp_size}")
     if pp_size > num_layers:
         raise KvplanError(f"--pipeline-parallel-size {pp_size} exceeds the model's {num_layers} layers")
-    sizes, _ = pp_partition(num_layers, pp_size)
+    sizes, _ = pp_partition(num_layers, pp_size, layer_partition)
     ranges, start = [], 0
     for size in sizes:
         ranges.append(range(start, start + size))

@@ -166,7 +166,6 @@ def test_too_little_free_memory_at_start_is_vllms_refusal(monkeypatch, tiny_conf
     ("knobs", "words"),
     [
         ({"gpu_memory_utilization": 1.5}, r"\(0, 1\]"),
-        ({"tensor_parallel_size": 2}, "one GPU that holds the whole model"),
         ({"load_format": "pt"}, "--load-format 'pt'"),
         ({"non_torch_bytes": -1}, "--non-torch-bytes must be"),
         ({"gpu": "h900"}, "unknown GPU"),
@@ -175,6 +174,12 @@ def test_too_little_free_memory_at_start_is_vllms_refusal(monkeypatch, tiny_conf
 def test_bad_input_is_one_clear_error(tiny_config_only_dir, knobs, words):
     with pytest.raises(KvplanError, match=words):
         run_profile(options(tiny_config_only_dir, backend="fake", **knobs))
+
+
+@pytest.mark.parametrize("parallel", [{"tensor_parallel_size": 2}, {"pipeline_parallel_size": 2}])
+def test_the_cpu_backend_measures_one_device_and_refuses_a_sharded_model(tiny_config_only_dir, parallel):
+    with pytest.raises(KvplanError, match=r"the cpu backend measures one device .* use --backend fake"):
+        run_profile(options(tiny_config_only_dir, backend="cpu", **parallel))
 
 
 def test_given_cuda_graph_bytes_are_checked_against_the_headroom(tiny_config_only_dir):
