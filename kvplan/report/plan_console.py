@@ -5,6 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
+from kvplan.report.plan_json import pipeline_stages
 from kvplan.semantics.kv.layout import view_shape
 from kvplan.semantics.kv.specs import AttentionSpec, GroupSpec, MambaSpec
 from kvplan.units import human_bytes
@@ -57,11 +58,14 @@ def spec_detail(spec: GroupSpec) -> str:
 
 
 def _groups_table(result: PlanResult) -> Table:
-    table = Table(title="KV cache groups (per GPU)", title_justify="left")
+    # rank 0's groups, as vLLM logs them; with pipeline parallelism each stage holds its own layers
+    staged = result.request.pipeline_parallel_size > 1
+    title = "KV cache groups (per GPU" + (", rank 0: the first pipeline stage)" if staged else ")")
+    table = Table(title=title, title_justify="left")
     for column in ("group", "spec", "layers", "block", "page bytes", "tensor view (flash_attn)"):
         table.add_column(column)
     num_blocks = result.summary.num_blocks
-    for index, group in enumerate(result.sizing.groups):
+    for index, group in enumerate(result.sizing.rank0_groups):
         spec = group.kv_cache_spec
         shape = None if num_blocks is None else view_shape(spec, num_blocks)
         table.add_row(
@@ -71,11 +75,29 @@ def _groups_table(result: PlanResult) -> Table:
     return table
 
 
+def _stages_table(result: PlanResult) -> Table:
+    """Each pipeline stage's layers and what one of its GPUs holds."""
+    table = Table(title="Pipeline stages (per GPU of each)", title_justify="left")
+    for column in ("stage", "layers", "KV layers per group", "weights", "KV memory", "blocks"):
+        table.add_column(column)
+    for stage in pipeline_stages(result):
+        start, end = stage["layers"]
+        table.add_row(
+            str(stage["pp_rank"]), f"{start}-{end - 1}",
+            " + ".join(str(group["num_layers"]) for group in stage["kv_cache_groups"]),
+            _bytes(stage["weights_bytes"]), _bytes(stage["kv_cache_memory_bytes"]),
+            "-" if stage["num_blocks"] is None else f"{stage['num_blocks']:,}",
+        )
+    return table
+
+
 def render_plan(result: PlanResult, console: Console | None = None) -> None:
     console = console or Console(highlight=False)
     summary, sizing = result.summary, result.sizing
     console.print(_settings_table(result))
     console.print(_groups_table(result))
+    if result.request.pipeline_parallel_size > 1:
+        console.print(_stages_table(result))
     config = sizing.config
     if summary.fits and config is not None:
         tensors = config.kv_cache_tensors

@@ -91,7 +91,7 @@ def _layout(result: ProfileResult) -> Table | None:
     table = Table(title="KV cache groups", title_justify="left")
     for column in ("group", "spec", "layers", "block", "page bytes"):
         table.add_column(column)
-    for index, group in enumerate(result.plan.sizing.groups):
+    for index, group in enumerate(result.plan.sizing.rank0_groups):
         spec = group.kv_cache_spec
         detail = spec.type_name
         if isinstance(spec, AttentionSpec):
