@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from kvplan.errors import KvplanError
+from kvplan.semantics.kv.sizing import kv_cache_tokens
 from kvplan.usecases.simulate.driver import PreparedWorkload, RunOutcome, request_block_sizes, run, with_pool
 
 MAX_UNBOUNDED_POOL = 4_000_000  # blocks; a pool this large costs seconds and a GB of Python objects
@@ -87,7 +88,8 @@ def zero_preemption_pool(setup: PreparedWorkload, outcome: RunOutcome,
         method = f"peak in-step usage of the same workload on a pool that never runs out ({bound:,} blocks)"
     blocks = peak + 1
     per_token = setup.kv_bytes_per_token
-    tokens = peak * config.block_size
+    # vLLM's "GPU KV cache size" of the peak's blocks: blocks per group times the smallest block size
+    tokens = kv_cache_tokens(peak, [group.block_size or config.block_size for group in config.groups])
     return ZeroPreemptionPool(
         num_gpu_blocks=blocks,
         peak_used_blocks=peak,

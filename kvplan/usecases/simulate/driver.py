@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from kvplan.errors import KvplanError
 from kvplan.parsing import FieldError, as_number
 from kvplan.semantics.engine.config import EngineConfig
+from kvplan.semantics.engine.groups import MAMBA
 from kvplan.semantics.engine.replay import replay
 from kvplan.semantics.engine.request import Request
 from kvplan.semantics.engine.scheduler import ModelRunner, Scheduler, StepResult
@@ -377,15 +378,26 @@ def _finish_turn(conversation: _Conversation, record: RequestRecord) -> float | 
 # ---------------------------------------------------------------------------- sizes for capacity
 
 
+def blocks_at_length(config: EngineConfig, tokens: int) -> int:
+    """The most blocks one request of `tokens` tokens holds, over every KV cache group: a group's
+    blocks of its own size (a window or chunk holds fewer), a Mamba group's state block(s)."""
+    total = 0
+    for group in config.groups:
+        if group.kind == MAMBA and group.mamba_cache_mode in ("none", "align"):
+            total += 1 if group.mamba_cache_mode == "none" else 2
+        else:
+            total += math.ceil(tokens / (group.block_size or config.block_size))
+    return total
+
+
 def request_block_sizes(setup: PreparedWorkload) -> list[int]:
     """Blocks each request could hold at its longest (prompt plus every output, capped by the model
     length): an upper bound on what running requests can ever hold together."""
     config = setup.config
-    block_size = config.block_size
     sizes = []
     if setup.workload.is_explicit:
         for request in setup.explicit:
-            sizes.append(math.ceil(min(request.prompt_len + request.max_tokens, config.max_model_len) / block_size))
+            sizes.append(blocks_at_length(config, min(request.prompt_len + request.max_tokens, config.max_model_len)))
         return sizes
     for plan in plan_conversations(setup.workload, setup.seed):
         shared = setup.workload.classes[plan.class_index].shared_prefix
@@ -396,7 +408,7 @@ def request_block_sizes(setup: PreparedWorkload) -> list[int]:
             if prompt >= config.max_model_len:
                 break
             outputs = min(turn.output_tokens, config.max_model_len - prompt)
-            sizes.append(math.ceil((prompt + outputs) / block_size))
+            sizes.append(blocks_at_length(config, prompt + outputs))
             position += turn.user_tokens + outputs
     return sizes
 

@@ -193,7 +193,7 @@ def _engine_config(raw: dict[str, Any], groups: tuple[KVCacheGroup, ...] | None,
         release = RELEASES.get(str(raw.get(RELEASE_KEY)))
         if groups is None or release is None or release.hybrid_scheduling:
             raise
-        model = spec.model or "the profile's model"
+        model = spec.model or "the model"
         kinds = ", ".join(sorted({group.kind.replace("_", " ") for group in groups}))
         runs = [version for version, other in RELEASES.items() if other.hybrid_scheduling]
         raise KvplanError(

@@ -100,3 +100,19 @@ def test_a_check_target_hands_its_groups_to_the_workload(write_json):
     assert setup.config.num_gpu_blocks == summary.num_blocks
     assert [(g.kind, g.sliding_window) for g in setup.config.groups] == [("sliding_window", 128),
                                                                          ("full_attention", None)]
+
+
+def test_the_zero_preemption_pool_is_found_on_the_groups_engine(write_json):
+    """Every group holds its own blocks for a request: the pool that never runs out counts them all,
+    and the smallest pool without preemption is checked by simulating on it."""
+    from kvplan.usecases.simulate.driver import blocks_at_length, run, with_pool
+
+    setup = on_model(write_json, "google/gemma-2-9b-it", EngineOverrides(num_gpu_blocks=60))
+    assert blocks_at_length(setup.config, 100) == 2 * 7   # a window group and a full one, 16-token blocks
+    result = simulate(setup)
+    assert result.metrics.preemptions.total > 0
+    zero = result.capacity.zero_preemption
+    assert zero.num_gpu_blocks is not None and not zero.configured_is_enough
+    assert zero.kv_tokens == (zero.num_gpu_blocks - 1) // 2 * 16
+    enough = run(setup, config=with_pool(setup.config, zero.num_gpu_blocks))
+    assert enough.metrics.preemptions.total == 0
