@@ -185,21 +185,18 @@ def _engine_config(raw: dict[str, Any], groups: tuple[KVCacheGroup, ...] | None,
                    spec: EngineSpec, where: str) -> EngineConfig:
     """The engine config; a block size the plan derived (a Mamba hybrid's 544 or 2080) is taken as
     vLLM's own, where a user's must be one of vLLM's choices."""
-    derived = pool.settings["block_size"] if pool is not None and raw.get("block_size") == \
-        pool.settings["block_size"] else None
-    try:
-        return parse_config(raw, where, groups=groups, derived_block_size=derived)
-    except KvplanError as error:
-        release = RELEASES.get(str(raw.get(RELEASE_KEY)))
-        if groups is None or release is None or release.hybrid_scheduling:
-            raise
+    release = RELEASES.get(str(raw.get(RELEASE_KEY)))
+    if groups is not None and release is not None and not release.hybrid_scheduling:
         model = spec.model or "the model"
         kinds = ", ".join(sorted({group.kind.replace("_", " ") for group in groups}))
         runs = [version for version, other in RELEASES.items() if other.hybrid_scheduling]
         raise KvplanError(
             f"{where}: {model} runs on {len(groups)} KV cache group(s) ({kinds}), which kvplan's engine "
             f"reproduces for vLLM {' and '.join(runs)} only so far, not {release.version}: simulate it with "
-            f"--vllm-version {runs[0]} (engine.vllm_version \"{runs[0]}\")") from error
+            f"--vllm-version {runs[0]} (engine.vllm_version \"{runs[0]}\")")
+    derived = pool.settings["block_size"] if pool is not None and raw.get("block_size") == \
+        pool.settings["block_size"] else None
+    return parse_config(raw, where, groups=groups, derived_block_size=derived)
 
 
 def _named_release(version: str, where: str) -> Release:
