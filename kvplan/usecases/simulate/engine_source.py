@@ -18,7 +18,7 @@ from kvplan.semantics.engine.config import EngineConfig
 from kvplan.semantics.engine.groups import FULL_ATTENTION, KVCacheGroup
 from kvplan.semantics.engine.trace import CONFIG_KEYS, RELEASE_KEY, parse_config
 from kvplan.semantics.kv.sizing import kv_cache_tokens
-from kvplan.semantics.releases import DEFAULT_RELEASE, RELEASES, Release, release_named
+from kvplan.semantics.releases import DEFAULT_RELEASE, Release, release_named
 from kvplan.usecases.plan import PlanRequest, PlanSummary, plan
 from kvplan.usecases.profile_summary import load_profile
 from kvplan.usecases.replay import EngineSettings
@@ -185,15 +185,6 @@ def _engine_config(raw: dict[str, Any], groups: tuple[KVCacheGroup, ...] | None,
                    spec: EngineSpec, where: str) -> EngineConfig:
     """The engine config; a block size the plan derived (a Mamba hybrid's 544 or 2080) is taken as
     vLLM's own, where a user's must be one of vLLM's choices."""
-    release = RELEASES.get(str(raw.get(RELEASE_KEY)))
-    if groups is not None and release is not None and not release.hybrid_scheduling:
-        model = spec.model or "the model"
-        kinds = ", ".join(sorted({group.kind.replace("_", " ") for group in groups}))
-        runs = [version for version, other in RELEASES.items() if other.hybrid_scheduling]
-        raise KvplanError(
-            f"{where}: {model} runs on {len(groups)} KV cache group(s) ({kinds}), which kvplan's engine "
-            f"reproduces for vLLM {' and '.join(runs)} only so far, not {release.version}: simulate it with "
-            f"--vllm-version {runs[0]} (engine.vllm_version \"{runs[0]}\")")
     derived = pool.settings["block_size"] if pool is not None and raw.get("block_size") == \
         pool.settings["block_size"] else None
     return parse_config(raw, where, groups=groups, derived_block_size=derived)

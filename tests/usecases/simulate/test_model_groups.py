@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import pytest
 
-from kvplan.errors import KvplanError
 from kvplan.report.plan_json import plan_record
 from kvplan.report.simulate_json import result_document
 from kvplan.semantics.releases import VLLM_0_33_0
@@ -81,11 +80,12 @@ def test_a_single_full_attention_group_runs_the_single_group_engine(write_json):
     assert setup.engine.gpu_kv_cache_tokens == planned("meta-llama/Llama-3.1-8B-Instruct")["gpu_kv_cache_tokens"]
 
 
-def test_hybrid_groups_under_0_33_0_need_0_17_1_for_now(write_json):
-    workload = load_workload(write_json(mix(engine={"model": "google/gemma-2-9b-it", **SIZING})))
-    with pytest.raises(KvplanError, match=r"google/gemma-2-9b-it runs on 2 KV cache group\(s\).* "
-                                          r"simulate it with --vllm-version 0\.17\.1"):
-        prepare(workload, SimOptions(release=VLLM_0_33_0))
+@pytest.mark.parametrize("model", ["google/gemma-2-9b-it", "nvidia/Nemotron-H-56B-Base-8K"])
+def test_a_hybrid_runs_on_its_groups_under_0_33_0_too(write_json, model):
+    workload = load_workload(write_json(mix(engine={"model": model, **SIZING})))
+    setup = prepare(workload, SimOptions(release=VLLM_0_33_0))
+    assert setup.config.release is VLLM_0_33_0 and setup.config.kv_cache_groups is not None
+    assert simulate(setup).metrics.num_finished == 40
 
 
 def test_a_check_target_hands_its_groups_to_the_workload(write_json):
