@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from kvplan.cli.app import app
+from kvplan.cli.root import app
 from kvplan.report.jsonout import emit_json
 
 REPORT_WIDTH = 120

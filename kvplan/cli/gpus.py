@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import typer
 
-from kvplan.cli.app import app
+from kvplan.cli.root import app
 from kvplan.gpus.catalog import list_gpus
 from kvplan.report.jsonout import emit_json
 

@@ -1,7 +1,6 @@
 from __future__ import annotations
 
-from kvplan.cli.app import app
-from kvplan.cli.options import JSON
+from kvplan.cli.root import JSON, app
 from kvplan.report.jsonout import emit_json
 
 MODELS_SCHEMA_VERSION = 1

@@ -21,9 +21,6 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, get_args
 
-import typer
-from typer.models import ArgumentInfo
-
 from kvplan.errors import KvplanError
 from kvplan.semantics.config.cache import utilization_problem
 from kvplan.semantics.releases import RELEASES, Release, Scheduling, release_named
@@ -33,7 +30,6 @@ if TYPE_CHECKING:
     from kvplan.usecases.plan import PlanRequest
 
 DEFAULT_MODEL = "Qwen/Qwen2-0.5B-Instruct"
-JSON = typer.Option(False, "--json", help="Print one JSON document on stdout and nothing else.")
 
 
 @dataclass(frozen=True)
@@ -107,11 +103,37 @@ def _given(value: T | None, default: T) -> T:
 
 # --- the options, as typer declares them -------------------------------------------------------
 
+def _same(value: Any) -> Any:
+    return value
+
+
 @dataclass(frozen=True)
-class _Option:
+class Flag:
+    """One option as declared to typer (`typer.Option(default, *decls, ...)`), kept as plain data so
+    that `kvplan plan` can read its flags without importing typer (`kvplan.cli.plan_plain`)."""
+
     annotation: Any
-    info: Any                                    # typer.Option(...)
-    read: Callable[[Any], Any] = lambda value: value
+    default: Any
+    decls: tuple[str, ...]
+    help: str | None = None
+    read: Callable[[Any], Any] = _same
+    hidden: bool = False
+    metavar: str | None = None
+
+    def typer_option(self) -> Any:
+        import typer
+
+        return typer.Option(self.default, *self.decls, help=self.help, hidden=self.hidden, metavar=self.metavar)
+
+
+def _declared(default: Any, *decls: str, help: str | None = None, hidden: bool = False,
+              metavar: str | None = None) -> dict[str, Any]:
+    """typer.Option's arguments, spelled as typer.Option takes them."""
+    return {"default": default, "decls": decls, "help": help, "hidden": hidden, "metavar": metavar}
+
+
+def _flag(annotation: Any, declared: dict[str, Any], read: Callable[[Any], Any] = _same) -> Flag:
+    return Flag(annotation=annotation, read=read, **declared)
 
 
 def parse_max_model_len(text: str | None) -> int | None:
@@ -162,68 +184,68 @@ def on_off(value: str | None, flag: str = "--prefix-caching") -> bool | None:
     raise KvplanError(f"{flag} takes on or off, got {value!r}")
 
 
-_OPTIONS: dict[str, _Option] = {
-    "model": _Option(str, typer.Option(
+_OPTIONS: dict[str, Flag] = {
+    "model": _flag(str, _declared(
         DEFAULT_MODEL, "--model", "-m",
         help="Hub id (resolved from the bundled catalog, then the local HF cache), a local directory "
         "holding config.json, or a path to a config.json.")),
-    "gpu": _Option(str | None, typer.Option(
+    "gpu": _flag(str | None, _declared(
         None, "--gpu", help="GPU from `kvplan gpus`: its memory, batch defaults and MLA block size, and the "
         "step-time estimate of simulate.")),
-    "gpu_memory": _Option(str | None, typer.Option(
+    "gpu_memory": _flag(str | None, _declared(
         None, "--gpu-memory", help="Device memory total instead of --gpu, e.g. 80GiB."),
         lambda text: parse_optional_bytes(text, "--gpu-memory")),
-    "gpu_memory_utilization": _Option(float | None, typer.Option(
+    "gpu_memory_utilization": _flag(float | None, _declared(
         None, "--gpu-memory-utilization",
         help="vLLM's gpu_memory_utilization in (0, 1]; default 0.9, vLLM's."), _utilization),
-    "kv_cache_memory": _Option(str | None, typer.Option(
+    "kv_cache_memory": _flag(str | None, _declared(
         None, "--kv-cache-memory",
         help="KV-cache bytes per GPU, as vLLM's --kv-cache-memory: 25938100224, 24.16GiB, 900MiB."),
         lambda text: parse_optional_bytes(text, "--kv-cache-memory")),
-    "num_gpu_blocks": _Option(int | None, typer.Option(
+    "num_gpu_blocks": _flag(int | None, _declared(
         None, "--num-gpu-blocks", help="Pool size, null block included (replaces the workload's or trace's).")),
-    "num_gpu_blocks_override": _Option(int | None, typer.Option(
+    "num_gpu_blocks_override": _flag(int | None, _declared(
         None, "--num-gpu-blocks-override", help="Replace the computed block count (vLLM's flag).")),
-    "block_size": _Option(int | None, typer.Option(
+    "block_size": _flag(int | None, _declared(
         None, "--block-size", help="Tokens per block (default 16; MLA on some GPUs and hybrids force it).")),
-    "max_model_len": _Option(str | None, typer.Option(
+    "max_model_len": _flag(str | None, _declared(
         None, "--max-model-len",
         help="Longest prompt + output. Default: the model's limit as vLLM derives it; `auto` or -1 fits the "
         "largest."), parse_max_model_len),
-    "max_num_batched_tokens": _Option(int | None, typer.Option(
+    "max_num_batched_tokens": _flag(int | None, _declared(
         None, "--max-num-batched-tokens",
         help="Token budget per step. Default: what `vllm serve` picks for the GPU (2048 without --gpu).")),
-    "max_num_seqs": _Option(int | None, typer.Option(
+    "max_num_seqs": _flag(int | None, _declared(
         None, "--max-num-seqs", help="Most running requests. Default: what `vllm serve` picks (256 without --gpu).")),
-    "kv_cache_dtype": _Option(str | None, typer.Option(
+    "kv_cache_dtype": _flag(str | None, _declared(
         None, "--kv-cache-dtype", help="auto (the default), fp8, fp8_e4m3 or fp8_e5m2.")),
-    "dtype": _Option(str | None, typer.Option(
+    "dtype": _flag(str | None, _declared(
         None, "--dtype", help="auto (the default), bfloat16, float16 or float32 (as vLLM's --dtype).")),
-    "tensor_parallel_size": _Option(int | None, typer.Option(
+    "tensor_parallel_size": _flag(int | None, _declared(
         None, "--tensor-parallel-size", "-tp", help="Tensor-parallel size (default 1); every figure is per GPU.")),
-    "pipeline_parallel_size": _Option(int | None, typer.Option(
+    "pipeline_parallel_size": _flag(int | None, _declared(
         None, "--pipeline-parallel-size", "-pp", help="Pipeline-parallel size (default 1).")),
-    "enable_prefix_caching": _Option(bool | None, typer.Option(
+    "enable_prefix_caching": _flag(bool | None, _declared(
         None, "--enable-prefix-caching/--no-enable-prefix-caching",
         help="vLLM's prefix caching. Default: on, except for Mamba hybrids (as vLLM 0.17.1).")),
-    "enable_chunked_prefill": _Option(bool | None, typer.Option(
+    "enable_chunked_prefill": _flag(bool | None, _declared(
         None, "--enable-chunked-prefill/--no-enable-chunked-prefill", help="vLLM's chunked prefill (default on).")),
-    "trust_remote_code": _Option(bool, typer.Option(
+    "trust_remote_code": _flag(bool, _declared(
         False, "--trust-remote-code", help="Allow transformers to run the model's code.")),
-    "vllm_version": _Option(str | None, typer.Option(
+    "vllm_version": _flag(str | None, _declared(
         None, "--vllm-version", metavar="|".join(RELEASES),
         help="The vLLM release whose rules to follow (default: the file's, else the default release)."),
         _vllm_version),
-    "scheduling": _Option(str | None, typer.Option(
+    "scheduling": _flag(str | None, _declared(
         None, "--scheduling", metavar="|".join(get_args(Scheduling)),
         help="The engine loop: async, what `vllm serve` does (the default), or sync, as with vLLM's "
         "--no-async-scheduling."), _scheduling),
 }
 # the spellings kvplan used before it followed vLLM's, kept working but not shown
-_ALIASES: dict[str, tuple[str, _Option]] = {
-    "prefix_caching_alias": ("enable_prefix_caching", _Option(str | None, typer.Option(
+_ALIASES: dict[str, tuple[str, Flag]] = {
+    "prefix_caching_alias": ("enable_prefix_caching", _flag(str | None, _declared(
         None, "--prefix-caching", metavar="on|off", hidden=True), on_off)),
-    "chunked_prefill_alias": ("enable_chunked_prefill", _Option(bool | None, typer.Option(
+    "chunked_prefill_alias": ("enable_chunked_prefill", _flag(bool | None, _declared(
         None, "--chunked-prefill/--no-chunked-prefill", hidden=True))),
 }
 _FLAG_OF = {"enable_prefix_caching": "--enable-prefix-caching", "enable_chunked_prefill": "--enable-chunked-prefill"}
@@ -245,12 +267,38 @@ SIMULATING = (
 assert {field.name for field in fields(EngineOptions)} == set(_OPTIONS)
 
 
-def engine_options(*names: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Give a command the named engine settings as options, and call it with them parsed into
-    `engine: EngineOptions` (aliases of the old spellings included, hidden)."""
+def engine_flags(names: tuple[str, ...]) -> dict[str, Flag]:
+    """The flags of the named engine settings, then the hidden old spellings of any of them."""
     unknown = [name for name in names if name not in _OPTIONS]
     if unknown:
         raise ValueError(f"no engine option {unknown}")
+    flags = {name: _OPTIONS[name] for name in names}
+    flags.update({alias: flag for alias, (target, flag) in _ALIASES.items() if target in names})
+    return flags
+
+
+def read_engine_options(values: dict[str, Any]) -> EngineOptions:
+    """The settings from the raw values of `engine_flags(...)`, each read (sizes, on/off, limits)
+    and each old spelling folded into its setting."""
+    settings = {name: _OPTIONS[name].read(value) for name, value in values.items() if name in _OPTIONS}
+    for alias, (target, flag) in _ALIASES.items():
+        if alias not in values:
+            continue
+        given = flag.read(values[alias])
+        if given is not None and settings[target] is not None and given != settings[target]:
+            raise KvplanError(f"{_FLAG_OF[target]} and its old spelling disagree: give one of them")
+        if settings[target] is None:
+            settings[target] = given
+    return EngineOptions(**settings)
+
+
+def engine_options(*names: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Give a command the named engine settings as options, and call it with them parsed into
+    `engine: EngineOptions` (aliases of the old spellings included, hidden)."""
+    import typer
+    from typer.models import ArgumentInfo
+
+    flags = engine_flags(names)
 
     def decorate(command: Callable[..., Any]) -> Callable[..., Any]:
         signature = inspect.signature(command, eval_str=True)
@@ -258,22 +306,14 @@ def engine_options(*names: str) -> Callable[[Callable[..., Any]], Callable[..., 
         # the context and the arguments first, the engine settings, then the command's own options
         leading = [p for p in own if p.annotation is typer.Context or isinstance(p.default, ArgumentInfo)]
         trailing = [p for p in own if p not in leading]
-        aliases = {alias: target for alias, (target, _) in _ALIASES.items() if target in names}
-        declared = [(name, _OPTIONS[name]) for name in names] + [(alias, _ALIASES[alias][1]) for alias in aliases]
-        added = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=option.info,
-                                   annotation=option.annotation) for name, option in declared]
+        added = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=flag.typer_option(),
+                                   annotation=flag.annotation) for name, flag in flags.items()]
         parameters = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in (*leading, *added, *trailing)]
 
         @functools.wraps(command)
         def run(**values: Any) -> Any:
-            settings = {name: _OPTIONS[name].read(values.pop(name)) for name in names}
-            for alias, target in aliases.items():
-                given = _ALIASES[alias][1].read(values.pop(alias))
-                if given is not None and settings[target] is not None and given != settings[target]:
-                    raise KvplanError(f"{_FLAG_OF[target]} and its old spelling disagree: give one of them")
-                if settings[target] is None:
-                    settings[target] = given
-            return command(engine=EngineOptions(**settings), **values)
+            engine = read_engine_options({name: values.pop(name) for name in flags})
+            return command(engine=engine, **values)
 
         run.__signature__ = signature.replace(parameters=parameters)  # type: ignore[attr-defined]
         run.__annotations__ = {p.name: p.annotation for p in parameters}

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import typer
 
-from kvplan.cli.app import app
-from kvplan.cli.options import JSON, PLANNING, EngineOptions, engine_options, parse_optional_bytes
+from kvplan.cli.options import PLANNING, EngineOptions, engine_options, parse_optional_bytes
 from kvplan.cli.quick_asserts import verdict_exit_code
+from kvplan.cli.root import JSON, app
 from kvplan.errors import EXIT_STALLED, require_profile_extra
 from kvplan.report.jsonout import emit_json
 from kvplan.usecases.check.quick import QUICK_ASSERTS, parse_quick_asserts, profile_report, quick_help

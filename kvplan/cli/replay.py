@@ -12,8 +12,8 @@ from typing import IO
 
 import typer
 
-from kvplan.cli.app import app
 from kvplan.cli.options import SCHEDULING, EngineOptions, check_output, engine_options
+from kvplan.cli.root import app
 from kvplan.errors import EXIT_STALLED, KvplanError
 from kvplan.report.replay_records import RecordEncoder, summary_record
 from kvplan.semantics.engine.replay import ReplaySummary, StepObserver

@@ -12,9 +12,9 @@ from typing import Any, TextIO
 
 import typer
 
-from kvplan.cli.app import app
 from kvplan.cli.options import SIMULATING, EngineOptions, check_output, engine_options
 from kvplan.cli.quick_asserts import verdict_exit_code
+from kvplan.cli.root import app
 from kvplan.errors import EXIT_STALLED, KvplanError
 from kvplan.report.jsonout import dumps
 from kvplan.report.sim_timeline import TimelineCsv

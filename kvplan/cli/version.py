@@ -3,7 +3,7 @@ from __future__ import annotations
 import typer
 
 from kvplan import __version__
-from kvplan.cli.app import app
+from kvplan.cli.root import app
 from kvplan.report.jsonout import emit_json
 from kvplan.semantics.releases import DEFAULT_RELEASE
 
@@ -14,4 +14,8 @@ def version(json_output: bool = typer.Option(False, "--json", help="Print JSON."
     if json_output:
         emit_json({"schema_version": 1, "kvplan": __version__, "vllm_semantics": DEFAULT_RELEASE.version})
     else:
-        print(f"kvplan {__version__} (vLLM {DEFAULT_RELEASE.version} semantics)")
+        print(version_line())
+
+
+def version_line() -> str:
+    return f"kvplan {__version__} (vLLM {DEFAULT_RELEASE.version} semantics)"

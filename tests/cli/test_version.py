@@ -10,3 +10,8 @@ def test_version_json_is_data_only():
     record = json.loads(out.stdout)
     assert record["vllm_semantics"] == "0.17.1"
     assert record["schema_version"] == 1
+
+
+def test_the_version_flag_prints_what_the_version_command_prints(kvplan):
+    flag = kvplan("--version")
+    assert flag == kvplan("version") and flag[0] == 0 and flag[1].startswith("kvplan 0.")

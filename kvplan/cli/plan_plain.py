@@ -1,0 +1,125 @@
+"""`kvplan plan` without typer: typer validates every value through pydantic, whose import alone
+takes longer than the plan. A command line of plain engine flags (`--model X --kv-cache-memory
+24GiB --json`) is read here from the same declarations typer gets (`kvplan.cli.options`);
+anything else (help, `--assert-*`, a value that is not a plain number, a flag given twice, an
+unknown word) goes to typer, which says what is wrong. Both paths end in `run_plan`."""
+
+from __future__ import annotations
+
+import re
+import types
+from typing import TYPE_CHECKING, Any, Union, get_args, get_origin
+
+from kvplan.cli.options import PLANNING, EngineOptions, Flag, engine_flags, read_engine_options
+
+if TYPE_CHECKING:
+    from kvplan.usecases.check.assertions import Assertion
+    from kvplan.usecases.plan import PlanRequest, PlanResult
+
+JSON_FLAG = "--json"
+_INT = re.compile(r"(0|[1-9][0-9]*)")
+_FLOAT = re.compile(r"[0-9]+(\.[0-9]+)?|\.[0-9]+")
+
+
+def run_plain(args: list[str]) -> int | None:
+    """Run `kvplan plan ARGS` if ARGS are plain engine flags; None to leave them to typer."""
+    parsed = parse_plain(args)
+    if parsed is None:
+        return None
+    engine, json_output = parsed
+    return run_plan(engine, json_output, ())
+
+
+def parse_plain(args: list[str]) -> tuple[EngineOptions, bool] | None:
+    """(the engine settings, --json) as typer would parse them, or None when typer must decide."""
+    flags = engine_flags(PLANNING)
+    values: dict[str, Any] = {}
+    switches: dict[str, tuple[str, bool]] = {JSON_FLAG: ("json_output", True)}
+    takes_value: dict[str, str] = {}
+    for name, flag in flags.items():
+        if _value_type(flag) is bool:
+            for decl in flag.decls:
+                on, _, off = decl.partition("/")
+                switches[on] = (name, True)
+                if off:
+                    switches[off] = (name, False)
+        else:
+            for decl in flag.decls:
+                takes_value[decl] = name
+    index = 0
+    while index < len(args):
+        word = args[index]
+        index += 1
+        decl, has_value, value = word.partition("=") if word.startswith("--") else (word, "", "")
+        if decl in switches and not has_value:
+            name, on = switches[decl]
+            given: Any = on
+        elif decl in takes_value:
+            name = takes_value[decl]
+            if not has_value:
+                if index == len(args) or args[index].startswith("-"):
+                    return None
+                value = args[index]
+                index += 1
+            given = _convert(value, _value_type(flags[name]))
+            if given is None:
+                return None
+        else:
+            return None
+        if name in values:
+            return None
+        values[name] = given
+    json_output = bool(values.pop("json_output", False))
+    return read_engine_options({name: values.get(name, flag.default) for name, flag in flags.items()}), json_output
+
+
+def _value_type(flag: Flag) -> type:
+    annotation = flag.annotation
+    if get_origin(annotation) in (Union, types.UnionType):
+        annotation = next(arg for arg in get_args(annotation) if arg is not type(None))
+    return annotation  # type: ignore[no-any-return]
+
+
+def _convert(text: str, kind: type) -> Any:
+    """The value typer would give for `text`, where that is beyond doubt; else None."""
+    if kind is str:
+        return text
+    if kind is int:
+        return int(text) if _INT.fullmatch(text) else None
+    if kind is float:
+        return float(text) if _FLOAT.fullmatch(text) else None
+    return None
+
+
+def run_plan(engine: EngineOptions, json_output: bool, assertions: tuple[Assertion, ...]) -> int:
+    """Plan, print the plan (JSON or the console report), then the verdict of the assertions; the
+    exit code."""
+    from kvplan.cli.quick_asserts import verdict_exit_code
+
+    result = _plan(engine.plan_request())
+    if json_output:
+        from kvplan.report.jsonout import emit_json
+        from kvplan.report.plan_json import plan_record
+
+        emit_json(plan_record(result))
+    else:
+        from kvplan.report.plan_console import render_plan
+
+        render_plan(result)
+    report = None
+    if assertions:
+        from kvplan.usecases.check.quick import plan_report
+
+        report = plan_report(assertions, result)
+    return verdict_exit_code(report, finding=not result.fits)
+
+
+def _plan(request: PlanRequest) -> PlanResult:
+    """The plan for the KV memory given, else for the memory the profile run predicts for the GPU."""
+    if request.kv_cache_memory_bytes is not None or (request.gpu is None and request.gpu_memory_bytes is None):
+        from kvplan.usecases.plan import plan
+
+        return plan(request)
+    from kvplan.usecases.profile import plan_for_device
+
+    return plan_for_device(request)

@@ -1,0 +1,32 @@
+"""The typer application: the root options; each command module registers itself on `app`."""
+
+from __future__ import annotations
+
+import typer
+
+JSON = typer.Option(False, "--json", help="Print one JSON document on stdout and nothing else.")
+
+app = typer.Typer(
+    name="kvplan",
+    help="KV-cache capacity planning, profiling and simulation, exact to vLLM 0.17.1.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+def _print_version(given: bool) -> None:
+    if given:
+        from kvplan.cli.version import version_line
+
+        print(version_line())
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", is_eager=True, callback=_print_version,
+                                 help="Print kvplan's version and exit (as `kvplan version`)."),
+) -> None:
+    """KV-cache capacity planning, profiling and simulation, exact to vLLM 0.17.1."""
