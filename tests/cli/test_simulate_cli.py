@@ -153,3 +153,26 @@ def test_the_release_and_the_scheduling_mode_are_options(tmp_path):
     assert json.loads(kvplan(named, "--json", "--vllm-version", "0.17.1").stdout)["vllm_semantics"] == "0.17.1"
     wrong = kvplan(write(tmp_path, mix(engine={**engine, "vllm_version": "0.2"}), "wrong.json"))
     assert wrong.returncode == 2 and "engine.vllm_version must be one of 0.17.1, 0.33.0" in wrong.stderr
+
+
+def test_the_zero_preemption_advice_fed_back_gives_zero_preemptions():
+    """The advice counts the null block: its kv_bytes, given to `plan --kv-cache-memory`, sizes the
+    very pool it advises, and simulating on that pool preempts nothing."""
+    chat = Path(__file__).resolve().parents[2] / "examples" / "checks" / "workloads" / "chat.json"
+    first = kvplan(chat, "--json")
+    assert first.returncode == 0, first.stderr
+    result = json.loads(first.stdout)
+    advice = result["capacity"]["zero_preemption"]
+    assert advice["num_gpu_blocks"] == advice["peak_used_blocks"] + 1
+    assert advice["kv_tokens"] == advice["num_gpu_blocks"] * result["engine"]["block_size"]
+    planned = subprocess.run([sys.executable, "-m", "kvplan", "plan", "--model", result["engine"]["model"],
+                              "--kv-cache-memory", str(advice["kv_bytes"]), "--json"],
+                             capture_output=True, text=True, check=True)
+    num_blocks = json.loads(planned.stdout)["num_blocks"]
+    assert num_blocks == advice["num_gpu_blocks"]
+    again = kvplan(chat, "--num-gpu-blocks", num_blocks, "--json")
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["preemptions"]["total"] == 0
+    # one block fewer is not enough: the advice is the smallest pool
+    short = kvplan(chat, "--num-gpu-blocks", num_blocks - 1, "--json")
+    assert json.loads(short.stdout)["preemptions"]["total"] > 0

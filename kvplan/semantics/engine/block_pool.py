@@ -21,6 +21,10 @@ BlockHash = bytes
 UNHASHED_TO_HEAD: dict[FreedUnhashedBlocks, bool] = {"tail": False, "head": True}
 
 
+def _fingerprint(block_hash: BlockHash) -> int:
+    return int.from_bytes(block_hash[:8], "little")
+
+
 class KVCacheBlock:
     __slots__ = ("block_hash", "block_id", "group_id", "ref_cnt")
 
@@ -65,6 +69,11 @@ class BlockPool:
         self._num_used_by_group = [0] * num_groups
         self.num_cached_blocks = 0
         self.num_evictable_cached_blocks = 0
+        # Hashes dropped to reuse their blocks (8-byte fingerprints: a third of the memory), and
+        # lookups that missed one of them: while that count is 0, a larger pool would have found
+        # exactly the same hits (kvplan's bookkeeping, not vLLM's).
+        self.evicted: set[int] = set()
+        self.num_misses_on_evicted = 0
 
     # -- queries -----------------------------------------------------------------------------
 
@@ -95,6 +104,8 @@ class BlockPool:
         for block_hash in block_hashes:
             blocks = cached_get(block_hash)
             if blocks is None:
+                if _fingerprint(block_hash) in self.evicted:
+                    self.num_misses_on_evicted += 1
                 break
             hits.append(blocks if isinstance(blocks, KVCacheBlock) else next(iter(blocks.values())))
         return hits
@@ -102,6 +113,8 @@ class BlockPool:
     def get_cached_block(self, block_hash: BlockHash, group_id: int = 0) -> KVCacheBlock | None:
         """The block cached under this hash; the first inserted when several full blocks share it."""
         blocks = self._cached[group_id].get(block_hash)
+        if blocks is None and _fingerprint(block_hash) in self.evicted:
+            self.num_misses_on_evicted += 1
         if blocks is None or isinstance(blocks, KVCacheBlock):
             return blocks
         return next(iter(blocks.values()))
@@ -150,6 +163,7 @@ class BlockPool:
         block.block_hash = None
         self.num_cached_blocks -= 1
         self.num_evictable_cached_blocks -= 1
+        self.evicted.add(_fingerprint(block_hash))
 
     def touch(self, blocks: Iterable[KVCacheBlock]) -> None:
         """Pin prefix-hit blocks; an evictable one leaves the free queue without being copied."""

@@ -110,6 +110,7 @@ class Scheduler:
         self.prefix_cache_stats = PrefixCacheStats()
         self.num_steps = 0
         self.total_preemptions = 0
+        self.num_admissions_short_of_blocks = 0   # the head of the queue waited for free blocks
         self._block_hasher = (
             RequestBlockHasher(config.block_size, config.hash_seed) if config.enable_prefix_caching else None
         )
@@ -143,6 +144,13 @@ class Scheduler:
         cannot progress even alone; vLLM would livelock."""
         return (step.num_scheduled_tokens == 0 and not step.finished and not more_arrivals
                 and bool(self.running or self.waiting) and not self.has_tokens_in_flight())
+
+    @property
+    def pool_was_short(self) -> bool:
+        """The pool refused an allocation, or a lookup missed a block it had evicted: a larger pool
+        would have scheduled differently. While False, every larger pool runs exactly these steps."""
+        return bool(self.total_preemptions or self.num_admissions_short_of_blocks
+                    or self.block_pool.num_misses_on_evicted)
 
     def step(self) -> StepResult:
         pool = self.block_pool
@@ -271,6 +279,7 @@ class Scheduler:
                         break
                 if kv.allocate_slots(request, num_new, num_hit, hit_blocks,
                                      full_sequence_must_fit=full_prompt_gate) is None:
+                    self.num_admissions_short_of_blocks += 1
                     break
                 if looked_up:
                     kv.record_admission(request, num_hit)

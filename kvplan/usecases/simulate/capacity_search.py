@@ -1,8 +1,11 @@
 """Capacity answers: the pool that would avoid every preemption, and the highest sustained rate.
 
-* Blocks for zero preemptions: the same workload on a pool that can never run out (every
-  request the scheduler may run at once, at its full length), whose peak in-step usage plus the
-  null block is the pool this traffic needs to never preempt and never wait for KV cache.
+* Blocks for zero preemptions: the peak in-step usage of the same workload on a pool that can
+  never run out (every request the scheduler may run at once, at its full length), plus the null
+  block: the pool this traffic needs to never preempt and never wait for KV cache. When the run
+  itself was never short of blocks (no refusal, no prefix hit lost to an eviction), every larger
+  pool runs the same steps, so its own peak is that answer; only otherwise does the workload run
+  a second time, on the pool that never runs out.
 * ``--find-max-rate``: the offered rate is scaled (the same arrivals, compressed or stretched)
   and each rate is simulated; a rate is sustained when queueing does not grow over the run
   (``sustained`` below). Doubling then bisection finds the highest sustained rate to 2%.
@@ -78,6 +81,10 @@ def zero_preemption_pool(setup: PreparedWorkload, outcome: RunOutcome,
     if config.num_gpu_blocks >= bound:
         peak = outcome.metrics.kv.peak_used_blocks
         method = "the configured pool already holds every request it may run at once at full length"
+    elif not outcome.pool_was_short:
+        peak = outcome.metrics.kv.peak_used_blocks
+        method = ("peak in-step usage of this run: the pool never refused a block nor lost a prefix hit to an "
+                  "eviction, so a pool that never runs out runs the same steps")
     elif bound > MAX_UNBOUNDED_POOL:
         return ZeroPreemptionPool(None, None, None, None, None,
                                   f"not computed: a pool that never runs out needs {bound:,} blocks here")
@@ -86,10 +93,11 @@ def zero_preemption_pool(setup: PreparedWorkload, outcome: RunOutcome,
             stage(f"simulating again on a pool that never runs out ({bound:,} blocks)")
         peak = run(setup, config=with_pool(config, bound)).metrics.kv.peak_used_blocks
         method = f"peak in-step usage of the same workload on a pool that never runs out ({bound:,} blocks)"
-    blocks = peak + 1
+    blocks = peak + 1   # the null block is part of every pool: plan and --num-gpu-blocks count it
     per_token = setup.kv_bytes_per_token
-    # vLLM's "GPU KV cache size" of the peak's blocks: blocks per group times the smallest block size
-    tokens = kv_cache_tokens(peak, [group.block_size or config.block_size for group in config.groups])
+    # vLLM's "GPU KV cache size" of the advised pool (null block included): blocks per group times the
+    # smallest block size
+    tokens = kv_cache_tokens(blocks, [group.block_size or config.block_size for group in config.groups])
     return ZeroPreemptionPool(
         num_gpu_blocks=blocks,
         peak_used_blocks=peak,

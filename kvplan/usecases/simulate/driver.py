@@ -92,6 +92,9 @@ class RunOutcome:
     records: tuple[RequestRecord, ...]  # in arrival order
     num_rejected: int
     num_conversations_cut: int
+    # the pool refused an allocation or lost a prefix hit to an eviction (`Scheduler.pool_was_short`):
+    # while False, a pool that never runs out would have run exactly the same steps
+    pool_was_short: bool = True
 
 
 def prepare(workload: Workload, options: SimOptions) -> PreparedWorkload:
@@ -212,8 +215,11 @@ def _run_in_steps(setup: PreparedWorkload, config: EngineConfig, recorder: Recor
     seconds = _step_seconds(setup)
     clock = [0.0]
     total = len(trace.requests)
+    seen: list[Scheduler] = []
 
     def observe(result: StepResult, scheduler: Scheduler, arrived: list[str]) -> None:
+        if not seen:
+            seen.append(scheduler)
         for request_id in arrived:
             request = by_id[request_id]
             recorder.add_request(request_id, _record(0, request.prompt_len, request.max_tokens, config,
@@ -225,7 +231,8 @@ def _run_in_steps(setup: PreparedWorkload, config: EngineConfig, recorder: Recor
 
     summary = replay(trace, observe, model_runner)
     records = tuple(recorder.records[r.request_id] for r in trace.requests if r.request_id in recorder.records)
-    return RunOutcome(recorder.finish(summary.stalled, 0.0), records, 0, 0)
+    short = seen[0].pool_was_short if seen else False
+    return RunOutcome(recorder.finish(summary.stalled, 0.0), records, 0, 0, short)
 
 
 def _not_arrived(trace: Trace, step: int) -> int:
@@ -325,7 +332,7 @@ def _run_timed(setup: PreparedWorkload, config: EngineConfig, recorder: Recorder
             recorder.hold(now, pending[0][0])
             now = pending[0][0]
     records = tuple(recorder.records.values())
-    return RunOutcome(recorder.finish(stalled, first_arrival), records, rejected, cut)
+    return RunOutcome(recorder.finish(stalled, first_arrival), records, rejected, cut, scheduler.pool_was_short)
 
 
 def _prefix_tokens(setup: PreparedWorkload, class_index: int, cache: dict[int, list[int]]) -> list[int]:
