@@ -97,7 +97,8 @@ class LayerLayout:
 @dataclass(frozen=True)
 class SlotCheck:
     """The slot-mapping round trip: K/V written through `slot = block * block_size + offset`
-    into random blocks, read back from each layer's view and from the raw bytes."""
+    into random blocks, read back from each layer's view, then found in the raw bytes at the
+    offsets the attention backend's documented layout gives (not through the view's strides)."""
 
     passed: bool
     layers_checked: int
@@ -105,8 +106,8 @@ class SlotCheck:
     block_table: tuple[int, ...]
     first_slots: tuple[int, ...]            # the slot mapping's first entries, for the report
     view_round_trip: bool
-    raw_bytes_match: bool
-    untouched_blocks_zero: bool
+    raw_bytes_match: bool                   # every written row where the layout puts it
+    untouched_blocks_zero: bool             # nothing else in those blocks, nor in a few untouched ones
     shared_storage: bool
     detail: str = ""
 

@@ -1,7 +1,9 @@
 """The KV-cache tensors as vLLM 0.17.1's GPU worker makes them (`vllm-kv-semantics.md` section 5):
 one zero-filled int8 tensor per `KVCacheTensor`, shared by its layers, viewed per layer in the
 attention backend's layout; and a round trip through a slot mapping that proves the memory is
-real and addressed the way the kernels address it.
+real and addressed the way the kernels address it: the bytes are read back where the backend's
+documented shape and stride order put them (`kvplan.semantics.kv.layout.kv_addressing`), never
+through the view that wrote them.
 
 Public API:
     allocate_kv_cache(config, backend, device) -> KvCacheAllocation
@@ -11,7 +13,6 @@ Public API:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from itertools import islice
 from math import prod
 
 import torch
@@ -22,8 +23,10 @@ from kvplan.semantics.dtypes import dtype_size
 from kvplan.semantics.kv.layout import (
     BLOCK_FIRST,
     KV_FIRST,
+    KvAddressing,
     check_backend,
     kernel_block_size,
+    kv_addressing,
     kv_cache_shape,
     mla_row_width,
     specs_by_layer,
@@ -150,75 +153,71 @@ def slot_index(layout: LayerLayout, backend: str, which: int | torch.Tensor, slo
     return _index(layout.kind, backend, which, slots // kernel, slots % kernel)
 
 
-def _raw_bytes_at(raw: torch.Tensor, view: torch.Tensor, index: tuple) -> torch.Tensor:
-    """The bytes behind `view[index]`, read straight from the raw int8 tensor through the view's
-    strides: one row of `view.shape[-1]` contiguous elements per selected (token, head)."""
-    entries = list(index) + [slice(None)] * (view.dim() - 1 - len(index))
-    tokens: torch.Tensor | int = int(view.storage_offset())
-    heads: torch.Tensor | int = 0
-    for dim, entry in enumerate(entries):
-        stride = view.stride(dim)
-        if isinstance(entry, torch.Tensor):
-            tokens = tokens + entry.reshape(-1) * stride
-        elif isinstance(entry, int):
-            tokens = tokens + entry * stride
-        else:
-            heads = heads + torch.arange(view.shape[dim], device=view.device) * stride
-    assert isinstance(tokens, torch.Tensor)
-    rows = tokens.unsqueeze(1) + heads if isinstance(heads, torch.Tensor) else tokens
-    element = view.element_size()
-    spans = rows.unsqueeze(-1) * element + torch.arange(view.shape[-1] * element, device=view.device)
-    return raw[spans]
+@dataclass(frozen=True)
+class _Probe:
+    """The tokens a check writes (their slots), and where the layout puts the bytes of the blocks it
+    reads back: every row of the blocks written, then every row of a few blocks left alone."""
+
+    block_table: tuple[int, ...]
+    slots: tuple[int, ...]
+    written_rows: torch.Tensor      # the rows (byte offset // row bytes) of the blocks written
+    data_rows: dict[int, torch.Tensor]  # side -> where its (token, head) rows sit among written_rows
+    untouched_rows: torch.Tensor    # the rows of the blocks left alone
+
+
+def _probe(addressing: KvAddressing, block_size: int, block_table: list[int], untouched: list[int],
+           device: torch.device) -> _Probe:
+    tokens = block_size * (len(block_table) - 1) + max(1, block_size // 2)
+    # the slot mapping: slot = block_table[p // block_size] * block_size + p % block_size, which is
+    # also the slot in kernel blocks when a manager block is split into several
+    slots = [block_table[p // block_size] * block_size + p % block_size for p in range(tokens)]
+    rows: list[int] = []
+    where: dict[tuple[int, int], int] = {}          # (side, slot) -> its first row among `rows`
+    for block in block_table:
+        for slot in range(block * block_size, (block + 1) * block_size):
+            for side in addressing.sides:
+                where[(side, slot)] = len(rows)
+                rows.extend(addressing.rows(side, slot))
+    heads = addressing.rows_per_token
+    data_rows = {side: torch.tensor([where[(side, slot)] + head for slot in slots for head in range(heads)],
+                                    device=device) for side in addressing.sides}
+    untouched_rows = [offset for block in untouched for slot in range(block * block_size, (block + 1) * block_size)
+                      for side in addressing.sides for offset in addressing.rows(side, slot)]
+    def row_numbers(offsets: list[int]) -> torch.Tensor:
+        assert all(offset % addressing.row_bytes == 0 for offset in offsets)
+        return torch.tensor([offset // addressing.row_bytes for offset in offsets], dtype=torch.int64, device=device)
+
+    return _Probe(tuple(block_table), tuple(slots), row_numbers(rows), data_rows, row_numbers(untouched_rows))
 
 
 def _check_layer(
-    allocation: KvCacheAllocation, layout: LayerLayout, generator: torch.Generator
-) -> tuple[bool, bool, bool, int, tuple[int, ...], tuple[int, ...]]:
-    raw = allocation.raw[layout.tensor_index]
+    allocation: KvCacheAllocation, layout: LayerLayout, addressing: KvAddressing, probe: _Probe,
+    generator: torch.Generator,
+) -> tuple[bool, bool, bool]:
+    """Write K/V of the probe's tokens through the layer's view at their slots, read them back through
+    the view, then read the raw bytes where the backend's documented layout puts each of them (never
+    through the view's strides), and find every other byte of the blocks looked at still zero."""
+    # every row starts at a multiple of its length (a page holds whole rows): read whole rows
+    rows = allocation.raw[layout.tensor_index].view(-1, addressing.row_bytes)
     (view,) = allocation.views[layout.layer_name]
     device = view.device
-    manager_blocks = allocation.config.num_blocks
-    split = layout.block_size // layout.kernel_block_size
-    used = min(3, manager_blocks - 1)
-    # block 0 is vLLM's null block; requests never get it
-    block_table = (torch.randperm(manager_blocks - 1, generator=generator)[:used] + 1).tolist()
-    tokens = layout.block_size * (used - 1) + max(1, layout.block_size // 2)
-    positions = torch.arange(tokens)
-    manager = torch.tensor(block_table)[positions // layout.block_size]
-    within = positions % layout.block_size
-    kernel_blocks = manager * split + within // layout.kernel_block_size
-    offsets = within % layout.kernel_block_size
-    slots = kernel_blocks * layout.kernel_block_size + offsets
-    # the kernels' view of a slot: block = slot // block_size, offset = slot % block_size
-    blocks_dev = (slots // layout.kernel_block_size).to(device)
-    offsets_dev = (slots % layout.kernel_block_size).to(device)
-
-    sides = (0,) if layout.kind == "mla" else (0, 1)
-    view_ok = raw_ok = True
-    row = view.shape[-1]
-    for which in sides:
-        index = _index(layout.kind, allocation.backend, which, blocks_dev, offsets_dev)
-        target_shape = view[index].shape
+    slots = torch.tensor(probe.slots, device=device)
+    expected = torch.zeros(len(probe.written_rows), addressing.row_bytes, dtype=torch.int8, device=device)
+    view_ok = True
+    for side in addressing.sides:
+        index = slot_index(layout, allocation.backend, side, slots)
+        shape = view[index].shape
         if view.dtype.is_floating_point:
-            data = (torch.rand(target_shape, generator=generator) + 0.5).to(view.dtype)
+            data = (torch.rand(shape, generator=generator) + 0.5).to(view.dtype)
         else:
-            data = torch.randint(1, 255, target_shape, generator=generator, dtype=torch.int16).to(view.dtype)
+            data = torch.randint(1, 255, shape, generator=generator, dtype=torch.int16).to(view.dtype)
         data = data.to(device)
         view[index] = data
         view_ok &= bool(torch.equal(view[index], data))
-        written = data.contiguous().view(torch.int8).reshape(*target_shape[:-1], row * view.element_size())
-        raw_ok &= bool(torch.equal(_raw_bytes_at(raw, view, index), written))
-    untouched = list(islice((b for b in range(manager_blocks) if b not in block_table), 3))
-    zero_ok = True
-    for block in untouched:
-        for kernel_block in range(block * split, (block + 1) * split):
-            for which in sides:
-                sel = (kernel_block,) if layout.kind == "mla" else _index(
-                    layout.kind, allocation.backend, which, torch.tensor([kernel_block], device=device),
-                    torch.arange(layout.kernel_block_size, device=device).view(1, -1),
-                )
-                zero_ok &= bool((view[sel] == 0).all())
-    return view_ok, raw_ok, zero_ok, tokens, tuple(block_table), tuple(slots[:8].tolist())
+        expected[probe.data_rows[side]] = data.contiguous().view(torch.int8).reshape(-1, addressing.row_bytes)
+    raw_ok = bool(torch.equal(rows.index_select(0, probe.written_rows), expected))
+    zero_ok = not bool(rows.index_select(0, probe.untouched_rows).any())
+    return view_ok, raw_ok, zero_ok
 
 
 def slot_mapping_check(allocation: KvCacheAllocation, seed: int = 0) -> SlotCheck:
@@ -229,17 +228,31 @@ def slot_mapping_check(allocation: KvCacheAllocation, seed: int = 0) -> SlotChec
         return SlotCheck(False, 0, 0, (), (), False, False, False, False,
                          "the pool has fewer than 2 blocks (block 0 is the null block)")
     generator = torch.Generator().manual_seed(seed)
+    num_blocks = allocation.config.num_blocks
+    # a few blocks, never block 0 (vLLM's null block: requests never get it), the last one half full
+    block_table = (torch.randperm(num_blocks - 1, generator=generator)[:min(3, num_blocks - 1)] + 1).tolist()
+    untouched = [block for block in range(1, num_blocks) if block not in block_table][:3]
     view_ok = raw_ok = zero_ok = True
-    checked, tokens = 0, 0
-    table: tuple[int, ...] = ()
-    slots: tuple[int, ...] = ()
+    checked = 0
     seen_tensors: set[int] = set()
+    specs = specs_by_layer(allocation.config)
+    hybrid = any(isinstance(spec, MambaSpec) for spec in specs.values())
+    probes: dict[KvAddressing, _Probe] = {}
+    probe: _Probe | None = None
     for layout in allocation.layouts:
         if layout.kind == "mamba" or layout.tensor_index in seen_tensors:
             continue
         seen_tensors.add(layout.tensor_index)
-        v, r, z, tokens, table, slots = _check_layer(allocation, layout, generator)
+        spec = specs[layout.layer_name]
+        assert isinstance(spec, AttentionSpec)
+        addressing = kv_addressing(spec, allocation.backend, num_blocks, hybrid)
+        if addressing not in probes:
+            probes[addressing] = _probe(addressing, spec.block_size, block_table, untouched,
+                                        allocation.raw[layout.tensor_index].device)
+        probe = probes[addressing]
+        v, r, z = _check_layer(allocation, layout, addressing, probe, generator)
         view_ok, raw_ok, zero_ok, checked = view_ok and v, raw_ok and r, zero_ok and z, checked + 1
+    tokens, table, slots = (len(probe.slots), probe.block_table, probe.slots[:8]) if probe else (0, (), ())
     # every layer of a shared tensor must see the very same memory
     shared_ok = all(
         view.untyped_storage().data_ptr() == allocation.raw[layout.tensor_index].untyped_storage().data_ptr()

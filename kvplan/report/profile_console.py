@@ -130,8 +130,10 @@ def _check_line(allocation: AllocationReport) -> str:
         f"{check.layers_checked} tensors"
     ]
     marks = (
-        (check.view_round_trip, "read back from the view"), (check.raw_bytes_match, "read back from the raw bytes"),
-        (check.untouched_blocks_zero, "other blocks still zero"), (check.shared_storage, "views share their tensor"),
+        (check.view_round_trip, "read back from the view"),
+        (check.raw_bytes_match, f"found in the raw bytes where the {allocation.attention_backend} layout puts them"),
+        (check.untouched_blocks_zero, "every other byte of those blocks and of untouched ones still zero"),
+        (check.shared_storage, "views share their tensor"),
     )
     parts.append(", ".join(f"{'ok' if ok else 'NO'} {text}" for ok, text in marks))
     if check.detail:

@@ -157,3 +157,44 @@ def test_pool_without_a_usable_block_cannot_be_checked():
 def test_meta_pool_is_refused_by_the_check():
     with pytest.raises(ValueError, match="meta"):
         slot_mapping_check(allocate_kv_cache(uniform_config(QWEN2_05B, 1, 4), "flash_attn", "meta"))
+
+
+# --- the round trip fails on a layout the kernels would not address ------------------------------------
+
+def _interleaved(view: torch.Tensor, backend: str) -> torch.Tensor:
+    """The same shape over the same memory, but with the blocks interleaved per token: token
+    offsets outside blocks in memory (what a wrong stride order or a wrong reshape gives)."""
+    blocks_dim, tokens_dim = {"flash_attn": (1, 2), "flex": (1, 2), "flashinfer": (0, 2), "triton": (0, 2),
+                              "cpu": (1, 3), "mla": (0, 1)}[backend]
+    shape = list(view.shape)
+    shape[blocks_dim], shape[tokens_dim] = shape[tokens_dim], shape[blocks_dim]
+    swapped = view.view(-1).view(shape)
+    return swapped.transpose(blocks_dim, tokens_dim)
+
+
+@pytest.mark.parametrize("backend", [*ATTENTION_BACKENDS, "mla"])
+def test_a_view_with_blocks_interleaved_per_token_fails_the_round_trip(backend):
+    spec = MLAAttentionSpec(block_size=16, num_kv_heads=1, head_size=576, dtype="bfloat16") \
+        if backend == "mla" else QWEN2_05B
+    allocation = allocate_kv_cache(uniform_config(spec, 2, 6), "flash_attn" if backend == "mla" else backend, "cpu")
+    name = next(iter(allocation.views))
+    (view,) = allocation.views[name]
+    wrong = _interleaved(view, backend)
+    assert wrong.shape == view.shape and wrong.stride() != view.stride()
+    assert wrong.untyped_storage().data_ptr() == allocation.raw[0].untyped_storage().data_ptr()
+    allocation.views[name] = (wrong,)
+    check = slot_mapping_check(allocation)
+    # it reads back what it wrote, in memory that is really the pool's: only the layout is wrong
+    assert check.view_round_trip and check.shared_storage
+    assert not check.raw_bytes_match and not check.passed
+
+
+@pytest.mark.parametrize("backend", ATTENTION_BACKENDS)
+def test_an_off_by_one_slot_index_fails_the_round_trip(backend, monkeypatch):
+    import kvplan.measure.kv_tensors as kv_tensors
+
+    right = kv_tensors.slot_index
+    monkeypatch.setattr(kv_tensors, "slot_index",
+                        lambda layout, backend, which, slots: right(layout, backend, which, slots - 1))
+    check = slot_mapping_check(allocate_kv_cache(uniform_config(QWEN2_05B, 2, 6), backend, "cpu"))
+    assert check.view_round_trip and not check.raw_bytes_match and not check.passed

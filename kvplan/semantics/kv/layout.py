@@ -4,6 +4,8 @@ spec in a pool. The tensors themselves are allocated in `kvplan.measure.kv_tenso
 
     ATTENTION_BACKENDS
     kv_cache_shape(backend, num_blocks, block_size, num_kv_heads, head_size) -> shape
+    kv_cache_stride_order(backend, hybrid) -> the memory order of that shape
+    kv_addressing(spec, backend, num_blocks, hybrid) -> KvAddressing: where the kernels find a slot's K/V bytes
     kernel_block_size(backend, block_size) -> int
     mla_row_width(spec) -> elements one MLA token's row holds
     view_shape(spec, num_blocks, backend="flash_attn") -> a layer's logical shape (None for Mamba)
@@ -11,6 +13,7 @@ spec in a pool. The tensors themselves are allocated in `kvplan.measure.kv_tenso
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Literal
 
 from kvplan.errors import KvplanError
@@ -51,6 +54,82 @@ def kv_cache_shape(
         return (2, num_blocks, num_kv_heads, block_size, head_size)
     check_backend(backend)
     raise AssertionError("unreachable")
+
+
+def kv_cache_stride_order(backend: str, hybrid: bool = False) -> tuple[int, ...]:
+    """`get_kv_cache_stride_order()` of vLLM 0.17.1 under the default NHD layout: the identity for
+    every backend kvplan models (HND, not modelled, would be (0, 1, 3, 2, 4) for FlashAttention and
+    FlashInfer). With Mamba layers in the model, `_update_hybrid_attention_mamba_layout` re-strides
+    the (2, num_blocks, ...) tensors to (num_blocks, 2, ...) in memory: one block's K and V together."""
+    check_backend(backend)
+    if hybrid:
+        if backend not in KV_FIRST:
+            raise KvplanError(f"hybrid attention/Mamba layouts are only modelled for {', '.join(KV_FIRST)}")
+        return (1, 0, 2, 3, 4)
+    return (0, 1, 2, 3, 4)
+
+
+def element_offset(shape: tuple[int, ...], stride_order: tuple[int, ...], index: tuple[int, ...]) -> int:
+    """The element at logical `index` of a tensor of logical `shape` whose memory holds `shape`
+    permuted by `stride_order`, row-major (vLLM's `raw.view(shape[order]).permute(inverse)`)."""
+    offset = 0
+    for dim in stride_order:
+        if not 0 <= index[dim] < shape[dim]:
+            raise IndexError(f"index {index} is outside the shape {shape}")
+        offset = offset * shape[dim] + index[dim]
+    return offset
+
+
+@dataclass(frozen=True)
+class KvAddressing:
+    """Where vLLM 0.17.1's attention kernels find a token in one layer's raw KV bytes, from the
+    backend's documented layout alone: its logical shape (in kernel blocks) and stride order, and
+    the slot mapping's `block = slot // kernel_block_size`, `offset = slot % kernel_block_size`."""
+
+    backend: str
+    mla: bool
+    shape: tuple[int, ...]
+    stride_order: tuple[int, ...]
+    element_size: int
+    kernel_block_size: int
+
+    @property
+    def sides(self) -> tuple[int, ...]:
+        """0 for K and 1 for V; MLA keeps one latent row per token."""
+        return (0,) if self.mla else (0, 1)
+
+    @property
+    def row_bytes(self) -> int:
+        """Bytes of one row: a head's `head_size` elements, or an MLA token's latent."""
+        return self.shape[-1] * self.element_size
+
+    @property
+    def rows_per_token(self) -> int:
+        return 1 if self.mla else self.shape[3 if self.backend != "cpu" else 2]
+
+    def rows(self, side: int, slot: int) -> tuple[int, ...]:
+        """Byte offsets of the rows holding K (`side` 0) or V (1) of the token at `slot`, one per KV head."""
+        block, offset = divmod(slot, self.kernel_block_size)
+        if self.mla:
+            indices = [(block, offset, 0)]
+        elif self.backend in KV_FIRST:
+            indices = [(side, block, offset, head, 0) for head in range(self.rows_per_token)]
+        elif self.backend in BLOCK_FIRST:
+            indices = [(block, side, offset, head, 0) for head in range(self.rows_per_token)]
+        else:
+            indices = [(side, block, head, offset, 0) for head in range(self.rows_per_token)]
+        return tuple(element_offset(self.shape, self.stride_order, index) * self.element_size for index in indices)
+
+
+def kv_addressing(spec: AttentionSpec, backend: str, num_blocks: int, hybrid: bool = False) -> KvAddressing:
+    """The addressing of one attention layer's tensor of `num_blocks` manager blocks."""
+    if isinstance(spec, MLAAttentionSpec):
+        shape: tuple[int, ...] = (num_blocks, spec.block_size, mla_row_width(spec))
+        return KvAddressing(backend, True, shape, (0, 1, 2), dtype_size(spec.dtype), spec.block_size)
+    kernel = kernel_block_size(backend, spec.block_size)
+    kernel_blocks = num_blocks * (spec.block_size // kernel)
+    shape = kv_cache_shape(backend, kernel_blocks, kernel, spec.num_kv_heads, spec.head_size)
+    return KvAddressing(backend, False, shape, kv_cache_stride_order(backend, hybrid), dtype_size(spec.dtype), kernel)
 
 
 def kernel_block_size(backend: str, block_size: int) -> int:
