@@ -39,10 +39,10 @@ def parse_plain(args: list[str]) -> tuple[EngineOptions, bool] | None:
     for name, flag in flags.items():
         if _value_type(flag) is bool:
             for decl in flag.decls:
-                on, _, off = decl.partition("/")
-                switches[on] = (name, True)
-                if off:
-                    switches[off] = (name, False)
+                positive, _, negative = decl.partition("/")
+                switches[positive] = (name, True)
+                if negative:
+                    switches[negative] = (name, False)
         else:
             for decl in flag.decls:
                 takes_value[decl] = name
@@ -77,7 +77,7 @@ def _value_type(flag: Flag) -> type:
     annotation = flag.annotation
     if get_origin(annotation) in (Union, types.UnionType):
         annotation = next(arg for arg in get_args(annotation) if arg is not type(None))
-    return annotation  # type: ignore[no-any-return]
+    return annotation
 
 
 def _convert(text: str, kind: type) -> Any:

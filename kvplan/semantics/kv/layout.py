@@ -110,6 +110,7 @@ class KvAddressing:
     def rows(self, side: int, slot: int) -> tuple[int, ...]:
         """Byte offsets of the rows holding K (`side` 0) or V (1) of the token at `slot`, one per KV head."""
         block, offset = divmod(slot, self.kernel_block_size)
+        indices: list[tuple[int, ...]]
         if self.mla:
             indices = [(block, offset, 0)]
         elif self.backend in KV_FIRST:
