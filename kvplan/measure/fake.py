@@ -1,13 +1,17 @@
 """The fake backend: predicts a GPU's numbers with no GPU and almost no memory.
 
-The model is built on the meta device, its weights swapped for fake tensors, and the profile run
+The model is built on the meta device (the catalog's dense decoders by `kvplan.measure.decoder`,
+which makes transformers' tensors without importing it; anything else by transformers), its
+weights swapped for fake tensors, and the profile run
 goes through `FakeTensorMode` under the live-bytes tracker (512-byte rounding, flash-like
 attention, `no_grad`). The KV pool is built on the meta device (exact shapes, strides, bytes)
 and the slot-mapping round trip runs on a small real pool on the CPU with the same layout."""
 
 from __future__ import annotations
 
+import contextlib
 import time
+from collections.abc import Iterator
 
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
@@ -20,6 +24,7 @@ from kvplan.measure.backend import (
     PlannedGpu,
     WeightsMeasurement,
 )
+from kvplan.measure.decoder import build_decoder, dense_decoder_for
 from kvplan.measure.dummy_run import make_inputs, profile_step
 from kvplan.measure.hf import (
     build_meta_model,
@@ -41,6 +46,18 @@ from kvplan.semantics.memory.profile_batch import ProfileBatch
 CHECK_POOL_BLOCKS = 8
 
 
+@contextlib.contextmanager
+def _one_thread() -> Iterator[None]:
+    """The round trip's tensors are a few kilobytes: a second thread only adds start-up and, on a busy
+    machine, spinning (seconds instead of a tenth)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
 class FakeBackend(PlannedGpu):
     name: BackendName = "fake"
     predicted = True
@@ -55,29 +72,38 @@ class FakeBackend(PlannedGpu):
         start = time.perf_counter()
         self._shard = source.shard
         shaped = source.config if source.shard is None else shard_config(source.config, source.shard)
-        config = hf_config(shaped, trust_remote_code=source.trust_remote_code)
-        model = build_meta_model(config, torch_dtype(source.dtype))
-        weights = weights_bytes(model, CUDA_ALLOCATOR_ROUNDING)
-        params = parameter_bytes(model)
-        self._mode = FakeTensorMode()
-        self._model = materialize_fake(model, self._mode)
+        decoder = dense_decoder_for(shaped)
+        model: torch.nn.Module
+        if decoder is not None:
+            # transformers' allocations without importing transformers, run on meta tensors
+            # (kvplan.measure.decoder; tests/measure/test_decoder.py compares the two)
+            model = build_decoder(decoder, torch_dtype(source.dtype))
+            self._mode = None
+        else:
+            model = build_meta_model(hf_config(shaped, trust_remote_code=source.trust_remote_code),
+                                     torch_dtype(source.dtype))
+            # transformers' forward needs fake tensors: it cannot read sizes from meta ones
+            self._mode = FakeTensorMode()
+            materialize_fake(model, self._mode)
+        self._model = model
         return WeightsMeasurement(
-            weights, params, time.perf_counter() - start,
+            weights_bytes(model, CUDA_ALLOCATOR_ROUNDING), parameter_bytes(model), time.perf_counter() - start,
             "meta-device build: parameter and buffer storages, 512-B rounded",
         )
 
     def profile(self, batch: ProfileBatch, multiprocessors: int, sampler_passes: int = 1) -> ActivationMeasurement:
-        assert self._model is not None and self._mode is not None, "load_model first"
+        assert self._model is not None, "load_model first"
         start = time.perf_counter()
-        with self._mode:
-            input_ids, logits_indices = make_inputs(batch, "cpu")
-        with torch.no_grad(), self._mode, LiveBytes(CUDA_ALLOCATOR_ROUNDING) as live:
+        mode = self._mode if self._mode is not None else contextlib.nullcontext()
+        with mode:
+            input_ids, logits_indices = make_inputs(batch, "cpu" if self._mode is not None else "meta")
+        with torch.no_grad(), mode, LiveBytes(CUDA_ALLOCATOR_ROUNDING) as live:
             live.register_existing([*weight_tensors(self._model), input_ids, logits_indices])
             sampler = profile_step(self._model, input_ids, logits_indices, multiprocessors, sampler_passes,
                                    self._shard)
+        how = "fake-tensor forward" if self._mode is not None else "meta-tensor forward"
         return ActivationMeasurement(
-            live.peak, None, time.perf_counter() - start,
-            "fake-tensor forward: live-tensor peak, 512-B rounded", sampler,
+            live.peak, None, time.perf_counter() - start, f"{how}: live-tensor peak, 512-B rounded", sampler,
         )
 
     def release_model(self) -> None:
@@ -88,8 +114,9 @@ class FakeBackend(PlannedGpu):
         start = time.perf_counter()
         pool = allocate_kv_cache(config, attention_backend, "meta")
         small_blocks = min(config.num_blocks, CHECK_POOL_BLOCKS)
-        small = allocate_kv_cache(shrink_pool(config, small_blocks), attention_backend, "cpu")
-        check = slot_mapping_check(small)
+        with _one_thread():
+            small = allocate_kv_cache(shrink_pool(config, small_blocks), attention_backend, "cpu")
+            check = slot_mapping_check(small)
         return AllocationReport(
             device="meta", attention_backend=attention_backend, pool_bytes=pool.total_bytes,
             num_tensors=len(pool.raw), layouts=tuple(pool.layouts), real=False, committed_bytes=None,

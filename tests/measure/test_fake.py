@@ -51,6 +51,7 @@ def test_tied_embeddings_count_once(make_tiny_config):
 
 @pytest.mark.parametrize(("tokens", "seqs"), [(2048, 1), (2048, 256), (300, 7), (512, 64)])
 def test_fake_and_cpu_agree_on_the_activation_peak(tiny_config, tokens, seqs):
+    # the fake backend builds this Qwen2 itself (kvplan.measure.decoder), the cpu backend with transformers
     batch = profile_batch(tokens, seqs)
     peaks = []
     for backend in (FakeBackend(1 << 30, "x"), CpuBackend(1 << 30, "x")):
@@ -58,6 +59,18 @@ def test_fake_and_cpu_agree_on_the_activation_peak(tiny_config, tokens, seqs):
         peaks.append(backend.profile(batch, 132).activation_peak_bytes)
     fake, cpu = peaks
     assert abs(fake - cpu) <= 0.01 * cpu
+
+
+def test_an_architecture_kvplan_does_not_build_goes_through_transformers_on_fake_tensors(make_tiny_config):
+    phi3 = make_tiny_config(architectures=["Phi3ForCausalLM"], model_type="phi3", tie_word_embeddings=False,
+                            eos_token_id=2, pad_token_id=0)
+    batch = profile_batch(300, 7)
+    fake, cpu = FakeBackend(1 << 30, "x"), CpuBackend(1 << 30, "x")
+    for backend in (fake, cpu):
+        backend.load_model(ModelSource("tiny", phi3, "bfloat16"))
+    measured = fake.profile(batch, 132)
+    assert measured.how.startswith("fake-tensor forward")
+    assert measured.activation_peak_bytes == cpu.profile(batch, 132).activation_peak_bytes
 
 
 def test_allocation_is_exact_on_meta_and_checked_on_a_small_real_pool():
