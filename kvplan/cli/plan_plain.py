@@ -120,6 +120,9 @@ def _plan(request: PlanRequest) -> PlanResult:
         from kvplan.usecases.plan import plan
 
         return plan(request)
+    from kvplan.cli.progress import reporting
     from kvplan.usecases.profile import plan_for_device
 
-    return plan_for_device(request)
+    with reporting() as progress:
+        progress.stage("predicting the GPU's KV memory with the profile run on the fake backend")
+        return plan_for_device(request, progress=progress.stage)

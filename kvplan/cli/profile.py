@@ -89,18 +89,16 @@ def profile_command(
 
         require_real_pool(choose_backend(backend, cuda_usable), allocate=not no_allocate)
         workload = load_workload(workload_path)
-    from rich.console import Console
+    from kvplan.cli.progress import reporting
 
-    progress = Console(stderr=True, highlight=False)
-    with progress.status("profiling", spinner="dots") as status:
-        result = run_profile(profile_request, progress=lambda stage: status.update(stage))
     check = None
-    if workload is not None and result.fits:
-        from kvplan.usecases.profile_workload import run_workload_check
+    with reporting() as progress:
+        result = run_profile(profile_request, progress=progress.stage)
+        if workload is not None and result.fits:
+            from kvplan.usecases.profile_workload import run_workload_check
 
-        with progress.status(f"simulating {workload.name} on the allocated pool", spinner="dots") as status:
-            check = run_workload_check(result, workload, progress=lambda done, total: status.update(
-                f"simulating {workload.name} on the allocated pool: {done:,} of {total:,} requests done"))
+            progress.stage(f"simulating {workload.name} on the allocated pool")
+            check = run_workload_check(result, workload, progress=progress.count)
     record = profile_record(result, check, workload_requested=workload is not None)
     if save is not None:
         save_profile(record, save)

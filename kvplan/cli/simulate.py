@@ -8,11 +8,12 @@ import contextlib
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
 import typer
 
 from kvplan.cli.options import SIMULATING, EngineOptions, check_output, engine_options
+from kvplan.cli.progress import reporting
 from kvplan.cli.quick_asserts import verdict_exit_code
 from kvplan.cli.root import app
 from kvplan.errors import EXIT_STALLED, KvplanError
@@ -68,9 +69,11 @@ def simulate_command(
     for note in setup.notes:
         print(f"kvplan: warning: {note}", file=sys.stderr)
 
-    with _writable(timeline) as timeline_stream, _progress() as progress:
-        result = simulate(setup, find_max_rate=find_max_rate, progress=progress,
-                          on_step=None if timeline_stream is None else TimelineCsv(timeline_stream), stage=_stage)
+    with _writable(timeline) as timeline_stream, reporting() as progress:
+        progress.stage(f"simulating {workload.name}")
+        result = simulate(setup, find_max_rate=find_max_rate, progress=progress.count,
+                          on_step=None if timeline_stream is None else TimelineCsv(timeline_stream),
+                          stage=progress.stage)
 
     if report is not None:
         from kvplan.report.sim_html import render_html
@@ -107,29 +110,6 @@ def _emit(result: SimResult, as_json: bool, stream: TextIO) -> None:
     console = Console(file=stream, width=None if to_terminal else REPORT_WIDTH,
                       color_system="auto" if to_terminal else None)
     render(result, console)
-
-
-def _stage(message: str) -> None:
-    print(f"kvplan: {message}", file=sys.stderr)
-
-
-@contextlib.contextmanager
-def _progress() -> Iterator[Any]:
-    """A progress bar on stderr when it is a terminal; nothing otherwise."""
-    if not sys.stderr.isatty():
-        yield None
-        return
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    with Progress(TextColumn("simulating"), BarColumn(), MofNCompleteColumn(), TextColumn("requests"),
-                  TimeElapsedColumn(), console=Console(stderr=True), transient=True) as bar:
-        task = bar.add_task("simulate", total=None)
-
-        def update(done: int, total: int) -> None:
-            bar.update(task, completed=done, total=total)
-
-        yield update
 
 
 @contextlib.contextmanager

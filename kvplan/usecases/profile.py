@@ -260,10 +260,10 @@ def run_profile(options: ProfileRequest, progress: Progress | None = None) -> Pr
             "--pipeline-parallel-size above 1 use --backend fake (each rank's shard on fake tensors) or "
             "`kvplan plan --kv-cache-memory BYTES`"
         )
-    say(f"starting the {name} backend")
     nvml: NvmlReport | None = None
     start = time.perf_counter()
     if name == "cuda":
+        say(f"starting the {name} backend")
         backend, request, nvml = _cuda_backend(options)
         warnings.extend(nvml.warnings())
         setup = settle(request)
@@ -275,6 +275,8 @@ def run_profile(options: ProfileRequest, progress: Progress | None = None) -> Pr
                 f"no GPU given: predicting for the reference GPU {DEFAULT_GPU}; pass --gpu KEY or --gpu-memory"
             )
         setup = settle(request)
+        # after the settings are settled: input they refuse is reported before any progress line
+        say(f"starting the {name} backend")
         backend = _host_backend(name, setup)
     timings["settle_s"] = time.perf_counter() - start
 
@@ -459,13 +461,13 @@ def _target(
 PREDICTED_MEMORY = "predicted: ceil(total x utilization) - weights - activation peak (fake profile run)"
 
 
-def plan_for_device(request: PlanRequest) -> PlanResult:
+def plan_for_device(request: PlanRequest, progress: Progress | None = None) -> PlanResult:
     """Like `plan`, but without `kv_cache_memory_bytes` the KV memory of the GPU named by `--gpu` /
     `--gpu-memory` is predicted by the profile run on the fake backend (needs torch)."""
     if request.kv_cache_memory_bytes is not None or (request.gpu is None and request.gpu_memory_bytes is None):
         return plan(request)
     require_profile_extra("predicting the KV memory of --gpu (no --kv-cache-memory given)")
-    profile = run_profile(ProfileRequest(plan=request, backend="fake", allocate=False))
+    profile = run_profile(ProfileRequest(plan=request, backend="fake", allocate=False), progress)
     if profile.plan is None:
         raise KvplanError(f"the profile run refused this configuration: {profile.finding}")
     return replace(profile.plan, memory_source=PREDICTED_MEMORY, warnings=profile.warnings)

@@ -1,0 +1,56 @@
+"""Long work says where it stands on stderr also when stderr is not a terminal: one line per phase,
+and for counted work one line at each tenth."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from kvplan.cli.progress import Reporter
+from tests.usecases.simulate.factories import mix
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "kvplan", *args], capture_output=True, text=True)
+
+
+def test_counted_work_prints_a_line_at_each_tenth():
+    stream = io.StringIO()
+    reporter = Reporter(stream)
+    reporter.stage("simulating x")
+    for done in [*range(0, 1000, 7), 1000]:
+        reporter.count(done, 1000)
+    lines = stream.getvalue().splitlines()
+    assert lines[0] == "kvplan: simulating x"
+    assert len(lines) == 1 + 11 and lines[1] == "kvplan: simulating x: 0 of 1,000 requests done"
+    assert lines[2] == "kvplan: simulating x: 105 of 1,000 requests done"
+    assert lines[-1] == "kvplan: simulating x: 1,000 of 1,000 requests done"
+
+
+def test_profile_names_each_phase(tiny_model_dir):
+    done = run("profile", "--model", str(tiny_model_dir), "--backend", "fake", "--gpu-memory", "1GiB", "--json")
+    assert done.returncode == 0, done.stderr
+    json.loads(done.stdout)
+    phases = [line for line in done.stderr.splitlines() if line.startswith("kvplan: ")]
+    assert [line.split(" ")[1] for line in phases] == ["starting", "loading", "profile", "sizing", "allocating"]
+
+
+def test_plan_for_a_gpu_names_each_phase():
+    done = run("plan", "--model", "Qwen/Qwen2-0.5B-Instruct", "--gpu", "l4-24gb", "--json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["kind"] == "kvplan.plan"
+    assert [line.split(" ")[1] for line in done.stderr.splitlines()] == [
+        "predicting", "starting", "loading", "profile", "sizing"]
+
+
+def test_simulate_names_the_run_and_counts_requests(tmp_path: Path):
+    workload = tmp_path / "w.json"
+    workload.write_text(json.dumps(mix(arrival={"process": "poisson", "rate": 20.0, "count": 400})))
+    done = run("simulate", str(workload), "--json")
+    assert done.returncode == 0, done.stderr
+    lines = done.stderr.splitlines()
+    assert lines[0] == "kvplan: simulating w.json"
+    assert any(line.startswith("kvplan: simulating w.json: ") and "of 400 requests done" in line for line in lines)
