@@ -66,7 +66,6 @@ class ModelSource:
 class WeightsMeasurement:
     weights_bytes: int                 # what loading allocated (vLLM's "Model loading took")
     parameter_bytes: int               # the parameters alone, tied ones once
-    seconds: float
     how: str
 
 
@@ -74,7 +73,6 @@ class WeightsMeasurement:
 class ActivationMeasurement:
     activation_peak_bytes: int         # torch peak increase during the profile run
     non_torch_increase_bytes: int | None   # None where the backend cannot measure it
-    seconds: float
     how: str
     sampler: SamplerSpec               # the dummy sampler run's vocabulary and SM count
     cross_checks: dict[str, int] = field(default_factory=dict)
@@ -125,7 +123,6 @@ class AllocationReport:
     committed_bytes: int | None        # growth measured while allocating (RSS, allocator)
     check: SlotCheck
     check_pool_blocks: int             # blocks in the pool the round trip ran on
-    seconds: float
     how: str
     # the allocated tensors themselves, for `kvplan profile --workload` (None when not real)
     pool: KvCacheAllocation | None = field(default=None, repr=False, compare=False)

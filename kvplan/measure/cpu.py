@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import gc
-import time
 from pathlib import Path
 
 import torch
@@ -109,7 +108,6 @@ class CpuBackend(PlannedGpu):
         self._model: torch.nn.Module | None = None
 
     def load_model(self, source: ModelSource) -> WeightsMeasurement:
-        start = time.perf_counter()
         dtype = torch_dtype(source.dtype)
         if source.load_format == "auto":
             model = load_safetensors_model(source.checkpoint(), dtype, "cpu",
@@ -126,13 +124,12 @@ class CpuBackend(PlannedGpu):
                 tensor.sum()
         self._model = model
         return WeightsMeasurement(
-            weights_bytes(model, CUDA_ALLOCATOR_ROUNDING), parameter_bytes(model), time.perf_counter() - start,
+            weights_bytes(model, CUDA_ALLOCATOR_ROUNDING), parameter_bytes(model),
             how + ", 512-B rounded",
         )
 
     def profile(self, batch: ProfileBatch, multiprocessors: int, sampler_passes: int = 1) -> ActivationMeasurement:
         assert self._model is not None, "load_model first"
-        start = time.perf_counter()
         input_ids, logits_indices = make_inputs(batch, "cpu")
         _trim_heap()
         baseline = rss_bytes()
@@ -146,7 +143,7 @@ class CpuBackend(PlannedGpu):
             # RSS adds glibc arenas, oneDNN scratch and CPU attention buffers to the tensors
             checks["vmhwm_increase_bytes"] = peak_rss - baseline
         return ActivationMeasurement(
-            live.peak, None, time.perf_counter() - start,
+            live.peak, None,
             "real CPU forward: live-tensor peak, 512-B rounded (VmHWM cross-check)",
             sampler, checks,
         )
@@ -158,7 +155,6 @@ class CpuBackend(PlannedGpu):
     def allocate(self, config: KVCacheConfig, attention_backend: str) -> AllocationReport:
         pool_bytes = sum(tensor.size for tensor in config.kv_cache_tensors)
         check_pool_fits_ram(pool_bytes, ram_available_bytes())
-        start = time.perf_counter()
         before = rss_bytes()
         pool = allocate_kv_cache(config, attention_backend, "cpu")
         after = rss_bytes()
@@ -167,7 +163,7 @@ class CpuBackend(PlannedGpu):
         return AllocationReport(
             device="cpu", attention_backend=attention_backend, pool_bytes=pool.total_bytes,
             num_tensors=len(pool.raw), layouts=tuple(pool.layouts), real=True, committed_bytes=committed,
-            check=check, check_pool_blocks=config.num_blocks, seconds=time.perf_counter() - start,
+            check=check, check_pool_blocks=config.num_blocks,
             how="torch.zeros(int8) per KVCacheTensor in RAM; committed = RSS growth",
             pool=pool,
         )

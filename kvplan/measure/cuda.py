@@ -11,7 +11,6 @@ results instead of failing (memory_stats() is {})."""
 from __future__ import annotations
 
 import gc
-import time
 from typing import Any
 
 import torch
@@ -96,7 +95,6 @@ class CudaBackend:
         return int(self.cuda.memory_allocated(self.device))
 
     def load_model(self, source: ModelSource) -> WeightsMeasurement:
-        start = time.perf_counter()
         before = self._allocated()
         dtype = torch_dtype(source.dtype)
         if source.load_format == "auto":
@@ -109,7 +107,7 @@ class CudaBackend:
         self.cuda.synchronize(self.device)
         self._model = model
         return WeightsMeasurement(
-            self._allocated() - before, parameter_bytes(model), time.perf_counter() - start,
+            self._allocated() - before, parameter_bytes(model),
             "memory_allocated() increase across loading",
         )
 
@@ -119,7 +117,6 @@ class CudaBackend:
         if self._init is None:
             self.snapshot()
         assert self._init is not None
-        start = time.perf_counter()
         input_ids, logits_indices = make_inputs(batch, self.tensor_device)
         gc.collect()
         self.cuda.empty_cache()
@@ -134,7 +131,6 @@ class CudaBackend:
         after = self._measure()
         return ActivationMeasurement(
             after_peak - before_peak, after.non_torch_bytes - self._init.non_torch_bytes,
-            time.perf_counter() - start,
             "allocated_bytes.all.peak increase (non-torch: (total - free) - reserved, since start-up)",
             sampler,
         )
@@ -145,7 +141,6 @@ class CudaBackend:
         self.cuda.empty_cache()
 
     def allocate(self, config: KVCacheConfig, attention_backend: str) -> AllocationReport:
-        start = time.perf_counter()
         before = self._allocated()
         pool = allocate_kv_cache(config, attention_backend, self.tensor_device)
         self.cuda.synchronize(self.device)
@@ -154,7 +149,7 @@ class CudaBackend:
         return AllocationReport(
             device=self.device_label, attention_backend=attention_backend, pool_bytes=pool.total_bytes,
             num_tensors=len(pool.raw), layouts=tuple(pool.layouts), real=True, committed_bytes=committed,
-            check=check, check_pool_blocks=config.num_blocks, seconds=time.perf_counter() - start,
+            check=check, check_pool_blocks=config.num_blocks,
             how="torch.zeros(int8) per KVCacheTensor on the GPU; committed = memory_allocated() growth",
             pool=pool,
         )

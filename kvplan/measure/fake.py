@@ -10,7 +10,6 @@ and the slot-mapping round trip runs on a small real pool on the CPU with the sa
 from __future__ import annotations
 
 import contextlib
-import time
 from collections.abc import Iterator
 
 import torch
@@ -69,7 +68,6 @@ class FakeBackend(PlannedGpu):
         self._shard: RankShard | None = None
 
     def load_model(self, source: ModelSource) -> WeightsMeasurement:
-        start = time.perf_counter()
         self._shard = source.shard
         shaped = source.config if source.shard is None else shard_config(source.config, source.shard)
         decoder = dense_decoder_for(shaped)
@@ -87,13 +85,12 @@ class FakeBackend(PlannedGpu):
             materialize_fake(model, self._mode)
         self._model = model
         return WeightsMeasurement(
-            weights_bytes(model, CUDA_ALLOCATOR_ROUNDING), parameter_bytes(model), time.perf_counter() - start,
+            weights_bytes(model, CUDA_ALLOCATOR_ROUNDING), parameter_bytes(model),
             "meta-device build: parameter and buffer storages, 512-B rounded",
         )
 
     def profile(self, batch: ProfileBatch, multiprocessors: int, sampler_passes: int = 1) -> ActivationMeasurement:
         assert self._model is not None, "load_model first"
-        start = time.perf_counter()
         mode = self._mode if self._mode is not None else contextlib.nullcontext()
         with mode:
             input_ids, logits_indices = make_inputs(batch, "cpu" if self._mode is not None else "meta")
@@ -103,7 +100,7 @@ class FakeBackend(PlannedGpu):
                                    self._shard)
         how = "fake-tensor forward" if self._mode is not None else "meta-tensor forward"
         return ActivationMeasurement(
-            live.peak, None, time.perf_counter() - start, f"{how}: live-tensor peak, 512-B rounded", sampler,
+            live.peak, None, f"{how}: live-tensor peak, 512-B rounded", sampler,
         )
 
     def release_model(self) -> None:
@@ -111,7 +108,6 @@ class FakeBackend(PlannedGpu):
         self._mode = None
 
     def allocate(self, config: KVCacheConfig, attention_backend: str) -> AllocationReport:
-        start = time.perf_counter()
         pool = allocate_kv_cache(config, attention_backend, "meta")
         small_blocks = min(config.num_blocks, CHECK_POOL_BLOCKS)
         with _one_thread():
@@ -120,6 +116,6 @@ class FakeBackend(PlannedGpu):
         return AllocationReport(
             device="meta", attention_backend=attention_backend, pool_bytes=pool.total_bytes,
             num_tensors=len(pool.raw), layouts=tuple(pool.layouts), real=False, committed_bytes=None,
-            check=check, check_pool_blocks=small_blocks, seconds=time.perf_counter() - start,
+            check=check, check_pool_blocks=small_blocks,
             how=f"full pool on the meta device; round trip on a real {small_blocks}-block CPU pool",
         )

@@ -1,6 +1,8 @@
 """The profile as JSON: the record `--json` prints and `--save` writes, with its provenance (schema in
-docs/schemas/profile.json). The figures `ProfileSummary` names are written from it, under the keys
-its reader (`kvplan.usecases.profile_summary`) reads back.
+docs/schemas/profile.json). It holds no wall-clock time (no timings, no date): the same inputs give
+the same bytes, so a committed profile changes only when something it measures changed. The figures
+`ProfileSummary` names are written from it, under the keys its reader
+(`kvplan.usecases.profile_summary`) reads back.
 
     profile_record(result, workload=None) -> dict   (the whole record, `provenance` included)
     workload_check_record(check) -> dict            (its `workload_check`, for `--workload`)
@@ -12,7 +14,6 @@ import json
 import os
 import tempfile
 from collections.abc import Mapping
-from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -54,7 +55,6 @@ def _provenance(result: ProfileResult, provenance: Provenance) -> dict[str, Any]
         },
         "torch_version": _version("torch"),
         "transformers_version": _version("transformers"),
-        "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
     }
 
 
@@ -71,7 +71,6 @@ def _allocation(result: ProfileResult) -> dict[str, Any] | None:
         "num_tensors": allocation.num_tensors,
         "committed_bytes": allocation.committed_bytes,
         "how": allocation.how,
-        "seconds": round(allocation.seconds, 6),
         "slot_mapping_check": {
             "passed": check.passed, "pool_blocks": allocation.check_pool_blocks,
             "layers_checked": check.layers_checked, "tokens": check.tokens,
@@ -189,7 +188,6 @@ def profile_record(result: ProfileResult, workload: WorkloadCheck | None = None,
         "nvml": _nvml(result),
         "vllm_log": list(result.vllm_log),
         "warnings": list(result.warnings),
-        "timings": {key: round(value, 6) for key, value in result.timings.items()},
         "plan": None if plan is None else plan_record(plan),
         "provenance": _provenance(result, summary.provenance),
     }
@@ -258,5 +256,4 @@ def workload_check_record(check: WorkloadCheck) -> dict[str, Any]:
             "throughput": to_jsonable(metrics.throughput),
         }),
         "notes": list(check.notes),
-        "seconds": round(check.seconds, 6),
     }

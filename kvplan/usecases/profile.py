@@ -14,7 +14,6 @@ Public API:
 from __future__ import annotations
 
 import dataclasses
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -143,7 +142,6 @@ class ProfileResult:
     finding: str | None                     # vLLM's refusal: the configuration does not fit
     vllm_log: tuple[str, ...]
     warnings: tuple[str, ...]
-    timings: dict[str, float]
     nvml: NvmlReport | None = None
     ranks: tuple[RankMemory, ...] = ()      # one per pipeline stage; the binding one gives the figures above
 
@@ -243,7 +241,6 @@ def _outside(options: ProfileRequest, backend: str, snapshot: DeviceSnapshot, he
 def run_profile(options: ProfileRequest, progress: Progress | None = None) -> ProfileResult:
     """Everything `kvplan profile` does, as data; bad input raises KvplanError."""
     say = progress or (lambda _stage: None)
-    timings: dict[str, float] = {}
     warnings: list[str] = []
     _check_options(options)
 
@@ -261,7 +258,6 @@ def run_profile(options: ProfileRequest, progress: Progress | None = None) -> Pr
             "`kvplan plan --kv-cache-memory BYTES`"
         )
     nvml: NvmlReport | None = None
-    start = time.perf_counter()
     if name == "cuda":
         say(f"starting the {name} backend")
         backend, request, nvml = _cuda_backend(options)
@@ -278,7 +274,6 @@ def run_profile(options: ProfileRequest, progress: Progress | None = None) -> Pr
         # after the settings are settled: input they refuse is reported before any progress line
         say(f"starting the {name} backend")
         backend = _host_backend(name, setup)
-    timings["settle_s"] = time.perf_counter() - start
 
     # 1. start-up snapshot and vLLM's refusal when less than `requested` is free
     snapshot = backend.snapshot()
@@ -293,7 +288,7 @@ def run_profile(options: ProfileRequest, progress: Progress | None = None) -> Pr
             device_label=backend.device_label, gpu=setup.device.gpu, snapshot=snapshot, batch=batch,
             weights=None, activations=None, budget=None, non_torch_source="", plan=None, allocation=None,
             outside=outside, target=None, finding=refusal, vllm_log=tuple(setup.logs), warnings=tuple(warnings),
-            timings=timings, nvml=nvml,
+            nvml=nvml,
         )
 
     # 2-4. each pipeline stage's rank (the TP ranks of a stage hold equal shards): its shard of the
@@ -318,9 +313,6 @@ def run_profile(options: ProfileRequest, progress: Progress | None = None) -> Pr
     for shard in rank_shards(setup):
         ranks.append(_profile_rank(backend, name, source, shard, setup, options, request, batch, multiprocessors,
                                    snapshot, say, warnings))
-    for rank in ranks:
-        timings["load_s"] = timings.get("load_s", 0.0) + rank.weights.seconds
-        timings["profile_s"] = timings.get("profile_s", 0.0) + rank.activations.seconds
     # the rank with the least KV memory bounds the pool (vLLM takes the smallest block count)
     binding = min(ranks, key=lambda rank: rank.budget.available_kv_bytes)
     weights, activations, budget = binding.weights, binding.activations, binding.budget
@@ -337,7 +329,6 @@ def run_profile(options: ProfileRequest, progress: Progress | None = None) -> Pr
         pool_bytes = sum(tensor.size for tensor in config.kv_cache_tensors)
         say(f"allocating {len(config.kv_cache_tensors)} KV tensors ({format_gib(pool_bytes)} GiB)")
         allocation = backend.allocate(config, options.attention_backend)
-        timings["allocate_s"] = allocation.seconds
         if not allocation.check.passed:
             finding = f"the KV tensors failed the slot-mapping round trip: {allocation.check}"
 
@@ -349,7 +340,7 @@ def run_profile(options: ProfileRequest, progress: Progress | None = None) -> Pr
             "capturing graphs"
         )
     log = (
-        *setup.logs, model_loading_line(weights_bytes, weights.seconds), *available_memory_lines(budget),
+        *setup.logs, model_loading_line(weights_bytes), *available_memory_lines(budget),
         *result.sizing.log_lines,
     )
     return ProfileResult(
@@ -357,7 +348,7 @@ def run_profile(options: ProfileRequest, progress: Progress | None = None) -> Pr
         gpu=setup.device.gpu, snapshot=snapshot, batch=batch, weights=replace(weights, weights_bytes=weights_bytes),
         activations=activations, budget=budget, non_torch_source=non_torch_source, plan=result,
         allocation=allocation, outside=outside, target=target, finding=finding, vllm_log=tuple(log),
-        warnings=tuple(warnings) + tuple(result.warnings), timings=timings, nvml=nvml, ranks=tuple(ranks),
+        warnings=tuple(warnings) + tuple(result.warnings), nvml=nvml, ranks=tuple(ranks),
     )
 
 

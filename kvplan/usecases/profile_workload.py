@@ -7,7 +7,6 @@ allocated, with K/V written and read back at every step (`kvplan.measure.pool_wr
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
 from kvplan.errors import KvplanError
@@ -53,7 +52,6 @@ class WorkloadCheck:
     num_rejected: int
     num_conversations_cut: int
     notes: tuple[str, ...]
-    seconds: float
 
     @property
     def passed(self) -> bool:
@@ -101,7 +99,6 @@ def run_workload_check(result: ProfileResult, workload: Workload, *, verify_ever
     assert allocation is not None and allocation.pool is not None
     setup = prepare(workload, SimOptions(engine=engine, release=engine.config.release))
     writer = PoolWriter(allocation.pool, setup.config, verify_every)
-    start = time.perf_counter()
     outcome = run(setup, progress=progress, model_runner=writer)
     return WorkloadCheck(
         workload=workload.name, attention_backend=allocation.attention_backend, prepared=setup,
@@ -111,5 +108,4 @@ def run_workload_check(result: ProfileResult, workload: Workload, *, verify_ever
         prefix_hit_tokens_verified=writer.prefix_hit_tokens_verified, mismatched_tokens=writer.mismatched_tokens,
         first_mismatch=writer.first_mismatch, metrics=outcome.metrics, num_rejected=outcome.num_rejected,
         num_conversations_cut=outcome.num_conversations_cut, notes=setup.notes,
-        seconds=time.perf_counter() - start,
     )

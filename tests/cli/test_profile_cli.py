@@ -96,3 +96,24 @@ def test_quick_assertions_judge_the_profile_record(kvplan, tiny_model_dir):
     assert code == 0 and json.loads(out)["gpu_kv_cache_tokens"] >= 1000
     code, out, err = kvplan(*args, "--assert-min-kv-tokens=100000000")
     assert code == 1 and json.loads(out)["kind"] == "kvplan.profile" and "min_kv_tokens" in err
+
+
+def test_profiling_the_same_inputs_twice_saves_the_same_bytes(kvplan, tiny_model_dir, tmp_path):
+    args = ("profile", "--model", str(tiny_model_dir), "--backend", "fake", "--gpu-memory", "1GiB")
+    first, second = tmp_path / "first.json", tmp_path / "second.json"
+    assert kvplan(*args, "--save", str(first))[0] == 0
+    assert kvplan(*args, "--save", str(second))[0] == 0
+    assert first.read_bytes() == second.read_bytes()
+
+    def keys(node):
+        if isinstance(node, dict):
+            for key, value in node.items():
+                yield key
+                yield from keys(value)
+        elif isinstance(node, list):
+            for value in node:
+                yield from keys(value)
+
+    record = json.loads(first.read_text())
+    assert not {"timings", "created_at", "seconds"} & set(keys(record))
+    assert not any("seconds" in line for line in record["vllm_log"])

@@ -86,8 +86,9 @@ NON_KV_MEMORY: dict[NonKvMemory, Callable[[MemoryBudget], int]] = {
 }
 
 
-def model_loading_line(weights_bytes: int, seconds: float) -> str:
-    return f"Model loading took {format_gib(weights_bytes)} GiB memory and {seconds:.6f} seconds"
+def model_loading_line(weights_bytes: int) -> str:
+    """vLLM's line without its seconds: kvplan's own build time predicts nothing about vLLM's load."""
+    return f"Model loading took {format_gib(weights_bytes)} GiB memory"
 
 
 def available_memory_lines(budget: MemoryBudget) -> tuple[str, ...]:

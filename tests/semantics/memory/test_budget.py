@@ -53,7 +53,7 @@ def test_kv_cache_memory_skips_profiling_with_vllms_line():
 
 
 def test_model_loading_line():
-    assert model_loading_line(988_097_536, 1.5) == "Model loading took 0.92 GiB memory and 1.500000 seconds"
+    assert model_loading_line(988_097_536) == "Model loading took 0.92 GiB memory"
 
 
 def test_suggestion_follows_compile_or_warm_up_model():
