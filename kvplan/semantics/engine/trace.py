@@ -9,6 +9,7 @@ import json
 from array import array
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from os import PathLike
 from pathlib import Path
 from typing import Any
 
@@ -101,8 +102,9 @@ class Trace:
         return max((r.arrival_step for r in self.requests), default=-1)
 
 
-def load_trace(path: Path, overrides: Mapping[str, Any] | None = None) -> Trace:
+def load_trace(path: str | PathLike[str], overrides: Mapping[str, Any] | None = None) -> Trace:
     """Read and validate a trace file; `overrides` (command-line options) replace config keys."""
+    path = Path(path)
     try:
         text = path.read_text()
     except FileNotFoundError:
