@@ -30,7 +30,7 @@ class MissingExtraError(KvplanError):
     def __init__(self, what: str, missing: str) -> None:
         super().__init__(
             f"{what} needs {missing}, which is not installed: "
-            "run `pip install 'kvplan[profile]'` (or `make setup`)"
+            "run `pip install -e '.[profile]'` in kvplan's clone (or `make setup` there)"
         )
 
 
