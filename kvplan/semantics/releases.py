@@ -32,6 +32,8 @@ Where each policy is applied:
     config_classes                semantics/models/validation.py (CONFIG_CLASSES: what the config classes refuse)
     config_wide_window            semantics/models/architectures.py (CONFIG_WIDE_WINDOW: CacheConfig.sliding_window)
     quantization_names            semantics/config/quantization.py (the method name vLLM resolves a checkpoint's to)
+    mamba_prefill_checkpoints     semantics/engine/groups.py (CHECKPOINTING_MAMBA_TYPES: which Mamba layers take a
+                                  prefill checkpoint block; the engine reads the group's fields)
 
 The `admission` "whole_prompt" is vLLM 0.33.0's `scheduler_reserve_full_isl` with its per-request caps:
 a sliding-window or chunked-local group counts at most the blocks a request can hold at once while
@@ -84,6 +86,11 @@ ConfigClasses = Literal["transformers_4_57", "transformers_5"]
 # when CacheConfig.sliding_window is the config's window (layers without their own window fall back to
 # it): unless layer_types mixes types (0.17.1), or only without layer_types or with all of them sliding
 ConfigWideWindow = Literal["unless_interleaved", "no_layer_types_or_all_sliding"]
+# no Mamba layer exports a state from inside a prefill chunk ("none", 0.17.1: its MambaSpec has no
+# prefill checkpoint fields), or Mamba-2 mixers and gated delta nets (with FlashInfer's prefill) do,
+# into one prefill checkpoint block, so that "align" need not split the prompt's last chunk at its
+# cacheable boundary ("mamba2_and_gdn", 0.33.0: num_prefill_checkpoint_blocks=1); a Mamba-1 mixer never does
+MambaPrefillCheckpoints = Literal["none", "mamba2_and_gdn"]
 
 
 @dataclass(frozen=True)
@@ -112,6 +119,7 @@ class Release:
     config_wide_window: ConfigWideWindow           # when CacheConfig.sliding_window is the config's window
     # (model_type, checkpoint quant_method, the method name vLLM resolves it to) where they differ
     quantization_names: tuple[tuple[str, str, str], ...]
+    mamba_prefill_checkpoints: MambaPrefillCheckpoints  # which Mamba layers take prefill checkpoint blocks
 
 
 VLLM_0_17_1 = Release(
@@ -138,6 +146,7 @@ VLLM_0_17_1 = Release(
     config_classes="transformers_4_57",
     config_wide_window="unless_interleaved",
     quantization_names=(),
+    mamba_prefill_checkpoints="none",
 )
 
 # The engine's policies are 0.33.0's (trace-replay-0.33.md and, with several KV cache groups, vLLM
@@ -169,6 +178,7 @@ VLLM_0_33_0 = Release(
     config_classes="transformers_5",
     config_wide_window="no_layer_types_or_all_sliding",
     quantization_names=(("gpt_oss", "mxfp4", "gpt_oss_mxfp4"),),
+    mamba_prefill_checkpoints="mamba2_and_gdn",
 )
 
 RELEASES: dict[str, Release] = {release.version: release for release in (VLLM_0_17_1, VLLM_0_33_0)}

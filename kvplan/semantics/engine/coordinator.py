@@ -13,7 +13,11 @@ from typing import TYPE_CHECKING
 from kvplan.semantics.engine.block_pool import BlockHash, BlockPool, KVCacheBlock
 from kvplan.semantics.engine.groups import CHUNKED_LOCAL_ATTENTION, FULL_ATTENTION, MAMBA, SLIDING_WINDOW, KVCacheGroup
 from kvplan.semantics.engine.mamba_manager import MambaManager
-from kvplan.semantics.engine.single_type_manager import FullAttentionManager, SingleTypeKVCacheManager
+from kvplan.semantics.engine.single_type_manager import (
+    CACHES_REACHABLE_ONLY,
+    FullAttentionManager,
+    SingleTypeKVCacheManager,
+)
 from kvplan.semantics.engine.window_managers import ChunkedLocalAttentionManager, SlidingWindowManager
 from kvplan.semantics.releases import DEFAULT_RELEASE, Release
 
@@ -42,6 +46,10 @@ class KVCacheCoordinator:
                  max_model_len: int | None = None) -> None:
         self.groups = groups
         self.enable_caching = enable_caching
+        # A Mamba group reserves a prefill checkpoint block only in the chunk that reaches the
+        # prefill's end where the release hashes reachable blocks only; where it hashes every block,
+        # every chunk publishes a state (vLLM passes prefill_end 0 unless retention is sparse).
+        self._passes_prefill_end = CACHES_REACHABLE_ONLY[release.prefix_cache_retention]
         self.block_pool = BlockPool(num_gpu_blocks, enable_caching, len(groups), release.freed_unhashed_blocks)
         self.managers = tuple(
             MANAGERS[group.kind](group, self.block_pool, enable_caching, group_id, hash_block_size, release)
@@ -61,10 +69,12 @@ class KVCacheCoordinator:
     def get_num_blocks_to_allocate(self, request_id: str, num_tokens: int,
                                    new_computed_blocks: Sequence[Sequence[KVCacheBlock]],
                                    total_computed_tokens: int, num_tokens_main_model: int,
-                                   capped: bool = False) -> int:
+                                   capped: bool = False, prefill_end: int = 0) -> int:
+        if not self._passes_prefill_end:
+            prefill_end = 0
         return sum(
             manager.get_num_blocks_to_allocate(request_id, num_tokens, hits_of(new_computed_blocks, group_id),
-                                               total_computed_tokens, num_tokens_main_model, capped)
+                                               total_computed_tokens, num_tokens_main_model, capped, prefill_end)
             for group_id, manager in enumerate(self.managers)
         )
 

@@ -14,7 +14,7 @@ from kvplan.semantics.kv.specs import (
     MambaSpec,
     UniformTypeKVCacheSpecs,
 )
-from kvplan.semantics.releases import DEFAULT_RELEASE, RELEASES, HybridBlockSizes, Release
+from kvplan.semantics.releases import DEFAULT_RELEASE, RELEASES, HybridBlockSizes, MambaPrefillCheckpoints, Release
 
 FULL_ATTENTION = "full_attention"
 SLIDING_WINDOW = "sliding_window"
@@ -27,6 +27,16 @@ GROUP_KINDS = (FULL_ATTENTION, SLIDING_WINDOW, CHUNKED_LOCAL_ATTENTION, MAMBA)
 MAMBA_CACHE_MODES = ("none", "align", "all")
 # Whether several groups must share the engine's block size, by the release's `hybrid_block_sizes`.
 ONE_BLOCK_SIZE: dict[HybridBlockSizes, bool] = {"multiples": False, "uniform": True}
+# The Mamba layer types (kvplan's and vLLM's `mamba_type`) that take one prefill checkpoint block,
+# by the release's `mamba_prefill_checkpoints`, with their checkpoint alignment: a Mamba-2 mixer
+# exports any token position (1); a gated delta net keeps its checkpoints on the prefix-cache grid,
+# the Mamba block size (None here). vLLM 0.33.0 gives gated delta nets checkpoint blocks only with
+# FlashInfer's GDN prefill kernel, its choice on CUDA Hopper (and Blackwell with head_k_dim 128 on
+# CUDA 13); elsewhere (Triton prefill) they have none: kvplan plans for the CUDA default.
+CHECKPOINTING_MAMBA_TYPES: dict[MambaPrefillCheckpoints, dict[str, int | None]] = {
+    "none": {},
+    "mamba2_and_gdn": {"mamba2": 1, "gdn_attention": None},
+}
 SPEC_NAMES = {FULL_ATTENTION: "FullAttentionSpec", SLIDING_WINDOW: "SlidingWindowSpec",
               CHUNKED_LOCAL_ATTENTION: "ChunkedLocalAttentionSpec", MAMBA: "MambaSpec"}
 
@@ -35,7 +45,9 @@ SPEC_NAMES = {FULL_ATTENTION: "FullAttentionSpec", SLIDING_WINDOW: "SlidingWindo
 class KVCacheGroup:
     """One KV cache group. `block_size` None means the engine's block size (the hash block size);
     `layout` stands for the rest of vLLM's spec (heads, head size, dtype, Mamba state shapes):
-    groups equal in everything but `num_layers` are looked up together for prefix hits."""
+    groups equal in everything but `num_layers` are looked up together for prefix hits.
+    `num_prefill_checkpoint_blocks` and `prefill_checkpoint_alignment` are vLLM 0.33.0's MambaSpec
+    fields (a Mamba-2 or gated-delta-net layer's 1 and its alignment; 0 and None: a Mamba-1 layer's)."""
 
     kind: str = FULL_ATTENTION
     sliding_window: int | None = None
@@ -44,6 +56,8 @@ class KVCacheGroup:
     block_size: int | None = None
     num_layers: int = 1
     layout: str = ""
+    num_prefill_checkpoint_blocks: int = 0
+    prefill_checkpoint_alignment: int | None = None
 
     def validate(self) -> None:
         if self.kind not in GROUP_KINDS:
@@ -59,10 +73,15 @@ class KVCacheGroup:
         if self.mamba_cache_mode is not None and (self.kind != MAMBA or self.mamba_cache_mode not in MAMBA_CACHE_MODES):
             raise KvplanError(f"mamba_cache_mode is one of {', '.join(MAMBA_CACHE_MODES)} and applies to mamba "
                               f"groups only; got {self.mamba_cache_mode!r} on a {self.kind} group")
-        for name in ("block_size", "num_layers"):
+        for name in ("block_size", "num_layers", "prefill_checkpoint_alignment"):
             value = getattr(self, name)
             if value is not None and (type(value) is not int or value < 1):
                 raise KvplanError(f"KV cache group {name} must be a positive integer, got {value!r}")
+        blocks = self.num_prefill_checkpoint_blocks
+        if type(blocks) is not int or blocks < 0:
+            raise KvplanError(f"num_prefill_checkpoint_blocks must be a non-negative integer, got {blocks!r}")
+        if self.kind != MAMBA and (blocks or self.prefill_checkpoint_alignment is not None):
+            raise KvplanError(f"prefill checkpoint blocks apply to mamba groups only, not {self.kind}")
 
     @property
     def spec_name(self) -> str:
@@ -92,23 +111,34 @@ def spec_layout(type_name: str, attention: tuple[int, int, str] | None = None,
 
 
 def engine_group(type_name: str, block_size: int, num_layers: int, layout: str, *, sliding_window: int | None = None,
-                 attention_chunk_size: int | None = None, mamba_cache_mode: str | None = None) -> KVCacheGroup:
-    """The engine's group for one of vLLM's spec classes."""
+                 attention_chunk_size: int | None = None, mamba_cache_mode: str | None = None,
+                 mamba_type: str | None = None, release: Release = DEFAULT_RELEASE) -> KVCacheGroup:
+    """The engine's group for one of vLLM's spec classes. A Mamba group of a layer type that exports
+    prefill checkpoints in `release` (`CHECKPOINTING_MAMBA_TYPES`) gets its checkpoint block, as the
+    layer's `get_kv_cache_spec` gives it."""
     kind = SPEC_KINDS.get(type_name)
     if kind is None:
         raise KvplanError(f"the engine has no manager for {type_name} groups")
+    checkpointing = CHECKPOINTING_MAMBA_TYPES[release.mamba_prefill_checkpoints]
+    checkpoint_blocks, checkpoint_alignment = 0, None
+    if kind == MAMBA and mamba_type in checkpointing:
+        alignment = checkpointing[mamba_type]
+        checkpoint_blocks, checkpoint_alignment = 1, block_size if alignment is None else alignment
     return KVCacheGroup(
         kind=kind, block_size=block_size, num_layers=num_layers, layout=layout,
         sliding_window=sliding_window if kind == SLIDING_WINDOW else None,
         attention_chunk_size=attention_chunk_size if kind == CHUNKED_LOCAL_ATTENTION else None,
         mamba_cache_mode=mamba_cache_mode if kind == MAMBA else None,
+        num_prefill_checkpoint_blocks=checkpoint_blocks, prefill_checkpoint_alignment=checkpoint_alignment,
     )
 
 
-def groups_from_kv_cache_config(groups: Sequence[KVCacheGroupSpec]) -> tuple[KVCacheGroup, ...]:
+def groups_from_kv_cache_config(groups: Sequence[KVCacheGroupSpec],
+                                release: Release = DEFAULT_RELEASE) -> tuple[KVCacheGroup, ...]:
     """The engine's groups for a worker's KV cache groups (`kvplan.semantics.kv`), as vLLM's
     scheduler receives them: a group of unequal pages (`UniformTypeKVCacheSpecs`) runs with its
-    first layer's spec (`generate_scheduler_kv_cache_config`)."""
+    first layer's spec (`generate_scheduler_kv_cache_config`); Mamba groups take the prefill
+    checkpoint blocks of `release` (`engine_group`)."""
     engine_groups = []
     for group in groups:
         spec = group.kv_cache_spec
@@ -123,6 +153,7 @@ def groups_from_kv_cache_config(groups: Sequence[KVCacheGroupSpec]) -> tuple[KVC
             sliding_window=getattr(spec, "sliding_window", None),
             attention_chunk_size=getattr(spec, "attention_chunk_size", None),
             mamba_cache_mode=getattr(spec, "mamba_cache_mode", None),
+            mamba_type=getattr(spec, "mamba_type", None), release=release,
         ))
     return tuple(engine_groups)
 
@@ -143,6 +174,12 @@ def resolve_groups(groups: tuple[KVCacheGroup, ...] | None, block_size: int, ena
         raise KvplanError("kv_cache_groups must be a non-empty list of KV cache groups")
     for group in groups:
         group.validate()
+        if group.num_prefill_checkpoint_blocks and not CHECKPOINTING_MAMBA_TYPES[release.mamba_prefill_checkpoints]:
+            others = " or ".join(r.version for r in RELEASES.values()
+                                 if CHECKPOINTING_MAMBA_TYPES[r.mamba_prefill_checkpoints])
+            raise KvplanError(f"num_prefill_checkpoint_blocks is not a field of vLLM {release.version}'s MambaSpec "
+                              f"(its Mamba layers take no prefill checkpoint blocks): drop it, or use "
+                              f"vllm_version {others}")
     resolved = tuple(_resolve(g, block_size, enable_caching, max_model_len, release) for g in groups)
     modes = {g.mamba_cache_mode for g in resolved if g.kind == MAMBA}
     if len(modes) > 1:

@@ -164,7 +164,7 @@ class KVCacheManager:
         coordinator.remove_skipped_blocks(request_id, max(processed, 0))
         num_blocks_to_allocate = coordinator.get_num_blocks_to_allocate(
             request_id, num_tokens_need_slot, new_computed_blocks,
-            num_local_computed + num_external_computed_tokens, num_tokens_main,
+            num_local_computed + num_external_computed_tokens, num_tokens_main, prefill_end=prefill_end(request),
         )
         if num_blocks_to_allocate > self.block_pool.num_free_blocks:
             return None
@@ -191,7 +191,8 @@ class KVCacheManager:
         total_computed = min(request.num_computed_tokens + num_new_computed_tokens + num_external_computed_tokens,
                              self.max_model_len)
         needed = self.coordinator.get_num_blocks_to_allocate(
-            request.request_id, full, new_computed_blocks, total_computed, full, capped=True)
+            request.request_id, full, new_computed_blocks, total_computed, full, capped=True,
+            prefill_end=prefill_end(request))
         return needed <= self.block_pool.num_free_blocks
 
     def _set_noop_limit(self, request: Request, blocks: list[KVCacheBlock]) -> None:
@@ -236,3 +237,9 @@ class KVCacheManager:
 
     def reset_prefix_cache(self) -> bool:
         return self.block_pool.reset_prefix_cache()
+
+
+def prefill_end(request: Request) -> int:
+    """The token a request's prefill ends at, as vLLM's scheduler splits chunks against it: its
+    prompt's end, or for a resumed request replaying its output, the last token before the newest."""
+    return max(request.num_prompt_tokens, request.num_tokens - 1)

@@ -4,8 +4,14 @@ token, so everything before that block is freed.
 Cache modes: "none" (caching off; one block of max_model_len tokens per request), "all" (vLLM
 0.17.1 only: every full block is a cached state snapshot; the generic rule with skip = computed - 1)
 and "align" (one running-state block, the previous state block freed a step later; chunks end on
-block boundaries, which the scheduler enforces). The state is a Mamba-1 mixer's (Jamba's): no
-prefill checkpoint blocks, no speculative blocks."""
+block boundaries, which the scheduler enforces). No speculative blocks.
+
+Prefill checkpoint blocks (vLLM 0.33.0's `num_prefill_checkpoint_blocks`, Mamba-2 mixers and
+gated delta nets; a Mamba-1 mixer has none): in "align" mode, the chunk that reaches the end of a
+prefill may run past the prompt's last cacheable block boundary, because the kernel exports the
+state at that boundary from inside the chunk into an extra block, the checkpoint block (the one
+ending there); the chunk then takes two blocks, the checkpoint's and the running state's. The
+checkpoint block is hashed as any reachable block and retired with the blocks behind the state."""
 
 from __future__ import annotations
 
@@ -20,6 +26,28 @@ from kvplan.units import cdiv
 
 if TYPE_CHECKING:
     from kvplan.semantics.engine.request import Request
+
+def prefill_checkpoint_position(num_tokens: int, block_size: int) -> int:
+    """vLLM 0.33.0's `get_mamba_prefill_checkpoint_position` (no EAGLE, no hash lookahead): the
+    last block boundary before the last token, whose state a resent prompt can hit."""
+    return max((num_tokens - 1) // block_size * block_size, 0)
+
+
+def prefill_checkpoint_is_valid(query_start: int, query_end: int, checkpoint_position: int, block_size: int,
+                                alignment: int | None) -> bool:
+    """vLLM 0.33.0's `is_mamba_prefill_checkpoint_valid` with one block size for the hashes and the
+    Mamba state: whether a chunk of tokens query_start..query_end-1 can export the state at
+    `checkpoint_position` from inside it, into a block of its own before the running state's."""
+    if alignment is None:
+        return False
+    initial_state_block = (query_start - 1) // block_size
+    checkpoint_block = cdiv(query_end, block_size) - 2
+    return (query_start % block_size == 0
+            and checkpoint_block > initial_state_block
+            and query_start + block_size <= checkpoint_position
+            and query_start < checkpoint_position < query_end
+            and (checkpoint_position - query_start) % alignment == 0)
+
 
 # Whether an "align" group frees every real block before its running state, walking past null
 # entries (vLLM 0.33.0's `_remove_blocks_in_range` with its retired-blocks mark), or stops at the
@@ -44,6 +72,11 @@ class MambaManager(SingleTypeKVCacheManager):
         # "align": the index of the state block allocated a step earlier, and who has allocated.
         self.last_state_block_idx: dict[str, int] = {}
         self.allocated_requests: set[str] = set()
+        # "align" with prefill checkpoint blocks: the index of the checkpoint block the current
+        # allocation reserves, by request (set or cleared by every uncapped block count).
+        self.has_checkpoint_blocks = self.align and group.num_prefill_checkpoint_blocks > 0
+        self.checkpoint_alignment = group.prefill_checkpoint_alignment
+        self.checkpoint_index: dict[str, int] = {}
 
     def get_num_skipped_tokens(self, num_computed_tokens: int) -> int:
         return num_computed_tokens - 1
@@ -59,6 +92,9 @@ class MambaManager(SingleTypeKVCacheManager):
         blocks = self.req_to_blocks.get(request.request_id, [])
         last = self.last_state_block_idx.get(request.request_id)
         if last is not None and not blocks[last].is_null:
+            return 0
+        if len(blocks) > 1 and not blocks[-2].is_null:
+            # A checkpoint block behind the running state: retired at the next call.
             return 0
         limit = len(blocks) * self.block_size
         if self.enable_caching:
@@ -124,7 +160,7 @@ class MambaManager(SingleTypeKVCacheManager):
     def get_num_blocks_to_allocate(self, request_id: str, num_tokens: int,
                                    new_computed_blocks: Sequence[KVCacheBlock],
                                    total_computed_tokens: int, num_tokens_main_model: int,
-                                   capped: bool = False) -> int:
+                                   capped: bool = False, prefill_end: int = 0) -> int:
         if new_computed_blocks and new_computed_blocks[-1].block_hash in self.cached_this_step:
             # More than the pool: the request waits for the next step, as vLLM postpones it.
             return self.block_pool.num_gpu_blocks + 1
@@ -133,8 +169,33 @@ class MambaManager(SingleTypeKVCacheManager):
                                                       total_computed_tokens, num_tokens_main_model, capped)
         num_new = (cdiv(num_tokens_main_model, self.block_size) - len(new_computed_blocks)
                    - len(self.req_to_blocks.get(request_id, ())))
-        # One running-state block, whether the request is new or already allocated.
-        return min(max(num_new, 0), 1) + num_evictable(new_computed_blocks)
+        checkpoint = self._checkpoint_index(request_id, total_computed_tokens, num_tokens_main_model, prefill_end)
+        if not capped:
+            # What `allocate_new_blocks` then reserves; the admission's count records nothing.
+            if checkpoint is None:
+                self.checkpoint_index.pop(request_id, None)
+            else:
+                self.checkpoint_index[request_id] = checkpoint
+        # One running-state block, whether the request is new or already allocated, and the
+        # checkpoint block when the chunk exports one.
+        return min(max(num_new, 0), 1 + (checkpoint is not None)) + num_evictable(new_computed_blocks)
+
+    def _checkpoint_index(self, request_id: str, query_start: int, query_end: int, prefill_end: int) -> int | None:
+        """vLLM 0.33.0's `_needs_internal_checkpoint`: the block that takes the checkpoint state of
+        the chunk ending at `query_end`, if the group has checkpoint blocks, the chunk reaches the
+        prefill's end (`prefill_end`, 0 where the release hashes every block: then every chunk
+        may), the state can be exported there, and no real block holds that position yet."""
+        if not self.has_checkpoint_blocks or query_end < prefill_end:
+            return None
+        block_size = self.block_size
+        position = prefill_checkpoint_position(query_end, block_size)
+        if not prefill_checkpoint_is_valid(query_start, query_end, position, block_size, self.checkpoint_alignment):
+            return None
+        index = cdiv(query_end, block_size) - 2
+        blocks = self.req_to_blocks.get(request_id, ())
+        if index < 0 or (index < len(blocks) and not blocks[index].is_null):
+            return None
+        return index
 
     def allocate_new_blocks(self, request_id: str, num_tokens: int, num_tokens_main_model: int) -> list[KVCacheBlock]:
         if not self.align:
@@ -142,14 +203,16 @@ class MambaManager(SingleTypeKVCacheManager):
         req_blocks = self.req_to_blocks.setdefault(request_id, [])
         num_required = cdiv(num_tokens_main_model, self.block_size)
         previous_len = len(req_blocks)
-        if num_required == previous_len:
+        checkpoint = request_id in self.checkpoint_index
+        if num_required <= previous_len and not checkpoint:
+            assert num_required == previous_len, (num_required, previous_len)
             return []
-        assert num_required > previous_len, (num_required, previous_len)
         if request_id in self.allocated_requests or previous_len > 0:
             # The running state (or the prefix hit's state) sits in the last block.
             self.last_state_block_idx[request_id] = previous_len - 1
-        req_blocks.extend([self.null_block] * (num_required - 1 - previous_len))
-        req_blocks.extend(self.block_pool.get_new_blocks(1, self.group_id))
+        # Null entries up to the running state's block, but for the checkpoint block before it.
+        req_blocks.extend([self.null_block] * (num_required - 1 - checkpoint - previous_len))
+        req_blocks.extend(self.block_pool.get_new_blocks(max(num_required - len(req_blocks), 0), self.group_id))
         self.allocated_requests.add(request_id)
         return req_blocks[previous_len:]
 
@@ -157,6 +220,7 @@ class MambaManager(SingleTypeKVCacheManager):
         self.allocated_requests.discard(request_id)
         self.last_state_block_idx.pop(request_id, None)
         self.num_retired_blocks.pop(request_id, None)
+        self.checkpoint_index.pop(request_id, None)
         super().free(request_id)
 
     def cache_blocks(self, request: Request, num_tokens: int) -> None:

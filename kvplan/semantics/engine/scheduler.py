@@ -21,7 +21,9 @@ from dataclasses import dataclass
 from kvplan.errors import KvplanError
 from kvplan.semantics.engine.config import EngineConfig
 from kvplan.semantics.engine.hashing import RequestBlockHasher
-from kvplan.semantics.engine.kv_cache_manager import KVCacheManager
+from kvplan.semantics.engine.groups import MAMBA
+from kvplan.semantics.engine.kv_cache_manager import KVCacheManager, prefill_end
+from kvplan.semantics.engine.mamba_manager import prefill_checkpoint_is_valid, prefill_checkpoint_position
 from kvplan.semantics.engine.request import Request, RequestStatus
 from kvplan.semantics.engine.stats import PrefixCacheStats
 from kvplan.semantics.releases import Admission, MambaChunkEnds, Scheduling
@@ -103,6 +105,7 @@ class Scheduler:
         self._finished_since_schedule = False
         # Mamba "align" caching: prefill chunks end on block boundaries (vLLM's aligned split).
         self._mamba_chunk = MAMBA_CHUNK_END[release.mamba_chunk_ends] if config.mamba_cache_mode == "align" else None
+        self._checkpoint_alignment = internal_checkpoint_alignment(config)
         self.block_pool = self.kv_cache_manager.block_pool
         self.waiting: deque[Request] = deque()
         self.running: list[Request] = []
@@ -213,6 +216,7 @@ class Scheduler:
         block_size = config.block_size
         mamba_chunk = self._mamba_chunk
         max_chunk = config.max_num_batched_tokens
+        checkpoint_alignment = self._checkpoint_alignment
         self._finished_since_schedule = False
         kv.new_step_starts()
 
@@ -232,7 +236,7 @@ class Scheduler:
             if num_new > max_model_len - 1 - computed:
                 num_new = max_model_len - 1 - computed
             if mamba_chunk is not None:
-                num_new = mamba_chunk(request, num_new, 0, block_size, max_chunk)
+                num_new = mamba_chunk(request, num_new, 0, block_size, max_chunk, checkpoint_alignment)
             if num_new == 0:
                 continue
             # Most decode steps neither need a block nor fill one: the manager says so in advance.
@@ -274,7 +278,7 @@ class Scheduler:
                     break
                 num_new = min(num_new, budget)
                 if mamba_chunk is not None:
-                    num_new = mamba_chunk(request, num_new, num_hit, block_size, max_chunk)
+                    num_new = mamba_chunk(request, num_new, num_hit, block_size, max_chunk, checkpoint_alignment)
                     if num_new == 0:
                         break
                 if kv.allocate_slots(request, num_new, num_hit, hit_blocks,
@@ -373,10 +377,21 @@ class Scheduler:
         return {r.request_id: list(get_ids(r.request_id)) for r in self.running}
 
 
-def mamba_aligned_chunk(request: Request, num_new: int, num_hit: int, block_size: int, max_chunk: int = 0) -> int:
+def internal_checkpoint_alignment(config: EngineConfig) -> int | None:
+    """The token alignment of the prefill checkpoints a Mamba "align" chunk can export from inside
+    it (vLLM 0.33.0's scheduler: the first Mamba group's, and only when every Mamba group has
+    prefill checkpoint blocks); None: every chunk stops where the state must be cached."""
+    mamba_groups = [group for group in config.groups if group.kind == MAMBA]
+    if not mamba_groups or not all(group.num_prefill_checkpoint_blocks > 0 for group in mamba_groups):
+        return None
+    return mamba_groups[0].prefill_checkpoint_alignment
+
+
+def mamba_aligned_chunk(request: Request, num_new: int, num_hit: int, block_size: int, max_chunk: int = 0,
+                        checkpoint_alignment: int | None = None) -> int:
     """vLLM 0.17.1's `_mamba_block_aligned_split`: during prefill a chunk ends on a block boundary, or
     at the request's last block boundary, so that Mamba states are cached at block ends; 0 means the
-    budget holds no whole block."""
+    budget holds no whole block. (0.17.1 has no prefill checkpoints: `checkpoint_alignment` is None.)"""
     computed = request.num_computed_tokens + num_hit
     if computed < max(request.num_prompt_tokens, request.num_tokens - 1):
         last_boundary = request.num_tokens - request.num_tokens % block_size
@@ -387,25 +402,30 @@ def mamba_aligned_chunk(request: Request, num_new: int, num_hit: int, block_size
     return num_new
 
 
-def mamba_checkpoint_chunk(request: Request, num_new: int, num_hit: int, block_size: int, max_chunk: int) -> int:
-    """vLLM 0.33.0's `_mamba_block_aligned_split` (a Mamba-1 state: no prefill checkpoint blocks):
-    during prefill a chunk that ends before the prefill's end is cut to a block boundary (unless a
-    block is wider than `max_chunk` and the cut would leave nothing); then it stops at the earliest
-    of: the end of the block it started inside, the last block boundary before the last token (the
-    state a resent prompt can hit), and the block-aligned point of a shared-prefix junction."""
+def mamba_checkpoint_chunk(request: Request, num_new: int, num_hit: int, block_size: int, max_chunk: int,
+                           checkpoint_alignment: int | None = None) -> int:
+    """vLLM 0.33.0's `_mamba_block_aligned_split`: during prefill a chunk that ends before the
+    prefill's end is cut to a block boundary (unless a block is wider than `max_chunk` and the cut
+    would leave nothing); then it stops at the earliest of: the end of the block it started inside,
+    the last block boundary before the last token (the state a resent prompt can hit), and the
+    block-aligned point of a shared-prefix junction. A chunk reaching the prefill's end that can
+    export that state from inside it (prefill checkpoint blocks, `checkpoint_alignment` not None)
+    stops at neither of the first two."""
     start = request.num_computed_tokens + num_hit
-    prefill_end = max(request.num_prompt_tokens, request.num_tokens - 1)
-    if start >= prefill_end:
+    end_of_prefill = prefill_end(request)
+    if start >= end_of_prefill:
         return num_new
     end = start + num_new
-    if end < prefill_end:
+    internal_checkpoint = end >= end_of_prefill and prefill_checkpoint_is_valid(
+        start, end, prefill_checkpoint_position(end_of_prefill, block_size), block_size, checkpoint_alignment)
+    if end < end_of_prefill:
         aligned_end = end // block_size * block_size
         if aligned_end > start or block_size <= max_chunk:
             end = aligned_end
     junction = request.shared_prefix_boundary
     stops = (
-        (start // block_size + 1) * block_size if start % block_size else 0,
-        (request.num_tokens - 1) // block_size * block_size,
+        (start // block_size + 1) * block_size if start % block_size and not internal_checkpoint else 0,
+        0 if internal_checkpoint else (request.num_tokens - 1) // block_size * block_size,
         start + (junction - start) // block_size * block_size if start < junction < end else 0,
     )
     end = min((stop for stop in stops if start < stop < end), default=end)
@@ -413,7 +433,7 @@ def mamba_checkpoint_chunk(request: Request, num_new: int, num_hit: int, block_s
 
 
 # Where a Mamba "align" prefill chunk ends, by the release's `mamba_chunk_ends`.
-MAMBA_CHUNK_END: dict[MambaChunkEnds, Callable[[Request, int, int, int, int], int]] = {
+MAMBA_CHUNK_END: dict[MambaChunkEnds, Callable[[Request, int, int, int, int, int | None], int]] = {
     "last_boundary": mamba_aligned_chunk,
     "last_checkpoint": mamba_checkpoint_chunk,
 }

@@ -79,9 +79,10 @@ class SingleTypeKVCacheManager:
     def get_num_blocks_to_allocate(self, request_id: str, num_tokens: int,
                                    new_computed_blocks: Sequence[KVCacheBlock],
                                    total_computed_tokens: int, num_tokens_main_model: int,
-                                   capped: bool = False) -> int:
+                                   capped: bool = False, prefill_end: int = 0) -> int:
         """The free blocks allocating slots for `num_tokens` tokens takes; `capped`: as the
-        whole-prompt admission counts them, at most `admission_cap` blocks for the request."""
+        whole-prompt admission counts them, at most `admission_cap` blocks for the request.
+        `prefill_end` (the token the request's prefill ends at) matters to Mamba groups only."""
         num_required = cdiv(num_tokens, self.block_size)
         if capped and self.admission_cap is not None and num_required > self.admission_cap:
             num_required = self.admission_cap

@@ -43,8 +43,13 @@ GROUP_KEYS = {
     "full_attention": ("type", "block_size"),
     "sliding_window": ("type", "sliding_window", "block_size"),
     "chunked_local_attention": ("type", "attention_chunk_size", "block_size"),
-    "mamba": ("type", "mamba_cache_mode", "conv_dim", "ssm_dim", "mamba_type", "block_size"),
+    "mamba": ("type", "mamba_cache_mode", "conv_dim", "ssm_dim", "mamba_type", "block_size",
+              "num_prefill_checkpoint_blocks", "prefill_checkpoint_alignment"),
 }
+# vLLM 0.33.0's MambaSpec fields of a Mamba-2 mixer (1 block, alignment 1) or a gated delta net with
+# FlashInfer's prefill (1 block, the Mamba block size); without them the spec is a Mamba-1 mixer's.
+CHECKPOINT_BLOCKS_KEY = "num_prefill_checkpoint_blocks"
+CHECKPOINT_ALIGNMENT_KEY = "prefill_checkpoint_alignment"
 REQUIRED_GROUP_KEYS = {"sliding_window": "sliding_window", "chunked_local_attention": "attention_chunk_size"}
 REQUEST_KEYS = (
     "request_id", "arrival_step", "max_tokens", "prompt_token_ids", "prefix_id", "prefix_len",
@@ -204,7 +209,25 @@ def _parse_group(raw: Any, where: str) -> KVCacheGroup:
         raise KvplanError(f"{where}: mamba_type must be a string, got {json.dumps(raw['mamba_type'])}")
     # The state shapes size the page only; they tell Mamba specs apart, as in vLLM.
     layout = f"{raw.get('mamba_type', 'mamba2')} conv {raw.get('conv_dim', 8)} ssm {raw.get('ssm_dim', 64)}"
-    return KVCacheGroup(kind, mamba_cache_mode=mode, block_size=block_size, layout=layout)
+    return KVCacheGroup(kind, mamba_cache_mode=mode, block_size=block_size, layout=layout,
+                        **_checkpoint_fields(raw, where))
+
+
+def _checkpoint_fields(raw: dict[str, Any], where: str) -> dict[str, int]:
+    """A Mamba group's prefill checkpoint keys; the alignment defaults to 1 (a Mamba-2 mixer's)."""
+    if CHECKPOINT_BLOCKS_KEY not in raw:
+        if CHECKPOINT_ALIGNMENT_KEY in raw:
+            raise KvplanError(f"{where}: {CHECKPOINT_ALIGNMENT_KEY} needs {CHECKPOINT_BLOCKS_KEY} (the group's "
+                              f"prefill checkpoint blocks, 1 for Mamba-2 and gated delta net layers)")
+        return {}
+    blocks = raw[CHECKPOINT_BLOCKS_KEY]
+    if type(blocks) is not int or blocks < 0:
+        raise KvplanError(f"{where}: {CHECKPOINT_BLOCKS_KEY} must be a non-negative integer, got {json.dumps(blocks)}")
+    alignment = raw.get(CHECKPOINT_ALIGNMENT_KEY, 1)
+    if type(alignment) is not int or alignment < 1:
+        raise KvplanError(f"{where}: {CHECKPOINT_ALIGNMENT_KEY} must be a positive integer (tokens), "
+                          f"got {json.dumps(alignment)}")
+    return {"num_prefill_checkpoint_blocks": blocks, "prefill_checkpoint_alignment": alignment}
 
 
 def _parse_request(raw: Any, ordinal: int, config: EngineConfig, source: str) -> TraceRequest:

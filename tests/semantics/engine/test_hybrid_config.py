@@ -14,10 +14,13 @@ from kvplan.semantics.engine.coordinator import KVCacheCoordinator
 from kvplan.semantics.engine.groups import KVCacheGroup, groups_from_kv_cache_config
 from kvplan.semantics.engine.replay import replay
 from kvplan.semantics.engine.trace import parse_trace
+from kvplan.semantics.kv.layer_specs import CacheSettings, build_worker_specs
+from kvplan.semantics.kv.sizing import size_kv_cache
 from kvplan.semantics.kv.specs import (
     FullAttentionSpec,
     KVCacheGroupSpec,
     MambaSpec,
+    SizingLimits,
     SlidingWindowSpec,
     UniformTypeKVCacheSpecs,
 )
@@ -178,3 +181,59 @@ def test_a_planned_kv_cache_config_gives_the_engine_its_groups() -> None:
     uniform = UniformTypeKVCacheSpecs(block_size=16, kv_cache_specs={"l0": full, "l1": small})
     (only,) = groups_from_kv_cache_config([KVCacheGroupSpec(("l0", "l1"), uniform)])
     assert only.kind == "full_attention" and only.layout == "FullAttentionSpec 8x256 bfloat16" and only.num_layers == 2
+
+
+@pytest.mark.parametrize(("model", "alignment"), [("nvidia/Nemotron-H-56B-Base-8K", 1),
+                                                  ("Qwen/Qwen3-Next-80B-A3B-Thinking", "block size")])
+def test_planned_mamba2_and_gdn_groups_take_prefill_checkpoint_blocks_in_0_33_0(catalog_shape, model, alignment) -> None:
+    shape = catalog_shape(model)
+    knobs = CacheSettings(max_model_len=8192, enable_prefix_caching=True, mamba_cache_mode="align")
+    sized = size_kv_cache(build_worker_specs(shape, knobs), [20 << 30], SizingLimits(8192, 8192))
+    mamba_specs = [g.kv_cache_spec for g in sized.groups if isinstance(g.kv_cache_spec, MambaSpec)]
+    assert mamba_specs and all(spec.mamba_type in ("mamba2", "gdn_attention") for spec in mamba_specs)
+
+    groups = groups_from_kv_cache_config(sized.groups, VLLM_0_33_0)
+    mamba = [g for g in groups if g.kind == "mamba"]
+    assert len(mamba) == len(mamba_specs)
+    # MambaMixer2 exports any position (alignment 1); a gated delta net keeps its checkpoints on
+    # the prefix-cache grid, the Mamba block size.
+    assert {(g.num_prefill_checkpoint_blocks, g.prefill_checkpoint_alignment) for g in mamba} == {
+        (1, g.block_size if alignment == "block size" else alignment) for g in mamba}
+    assert all(g.num_prefill_checkpoint_blocks == 0 for g in groups if g.kind != "mamba")
+    # vLLM 0.17.1's MambaSpec has no such field.
+    old = groups_from_kv_cache_config(sized.groups, VLLM_0_17_1)
+    assert all((g.num_prefill_checkpoint_blocks, g.prefill_checkpoint_alignment) == (0, None) for g in old)
+    # The bridge's groups run in the engine of their release.
+    block_size = mamba[0].block_size
+    assert EngineConfig(num_gpu_blocks=100, block_size=block_size, max_model_len=8192, release=VLLM_0_33_0,
+                        kv_cache_groups=groups).groups == groups
+
+
+def test_a_mamba1_layer_takes_no_prefill_checkpoint_block() -> None:
+    jamba = MambaSpec(block_size=16, shapes=((8, 3), (64,)), dtypes=("bfloat16", "bfloat16"),
+                      mamba_type="mamba1", mamba_cache_mode="align")
+    full = FullAttentionSpec(block_size=16, num_kv_heads=8, head_size=128, dtype="bfloat16")
+    groups = groups_from_kv_cache_config([KVCacheGroupSpec(("l0",), full), KVCacheGroupSpec(("l1",), jamba)],
+                                         VLLM_0_33_0)
+    assert groups[1].num_prefill_checkpoint_blocks == 0 and groups[1].prefill_checkpoint_alignment is None
+
+
+CHECKPOINTED = {"type": "mamba", "num_prefill_checkpoint_blocks": 1}
+
+
+def test_trace_checkpoint_keys_default_to_a_mamba2_mixer_and_are_refused_where_vllm_lacks_them() -> None:
+    with_release = {"vllm_version": "0.33.0", "max_model_len": 512}
+    parsed = parse_trace({**trace([{"type": "full_attention"}, CHECKPOINTED]),
+                          "config": {**trace([{"type": "full_attention"}, CHECKPOINTED])["config"], **with_release}})
+    group = parsed.config.groups[1]
+    assert (group.num_prefill_checkpoint_blocks, group.prefill_checkpoint_alignment) == (1, 1)
+    with pytest.raises(KvplanError, match="not a field of vLLM 0.17.1's MambaSpec.*vllm_version 0.33.0"):
+        parse_trace(trace([{"type": "full_attention"}, CHECKPOINTED], max_model_len=512))
+    with pytest.raises(KvplanError, match="prefill_checkpoint_alignment needs num_prefill_checkpoint_blocks"):
+        parse_trace(trace([{"type": "full_attention"}, {"type": "mamba", "prefill_checkpoint_alignment": 4}]))
+    with pytest.raises(KvplanError, match="prefill_checkpoint_alignment must be a positive integer"):
+        parse_trace(trace([{"type": "full_attention"}, {**CHECKPOINTED, "prefill_checkpoint_alignment": 0}]))
+    with pytest.raises(KvplanError, match="full_attention.*num_prefill_checkpoint_blocks"):
+        parse_trace(trace([{"type": "full_attention", "num_prefill_checkpoint_blocks": 1}, {"type": "mamba"}]))
+    with pytest.raises(KvplanError, match="mamba groups only"):
+        KVCacheGroup(num_prefill_checkpoint_blocks=1).validate()

@@ -9,8 +9,8 @@ import pytest
 from kvplan.semantics.engine.config import EngineConfig
 from kvplan.semantics.engine.groups import KVCacheGroup
 from kvplan.semantics.engine.request import Request
-from kvplan.semantics.engine.scheduler import Scheduler, StepResult, mamba_aligned_chunk
-from kvplan.semantics.releases import VLLM_0_17_1
+from kvplan.semantics.engine.scheduler import Scheduler, StepResult, mamba_aligned_chunk, mamba_checkpoint_chunk
+from kvplan.semantics.releases import VLLM_0_17_1, VLLM_0_33_0
 
 
 def mamba_scheduler(mode: str | None = None, budget: int = 40) -> Scheduler:
@@ -96,3 +96,37 @@ def test_each_group_reports_the_blocks_it_holds() -> None:
     scheduler.add_request(Request("a", list(range(64)), 2, [9000, 9001]))
     step = scheduler.step()
     assert step.num_used_blocks_by_group == (4, 4) and step.num_used_blocks == 8
+
+
+@pytest.mark.parametrize(("computed", "prompt", "num_new", "alignment", "expected"), [
+    (0, 100, 100, None, 96),  # no checkpoint blocks: the prompt's last chunk stops at its boundary
+    (0, 100, 100, 1, 100),  # the checkpoint at 96 is exported from inside the chunk
+    (80, 100, 20, 1, 20),  # from a block before it on, still exported
+    (88, 100, 12, 1, 8),  # a chunk starting inside a block exports nothing: it ends that block
+    (0, 84, 84, 32, 80),  # the checkpoint (80) is off the 32-token alignment: split there
+    (16, 84, 68, 32, 68),  # 80 - 16 is a multiple of 32: exported
+    (0, 100, 40, 1, 32),  # a chunk that does not reach the prefill's end: whole blocks, as before
+])
+def test_prefill_checkpoints_let_the_last_chunk_run_through(make_request, computed: int, prompt: int, num_new: int,
+                                                             alignment: int | None, expected: int) -> None:
+    request = make_request("a", prompt)
+    request.num_computed_tokens = computed
+    assert mamba_checkpoint_chunk(request, num_new, 0, 16, 256, alignment) == expected
+
+
+def test_a_checkpoint_chunk_takes_the_checkpoint_block_and_retires_it_cached(make_request) -> None:
+    groups = (KVCacheGroup(), KVCacheGroup("mamba", num_prefill_checkpoint_blocks=1, prefill_checkpoint_alignment=1))
+    scheduler = Scheduler(EngineConfig(num_gpu_blocks=40, max_num_batched_tokens=256, max_num_seqs=4,
+                                       max_model_len=512, kv_cache_groups=groups, release=VLLM_0_33_0,
+                                       scheduling="sync"))
+    scheduler.add_request(Request("a", list(range(100)), 3, [9000, 9001, 9002]))
+    first = scheduler.step()
+    assert first.scheduled == {"a": 100}
+    # Seven attention blocks; Mamba: nulls, the checkpoint block (state at 96), the running state.
+    assert tables(scheduler)["a"] == [[1, 2, 3, 4, 5, 6, 7], [0] * 5 + [8, 9]]
+    checkpoint = scheduler.kv_cache_manager.managers[1].req_to_blocks["a"][5]
+    assert checkpoint.block_hash is not None  # the block a resent prompt hits
+    scheduler.step()
+    # Retired behind the running state at the next step, still cached.
+    assert tables(scheduler)["a"][1] == [0] * 6 + [9]
+    assert checkpoint.ref_cnt == 0 and checkpoint.block_hash is not None
