@@ -20,8 +20,8 @@ from dataclasses import dataclass
 
 from kvplan.errors import KvplanError
 from kvplan.semantics.engine.config import EngineConfig
-from kvplan.semantics.engine.hashing import RequestBlockHasher
 from kvplan.semantics.engine.groups import MAMBA
+from kvplan.semantics.engine.hashing import RequestBlockHasher
 from kvplan.semantics.engine.kv_cache_manager import KVCacheManager, prefill_end
 from kvplan.semantics.engine.mamba_manager import prefill_checkpoint_is_valid, prefill_checkpoint_position
 from kvplan.semantics.engine.request import Request, RequestStatus

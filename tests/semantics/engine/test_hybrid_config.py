@@ -185,7 +185,8 @@ def test_a_planned_kv_cache_config_gives_the_engine_its_groups() -> None:
 
 @pytest.mark.parametrize(("model", "alignment"), [("nvidia/Nemotron-H-56B-Base-8K", 1),
                                                   ("Qwen/Qwen3-Next-80B-A3B-Thinking", "block size")])
-def test_planned_mamba2_and_gdn_groups_take_prefill_checkpoint_blocks_in_0_33_0(catalog_shape, model, alignment) -> None:
+def test_planned_mamba2_and_gdn_groups_take_prefill_checkpoint_blocks_in_0_33_0(catalog_shape, model,
+                                                                               alignment) -> None:
     shape = catalog_shape(model)
     knobs = CacheSettings(max_model_len=8192, enable_prefix_caching=True, mamba_cache_mode="align")
     sized = size_kv_cache(build_worker_specs(shape, knobs), [20 << 30], SizingLimits(8192, 8192))
@@ -227,13 +228,13 @@ def test_trace_checkpoint_keys_default_to_a_mamba2_mixer_and_are_refused_where_v
                           "config": {**trace([{"type": "full_attention"}, CHECKPOINTED])["config"], **with_release}})
     group = parsed.config.groups[1]
     assert (group.num_prefill_checkpoint_blocks, group.prefill_checkpoint_alignment) == (1, 1)
-    with pytest.raises(KvplanError, match="not a field of vLLM 0.17.1's MambaSpec.*vllm_version 0.33.0"):
+    with pytest.raises(KvplanError, match=r"not a field of vLLM 0\.17\.1's MambaSpec.*vllm_version 0\.33\.0"):
         parse_trace(trace([{"type": "full_attention"}, CHECKPOINTED], max_model_len=512))
     with pytest.raises(KvplanError, match="prefill_checkpoint_alignment needs num_prefill_checkpoint_blocks"):
         parse_trace(trace([{"type": "full_attention"}, {"type": "mamba", "prefill_checkpoint_alignment": 4}]))
     with pytest.raises(KvplanError, match="prefill_checkpoint_alignment must be a positive integer"):
         parse_trace(trace([{"type": "full_attention"}, {**CHECKPOINTED, "prefill_checkpoint_alignment": 0}]))
-    with pytest.raises(KvplanError, match="full_attention.*num_prefill_checkpoint_blocks"):
+    with pytest.raises(KvplanError, match=r"full_attention.*num_prefill_checkpoint_blocks"):
         parse_trace(trace([{"type": "full_attention", "num_prefill_checkpoint_blocks": 1}, {"type": "mamba"}]))
     with pytest.raises(KvplanError, match="mamba groups only"):
         KVCacheGroup(num_prefill_checkpoint_blocks=1).validate()
