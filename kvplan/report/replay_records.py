@@ -14,6 +14,7 @@ from typing import Any
 
 from kvplan.semantics.engine.block_pool import KVCacheBlock
 from kvplan.semantics.engine.config import EngineConfig
+from kvplan.semantics.engine.groups import KVCacheGroup
 from kvplan.semantics.engine.replay import ReplaySummary
 from kvplan.semantics.engine.scheduler import Scheduler, StepResult
 from kvplan.semantics.engine.stats import PrefixCacheStats
@@ -54,14 +55,24 @@ def groups_summary(config: EngineConfig) -> dict[str, Any]:
         for name in ("sliding_window", "attention_chunk_size", "mamba_cache_mode", "block_size"):
             if getattr(group, name) is not None:
                 entry[name] = getattr(group, name)
+        if group.prefill_checkpoint_alignment is not None:
+            entry.update(checkpoint_fields(group))
         given.append(entry)
     fields: dict[str, Any] = {
         "kv_cache_groups": given,
-        "kv_cache_group_specs": [{"spec": g.spec_name, "block_size": g.block_size} for g in config.groups],
+        "kv_cache_group_specs": [{"spec": g.spec_name, "block_size": g.block_size,
+                                  **(checkpoint_fields(g) if g.num_prefill_checkpoint_blocks else {})}
+                                 for g in config.groups],
     }
     if config.mamba_cache_mode is not None:
         fields["mamba_cache_mode"] = config.mamba_cache_mode
     return fields
+
+
+def checkpoint_fields(group: KVCacheGroup) -> dict[str, Any]:
+    """A Mamba group's prefill checkpoint fields (vLLM 0.33.0's MambaSpec)."""
+    return {"num_prefill_checkpoint_blocks": group.num_prefill_checkpoint_blocks,
+            "prefill_checkpoint_alignment": group.prefill_checkpoint_alignment}
 
 
 class _EncodedIds(dict[str, str]):

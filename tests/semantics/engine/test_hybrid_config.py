@@ -238,3 +238,12 @@ def test_trace_checkpoint_keys_default_to_a_mamba2_mixer_and_are_refused_where_v
         parse_trace(trace([{"type": "full_attention", "num_prefill_checkpoint_blocks": 1}, {"type": "mamba"}]))
     with pytest.raises(KvplanError, match="mamba groups only"):
         KVCacheGroup(num_prefill_checkpoint_blocks=1).validate()
+
+
+def test_the_summary_echoes_the_checkpoint_fields_as_the_harness_does(traces_dir) -> None:
+    golden = json.loads((traces_dir / "hybrid-801.vllm-0.33.0.sync.jsonl").read_text().splitlines()[-1])
+    parsed = parse_trace({**json.loads((traces_dir / "hybrid-801.json").read_text()),
+                          "requests": []}, {"vllm_version": "0.33.0", "scheduling": "sync"})
+    ours = summary_record(replay(parsed))["summary"]["config"]
+    for key in ("kv_cache_groups", "kv_cache_group_specs", "mamba_cache_mode"):
+        assert ours[key] == golden["summary"]["config"][key]
