@@ -204,7 +204,7 @@ def summarize(result: PlanResult) -> PlanSummary:
         bytes_needed_for_one_max_len_request=sizing.bytes_needed_for_one_max_len_request,
         estimated_max_model_len=sizing.estimated_max_model_len,
         group_block_sizes=tuple(group.kv_cache_spec.block_size for group in sizing.groups),
-        kv_cache_groups=groups_from_kv_cache_config(sizing.rank0_groups),
+        kv_cache_groups=groups_from_kv_cache_config(sizing.rank0_groups, result.request.release),
     )
 
 

@@ -116,3 +116,17 @@ def test_the_zero_preemption_pool_is_found_on_the_groups_engine(write_json):
     assert zero.kv_tokens == (zero.num_gpu_blocks - 1) // 2 * 16
     enough = run(setup, config=with_pool(setup.config, zero.num_gpu_blocks))
     assert enough.metrics.preemptions.total == 0
+
+
+@pytest.mark.parametrize(("model", "alignments"), [("nvidia/Nemotron-H-56B-Base-8K", {1}),
+                                                   ("Qwen/Qwen3-Next-80B-A3B-Thinking", {544})])
+def test_planned_mamba2_and_gdn_groups_take_0_33_0s_prefill_checkpoint_blocks(write_json, model, alignments):
+    workload = load_workload(write_json(mix(engine={"model": model, **SIZING, "enable_prefix_caching": True})))
+    setup = prepare(workload, SimOptions(release=VLLM_0_33_0))
+    mamba = [g for g in setup.config.groups if g.kind == "mamba"]
+    assert mamba and {g.num_prefill_checkpoint_blocks for g in mamba} == {1}
+    assert {g.prefill_checkpoint_alignment for g in mamba} == alignments
+    assert simulate(setup).metrics.num_finished == 40
+    # vLLM 0.17.1's MambaSpec has no such field.
+    older = prepare(workload, SimOptions())
+    assert all(g.num_prefill_checkpoint_blocks == 0 for g in older.config.groups)
