@@ -212,6 +212,11 @@ class Scheduler:
         budget = config.max_num_batched_tokens
         scheduled: dict[str, int] = {}
         scheduled_requests: list[Request] = []
+        # Whether each scheduled request samples a token: not after a partial prefill chunk. Under
+        # async scheduling the token is a placeholder until the batch's output is processed, and
+        # the batch's tokens are in flight until then (sync processes them in this very step).
+        samples: list[bool] = []
+        is_async = self._async
         preempted: list[str] = []
         block_size = config.block_size
         mamba_chunk = self._mamba_chunk
@@ -230,7 +235,8 @@ class Scheduler:
             if placeholders and computed + 2 - placeholders >= request.num_prompt_tokens + request.max_tokens:
                 # Async: the token in flight is its last one; nothing more to schedule.
                 continue
-            num_new = request.num_tokens + placeholders - computed
+            num_tokens = request.num_tokens
+            num_new = num_tokens + placeholders - computed
             if num_new > budget:
                 num_new = budget
             if num_new > max_model_len - 1 - computed:
@@ -252,11 +258,19 @@ class Scheduler:
                         break
                 if new_blocks is None:
                     break
-            # vLLM advances num_computed_tokens after the whole schedule; doing it now is the same,
-            # because FCFS preemption only ever takes requests not yet scheduled in this step.
-            request.num_computed_tokens = computed + num_new
+            # vLLM advances num_computed_tokens (and the placeholders) after the whole schedule; doing
+            # it now is the same, because FCFS preemption only ever takes requests not yet scheduled
+            # in this step.
+            computed += num_new
+            request.num_computed_tokens = computed
             scheduled[request.request_id] = num_new
             scheduled_requests.append(request)
+            sampled = computed >= num_tokens + placeholders
+            samples.append(sampled)
+            if is_async:
+                request.num_in_flight_tokens += num_new
+                if sampled:
+                    request.num_output_placeholders = placeholders + 1
             budget -= num_new
 
         admitted: list[str] = []
@@ -292,7 +306,8 @@ class Scheduler:
                 request_id = request.request_id
                 (resumed if request.status is RequestStatus.PREEMPTED else admitted).append(request_id)
                 request.status = RequestStatus.RUNNING
-                request.num_computed_tokens = num_hit + num_new
+                computed = num_hit + num_new
+                request.num_computed_tokens = computed
                 if request.num_cached_tokens is None:
                     request.num_cached_tokens = num_hit
                 if request.first_scheduled_step is None:
@@ -300,21 +315,14 @@ class Scheduler:
                 prefix_hit_tokens[request_id] = num_hit
                 scheduled[request_id] = num_new
                 scheduled_requests.append(request)
+                sampled = computed >= request.num_tokens + request.num_output_placeholders
+                samples.append(sampled)
+                if is_async:
+                    request.num_in_flight_tokens += num_new
+                    if sampled:
+                        request.num_output_placeholders += 1
                 budget -= num_new
 
-        # A request samples a token unless this was a partial prefill chunk; under async the
-        # token is a placeholder until the batch's output is processed.
-        samples = []
-        is_async = self._async
-        for request in scheduled_requests:
-            sampled = request.num_computed_tokens >= request.num_tokens + request.num_output_placeholders
-            samples.append(sampled)
-            if is_async:
-                # Processed with the batch's output, a step later (sync: in this step, so never
-                # in flight at a schedule).
-                request.num_in_flight_tokens += scheduled[request.request_id]
-                if sampled:
-                    request.num_output_placeholders += 1
         return Batch(scheduled, scheduled_requests, samples, admitted, resumed, prefix_hit_tokens, preempted,
                      config.max_num_batched_tokens - budget)
 
@@ -322,31 +330,70 @@ class Scheduler:
         """Give each sampling request of the batch its next token; free finished requests at once,
         in the batch's order: that order is the eviction order. A request preempted since the
         batch was scheduled still gets its token; a request already finished gets nothing."""
-        max_model_len = self.config.max_model_len
-        is_async = self._async
-        finished: list[str] = []
-        scheduled = batch.scheduled
-        for request, sampled in zip(batch.requests, batch.samples, strict=True):
-            if is_async:
-                request.num_in_flight_tokens -= scheduled[request.request_id]
-            if not sampled or request.status is RequestStatus.FINISHED_LENGTH_CAPPED:
-                continue
-            request.append_output_token()
-            if is_async:
-                request.num_output_placeholders -= 1
-                known = request.num_computed_tokens - request.num_output_placeholders
-                if request.status is RequestStatus.RUNNING and known > request.kv_noop_limit:
-                    # The blocks this batch filled get their hashes now that their tokens are known
-                    # (below the no-op limit no block is newly full).
-                    self.kv_cache_manager.cache_blocks(request, known)
-            if request.num_output_tokens >= request.max_tokens or request.num_tokens >= max_model_len:
-                if request.status is RequestStatus.PREEMPTED:
-                    self.waiting.remove(request)
-                self._finish(request, self.num_steps)
-                finished.append(request.request_id)
+        finished = self._process_async_output(batch) if self._async else self._process_sync_output(batch)
         if finished:
             self.running = [r for r in self.running if r.status is RequestStatus.RUNNING]
             self._finished_since_schedule = True
+        return finished
+
+    def _process_sync_output(self, batch: Batch) -> list[str]:
+        """The sync loop's output, processed in the step that scheduled it: no request of the batch
+        was preempted or finished since. The loop runs once per running request and step, so the
+        token is appended here rather than by `Request.append_output_token` (same effect; every
+        request of the scheduler hashes with its hasher, installed by `add_request`)."""
+        max_model_len = self.config.max_model_len
+        hasher = self._block_hasher
+        hash_block_size = hasher.block_size if hasher is not None else 0
+        finished: list[str] = []
+        for request, sampled in zip(batch.requests, batch.samples, strict=True):
+            if not sampled:
+                continue
+            num_tokens = request.num_tokens + 1
+            request.num_tokens = num_tokens
+            num_outputs = request.num_output_tokens + 1
+            request.num_output_tokens = num_outputs
+            if hash_block_size and num_tokens % hash_block_size == 0:
+                hasher.update(request)  # type: ignore[union-attr]
+            if num_outputs >= request.max_tokens or num_tokens >= max_model_len:
+                self._finish(request, self.num_steps)
+                finished.append(request.request_id)
+        return finished
+
+    def _process_async_output(self, batch: Batch) -> list[str]:
+        """The async loop's output, a step after its schedule: requests may have been preempted or
+        finished since. Hot like the sync loop, so the token is appended here as well."""
+        max_model_len = self.config.max_model_len
+        hasher = self._block_hasher
+        hash_block_size = hasher.block_size if hasher is not None else 0
+        running_status = RequestStatus.RUNNING
+        finished_status = RequestStatus.FINISHED_LENGTH_CAPPED
+        finished: list[str] = []
+        scheduled = batch.scheduled
+        for request, sampled in zip(batch.requests, batch.samples, strict=True):
+            request.num_in_flight_tokens -= scheduled[request.request_id]
+            if not sampled:
+                continue
+            status = request.status
+            if status is finished_status:
+                continue
+            num_tokens = request.num_tokens + 1
+            request.num_tokens = num_tokens
+            num_outputs = request.num_output_tokens + 1
+            request.num_output_tokens = num_outputs
+            if hash_block_size and num_tokens % hash_block_size == 0:
+                hasher.update(request)  # type: ignore[union-attr]
+            placeholders = request.num_output_placeholders - 1
+            request.num_output_placeholders = placeholders
+            known = request.num_computed_tokens - placeholders
+            if status is running_status and known > request.kv_noop_limit:
+                # The blocks this batch filled get their hashes now that their tokens are known
+                # (below the no-op limit no block is newly full).
+                self.kv_cache_manager.cache_blocks(request, known)
+            if num_outputs >= request.max_tokens or num_tokens >= max_model_len:
+                if status is RequestStatus.PREEMPTED:
+                    self.waiting.remove(request)
+                self._finish(request, self.num_steps)
+                finished.append(request.request_id)
         return finished
 
     def _finish(self, request: Request, step: int) -> None:
