@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from array import array
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
@@ -251,7 +252,7 @@ class _Conversation:
 
     __slots__ = ("base", "plan", "position", "prefix", "turn")
 
-    def __init__(self, plan: PlannedConversation, prefix: list[int]) -> None:
+    def __init__(self, plan: PlannedConversation, prefix: array[int]) -> None:
         self.plan = plan
         self.prefix = prefix
         self.base = CONVERSATION_TOKEN_BASE + plan.ordinal * CONVERSATION_TOKEN_STRIDE
@@ -270,7 +271,7 @@ def _run_timed(setup: PreparedWorkload, config: EngineConfig, recorder: Recorder
         for ordinal, time in enumerate(setup.explicit_times):
             pending.append((time / rate_factor, ordinal, ordinal))
     else:
-        prefixes: dict[int, list[int]] = {}
+        prefixes: dict[int, array[int]] = {}
         for plan in plan_conversations(setup.workload, setup.seed, rate_factor):
             prefix = _prefix_tokens(setup, plan.class_index, prefixes)
             conversations.append(_Conversation(plan, prefix))
@@ -335,15 +336,16 @@ def _run_timed(setup: PreparedWorkload, config: EngineConfig, recorder: Recorder
     return RunOutcome(recorder.finish(stalled, first_arrival), records, rejected, cut, scheduler.pool_was_short)
 
 
-def _prefix_tokens(setup: PreparedWorkload, class_index: int, cache: dict[int, list[int]]) -> list[int]:
+def _prefix_tokens(setup: PreparedWorkload, class_index: int, cache: dict[int, array[int]]) -> array[int]:
+    """The class's shared prefix, as the engine's token arrays (prompts are concatenated from it)."""
     prefix_id = setup.prefix_ids[class_index]
     if prefix_id is None:
-        return []
+        return array("q")
     if prefix_id not in cache:
         shared = setup.workload.classes[class_index].shared_prefix
         assert shared is not None
         start = PREFIX_TOKEN_BASE + prefix_id * TOKENS_PER_ID
-        cache[prefix_id] = list(range(start, start + shared.tokens))
+        cache[prefix_id] = array("q", range(start, start + shared.tokens))
     return cache[prefix_id]
 
 
@@ -363,7 +365,8 @@ def _turn_request(setup: PreparedWorkload, conversation: _Conversation, config: 
     if prompt_len >= config.max_model_len:
         return None
     base = conversation.base
-    prompt = [*conversation.prefix, *range(base, base + history)]
+    # Built as the request's own token array: no per-token conversion of a list.
+    prompt = conversation.prefix + array("q", range(base, base + history))
     outputs = range(base + history, base + history + turn.output_tokens)
     name = setup.class_names[plan.class_index]
     request_id = f"{name}-{plan.ordinal}" if len(plan.turns) == 1 else f"{name}-{plan.ordinal}.{conversation.turn}"
