@@ -66,6 +66,11 @@ class RequestBlockHasher:
     def __init__(self, block_size: int, hash_seed: str) -> None:
         self.block_size = block_size
         self.none_hash = none_hash(hash_seed)
+        # The last prompt hashed from its first block without extra keys, and its hashes: prompts
+        # arriving together often share a long system prompt, whose hashes are then not recomputed
+        # (a chained hash depends only on the tokens before it, so equal leading blocks hash equal).
+        self._last_prompt = b""
+        self._last_prompt_hashes: list[bytes] = []
 
     def update(self, request: Request) -> None:
         block_size = self.block_size
@@ -84,9 +89,31 @@ class RequestBlockHasher:
                 parent = sha256(parent + data[offset:offset + width] + extra).digest()
                 hashes.append(parent)
         else:
-            for offset in range(0, (last - first) * width, width):
+            start = 0
+            if first == 0:
+                start = self._num_shared_blocks(data, width)
+                if start:
+                    hashes.extend(self._last_prompt_hashes[:start])
+                    parent = hashes[-1]
+            for offset in range(start * width, (last - first) * width, width):
                 parent = sha256(parent + data[offset:offset + width]).digest()
                 hashes.append(parent)
+            if first == 0:
+                self._last_prompt = data
+                self._last_prompt_hashes = hashes.copy()
+
+    def _num_shared_blocks(self, data: bytes, width: int) -> int:
+        """How many leading blocks of `data` equal the last prompt's (a binary search over whole
+        blocks: each probe compares two prefixes in C)."""
+        last = self._last_prompt
+        low, high = 0, min(len(data), len(last)) // width
+        while low < high:
+            middle = (low + high + 1) // 2
+            if data[:middle * width] == last[:middle * width]:
+                low = middle
+            else:
+                high = middle - 1
+        return low
 
 
 class MergedBlockHashes(Sequence[bytes]):

@@ -88,3 +88,14 @@ def test_token_ids_outside_int64_are_refused(make_request) -> None:
         make_request("big", [2**64, 1, 2, 3])
     with pytest.raises(KvplanError, match="64-bit"):
         hash_block_tokens(none_hash("0"), [2**63])
+
+
+@pytest.mark.parametrize("second", [[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12], [1, 2, 3, 4, 5, 6, 7, 0, 9],
+                                    [1, 2, 3, 4], [9, 2, 3, 4, 5, 6, 7, 8], [1, 2, 3]])
+def test_a_hasher_reusing_the_last_prompts_hashes_gives_what_a_fresh_hasher_gives(make_request, second) -> None:
+    hasher = RequestBlockHasher(4, "0")
+    make_request("a", [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]).install_block_hasher(hasher)
+    reused = make_request("b", second)
+    reused.install_block_hasher(hasher)
+    assert reused.block_hashes == hashed(make_request("c", second)).block_hashes
+    assert len(reused.block_hashes) == len(second) // 4
