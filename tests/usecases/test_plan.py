@@ -130,7 +130,7 @@ def test_auto_fit_max_model_len() -> None:
     ("args", "says"),
     [
         ((), "--kv-cache-memory"),
-        (("--kv-cache-memory", "lots"), "byte size"),
+        (("--kv-cache-memory", "lots"), "cannot read 'lots' as a byte count"),
         (("--kv-cache-memory", "1GiB", "--block-size", "7"), "--block-size 7"),
         (("--kv-cache-memory", "1GiB", "--max-model-len", "99999999"), "greater than the derived max_model_len"),
         (("--kv-cache-memory", "1GiB", "--model", "/nonexistent/config.json"), "not a Hugging Face hub id"),
