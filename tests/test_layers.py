@@ -52,6 +52,7 @@ ORDER: tuple[tuple[str, int, int], ...] = (
     ("kvplan.parsing", 0, 1),
     ("kvplan.files", 0, 1),
     ("kvplan.hub", 0, 1),
+    ("kvplan.hostmem", 0, 1),
     ("kvplan.gpus", 0, 1),
     ("kvplan.data", 0, 1),
     ("kvplan.schema", 0, 2),
@@ -59,7 +60,7 @@ ORDER: tuple[tuple[str, int, int], ...] = (
 )
 HEAVY = ("torch", "transformers")
 LIGHT = (
-    "kvplan.errors", "kvplan.limits", "kvplan.units", "kvplan.parsing", "kvplan.files", "kvplan.hub", "kvplan.schema",
+    "kvplan.errors", "kvplan.limits", "kvplan.units", "kvplan.parsing", "kvplan.files", "kvplan.hub", "kvplan.hostmem", "kvplan.schema",
     "kvplan.gpus", "kvplan.semantics",
     "kvplan.usecases.plan", "kvplan.usecases.replay", "kvplan.usecases.profile_summary", "kvplan.usecases.simulate",
     "kvplan.usecases.check", "kvplan.report.plan_json", "kvplan.report.simulate_json", "kvplan.report.sim_",

@@ -18,7 +18,7 @@ from kvplan.semantics.engine.groups import (
     MAMBA_CACHE_MODES,
     SLIDING_WINDOW,
 )
-from kvplan.semantics.releases import RELEASES, Scheduling
+from kvplan.semantics.releases import DEFAULT_RELEASE, RELEASES, Scheduling
 
 # the token-id rule gives each prefix and each request a million ids
 TOKENS_PER_ID = 1_000_000
@@ -38,6 +38,10 @@ BLOCK_SIZE = Checked(Integer(1, max(ALLOWED_BLOCK_SIZES)), _block_size_problem,
 BATCHED_TOKENS = Integer(1, limits.MAX_TOKENS, "token budget of one scheduler step")
 NUM_SEQS = Integer(1, limits.MAX_SEQS, "most requests running at once")
 MODEL_LEN = Integer(2, limits.MAX_TOKENS, "longest prompt + output of one request, in tokens")
+VLLM_VERSION = Text(choices=tuple(RELEASES), description="the vLLM release whose engine rules apply (default "
+                                                         f"{DEFAULT_RELEASE.version})")
+SCHEDULING_MODE = Text(choices=get_args(Scheduling), description="the engine loop: async (what `vllm serve` does) "
+                                                                 "or sync (vLLM's --no-async-scheduling)")
 
 # a trace's `config`, a workload's `engine`, and the options of `kvplan replay` and `simulate`
 SCHEDULER_SETTINGS: dict[str, Field] = {
@@ -50,11 +54,8 @@ SCHEDULER_SETTINGS: dict[str, Field] = {
     "enable_chunked_prefill": Field(Boolean("vLLM's chunked prefill (default on)")),
     "hash_algo": Field(Text(choices=HASH_ALGOS, description="vLLM's prefix-caching hash (hits are the same for all)")),
     "hash_seed": Field(Text(min_length=0, description="PYTHONHASHSEED of the hashing (any string)")),
-    "vllm_version": Field(Text(choices=tuple(RELEASES),
-                               description="the vLLM release whose engine rules apply (default 0.17.1)")),
-    "scheduling": Field(Text(choices=get_args(Scheduling),
-                             description="the engine loop: async (vllm serve's default) or sync "
-                                         "(--no-async-scheduling)")),
+    "vllm_version": Field(VLLM_VERSION),
+    "scheduling": Field(SCHEDULING_MODE),
 }
 
 # `trace-replay-hybrid.md`: the KV cache groups sharing one pool, in group-id order
