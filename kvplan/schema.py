@@ -172,16 +172,17 @@ class Boolean(Kind):
         return self._described({"type": "boolean"})
 
 
-def text_problem(value: str, *, multiline: bool = False) -> str | None:
-    """Why a text cannot be carried by every output kvplan writes (None when it can)."""
+def text_problem(value: str, *, controls: bool = False) -> str | None:
+    """Why a text cannot be carried by every output kvplan writes (None when it can): it must be
+    valid Unicode; without `controls`, also free of control characters (paths, ids kvplan passes on)."""
     try:
         value.encode("utf-8")
     except UnicodeEncodeError as error:
         return f"holds {error.object[error.start:error.end]!a}, which is not valid Unicode (a lone surrogate)"
-    allowed = "\t\n\r" if multiline else ""
-    for ch in value:
-        if (ord(ch) < 0x20 and ch not in allowed) or 0x7F <= ord(ch) < 0xA0:
-            return f"holds the control character {ch!a}"
+    if not controls:
+        for ch in value:
+            if ord(ch) < 0x20 or 0x7F <= ord(ch) < 0xA0:
+                return f"holds the control character {ch!a}"
     return None
 
 
@@ -190,14 +191,14 @@ class Text(Kind):
     max_length: int = limits.MAX_TEXT
     min_length: int = 1
     choices: tuple[str, ...] = ()
-    multiline: bool = False
-    description: str = ""
+    controls: bool = True          # names and descriptions may hold any character (the writers escape
+    description: str = ""          # them); paths, ids and settings kvplan passes on may not
     json_types: tuple[str, ...] = ("string",)
 
     def check(self, value: Any, path: str) -> None:
         if not isinstance(value, str):
             raise self.fail(value, path)
-        problem = text_problem(value, multiline=self.multiline)
+        problem = text_problem(value, controls=self.controls)
         if problem is not None:
             raise FieldError(path, f"{shown_text(value)} {problem}")
         if not self.min_length <= len(value) <= self.max_length:

@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from kvplan.usecases.plan import PlanRequest
 
 DEFAULT_MODEL = "Qwen/Qwen2-0.5B-Instruct"
-REVISION = Text(max_length=256, description="a hub revision: branch, tag or commit")
+REVISION = Text(max_length=256, controls=False, description="a hub revision: branch, tag or commit")
 
 
 @dataclass(frozen=True)

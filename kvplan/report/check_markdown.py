@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from kvplan.files import same_file
-from kvplan.report.text import valid_text
+from kvplan.report.text import markup_text
 from kvplan.usecases.check.assertions import AssertionResult, Concurrency, format_margin, format_value
 from kvplan.usecases.check.evaluate import CheckReport
 
@@ -63,7 +63,7 @@ def append_step_summary(report: CheckReport, protected: tuple[Path, ...] = ()) -
         return None
     try:
         with path.open("a", encoding="utf-8", errors="replace") as out:
-            out.write(valid_text(markdown_summary(report)) + "\n")
+            out.write(markup_text(markdown_summary(report)) + "\n")
     except (OSError, ValueError) as error:
         _warn(f"cannot append to ${SUMMARY_VARIABLE} ({target!a}): {getattr(error, 'strerror', None) or error}")
         return None

@@ -20,13 +20,15 @@ def gpu_problem(key: str) -> str | None:
     return None
 
 
-GPU = Checked(Text(max_length=256), gpu_problem, "a GPU of `kvplan gpus` (its key, or a unique prefix of it)")
-MODEL = Text(max_length=limits.MAX_PATH, description="hub id, model directory or config.json path")
+GPU = Checked(Text(max_length=256, controls=False), gpu_problem,
+              "a GPU of `kvplan gpus` (its key, or a unique prefix of it)")
+MODEL = Text(max_length=limits.MAX_PATH, controls=False, description="hub id, model directory or config.json path")
 MEMORY = ByteSize(1, limits.MAX_BYTES)
 UTILIZATION = Number(0, 1, exclusive_minimum=True, description="vLLM's gpu_memory_utilization in (0, 1]")
 PARALLEL = Integer(1, limits.MAX_PARALLEL)
-DTYPE = Text(max_length=64, description="auto, bfloat16, float16 or float32 (vLLM's --dtype)")
-KV_CACHE_DTYPE = Text(max_length=64, description="auto, fp8, fp8_e4m3 or fp8_e5m2 (vLLM's --kv-cache-dtype)")
+DTYPE = Text(max_length=64, controls=False, description="auto, bfloat16, float16 or float32 (vLLM's --dtype)")
+KV_CACHE_DTYPE = Text(max_length=64, controls=False,
+                      description="auto, fp8, fp8_e4m3 or fp8_e5m2 (vLLM's --kv-cache-dtype)")
 MAX_MODEL_LEN = Either((MODEL_LEN, Text(choices=("auto",)), Integer(-1, -1)),
                        "longest prompt + output in tokens; \"auto\" or -1 fits the largest the memory holds")
 

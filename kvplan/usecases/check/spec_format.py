@@ -24,11 +24,11 @@ from kvplan.schema import (
 from kvplan.semantics.engine.trace_format import SCHEMA_KEY
 from kvplan.usecases.check.assertions import KINDS, AssertionKind
 from kvplan.usecases.plan_settings import MODEL, PLANNING_SETTINGS
+from kvplan.usecases.simulate.workload_format import NO_REMOTE_CODE
 
 SPEC_SCHEMA_VERSION = 1
-PATH = Text(max_length=limits.MAX_PATH, description="a path, relative to the spec file")
-NO_REMOTE_CODE = ("never read from a file (a spec, profile or workload cannot enable code execution): pass "
-                  "--trust-remote-code on the command line")
+PATH = Text(max_length=limits.MAX_PATH, controls=False, description="a path, relative to the spec file")
+
 MAX_THRESHOLD = 10**12
 MAX_BLOCKS_PER_SPEC = 1000
 
@@ -64,7 +64,7 @@ TARGET = Record({
     "config_sha256": Field(Text(max_length=64, description="sha256 of the model's config.json")),
     **PLANNING_SETTINGS,
 }, "what the assertions are evaluated on: a saved profile, or a plan made on the spot", title="a [target] table",
-    refused={"trust_remote_code": f"trust_remote_code is {NO_REMOTE_CODE}"})
+    refused={"trust_remote_code": NO_REMOTE_CODE})
 
 ASSERT_BLOCK = Record({
     "name": Field(Text()),
@@ -78,7 +78,7 @@ SPEC = Record({
     **SCHEMA_KEY,
     "schema_version": Field(schema_version(SPEC_SCHEMA_VERSION)),
     "name": Field(Text()),
-    "description": Field(Text(max_length=100_000, min_length=0, multiline=True)),
+    "description": Field(Text(max_length=100_000, min_length=0)),
     "target": Field(TARGET),
     "assert": Field(ListOf(ASSERT_BLOCK, 1, MAX_BLOCKS_PER_SPEC), required=True,
                     description="give at least one [[assert]] block of requirements"),

@@ -10,7 +10,9 @@ from kvplan.semantics.engine.trace_format import REQUEST_FIELDS, SCHEDULER_SETTI
 from kvplan.usecases.plan_settings import CALIBRATION, GPU, MEMORY, MODEL, STEP_MS, UTILIZATION
 
 SCHEMA_VERSION = 1
-PATH = Text(max_length=limits.MAX_PATH, description="a path, relative to the workload file")
+NO_REMOTE_CODE = ("trust_remote_code is never read from a file (a spec, profile or workload cannot enable code "
+                  "execution): pass --trust-remote-code on the command line")
+PATH = Text(max_length=limits.MAX_PATH, controls=False, description="a path, relative to the workload file")
 MAX_CLASSES = 1000
 MAX_TABLE = 10**6          # values of an empirical distribution, bins of a histogram, calibration points
 MAX_TURNS = 1000
@@ -89,7 +91,8 @@ ENGINE = Record({
     "gpu_memory": Field(MEMORY),
     "gpu_memory_utilization": Field(UTILIZATION),
     "kv_cache_memory": Field(MEMORY),
-}, "the engine: one pool source (num_gpu_blocks, profile or model) and vLLM's settings")
+}, "the engine: one pool source (num_gpu_blocks, profile or model) and vLLM's settings",
+    refused={"trust_remote_code": NO_REMOTE_CODE})
 
 # an explicit request: the trace format's, its id optional, timed in steps or in seconds
 WORKLOAD_REQUEST = Record({
@@ -102,7 +105,7 @@ REQUEST_LIST = ListOf(WORKLOAD_REQUEST, 1, limits.MAX_REQUESTS)
 WORKLOAD = Record({
     **SCHEMA_KEY,
     "schema_version": Field(schema_version(SCHEMA_VERSION), required=True),
-    "description": Field(Text(max_length=100_000, min_length=0, multiline=True)),
+    "description": Field(Text(max_length=100_000, min_length=0)),
     "seed": Field(Integer(0, limits.MAX_SEED)),
     "engine": Field(ENGINE),
     "timing": Field(TIMING),
