@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from kvplan.errors import KvplanError
+
 PROC_MEMINFO = Path("/proc/meminfo")
 PROC_CGROUP = Path("/proc/self/cgroup")
 CGROUP_ROOT = Path("/sys/fs/cgroup")
@@ -82,3 +84,11 @@ def available_memory_bytes() -> int | None:
     """Memory this process can still take without swapping or being killed; None when unknown."""
     known = [value for value in (meminfo_available_bytes(), cgroup_room_bytes()) if value is not None]
     return min(known) if known else None
+
+
+def require_memory(needed: int, what: str, advice: str) -> None:
+    """Refuse, before allocating, work whose memory the host (within its limits) does not have."""
+    available = available_memory_bytes()
+    if available is not None and needed > available:
+        raise KvplanError(f"{what} needs about {needed / 2**30:.1f} GiB of memory and {available / 2**30:.1f} GiB "
+                          f"are free: {advice}")

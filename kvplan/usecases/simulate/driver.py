@@ -32,6 +32,7 @@ from kvplan.semantics.engine.trace import (
     parse_trace,
 )
 from kvplan.semantics.releases import Release
+from kvplan.usecases.replay import require_pool_memory
 from kvplan.usecases.simulate.engine_source import EngineOverrides, ResolvedEngine, resolve_engine
 from kvplan.usecases.simulate.metrics import Recorder, RequestRecord, RunMetrics, StepListener
 from kvplan.usecases.simulate.timing import StepLoad, StepTimeModel, choose_step_time
@@ -197,6 +198,7 @@ def run(setup: PreparedWorkload, *, config: EngineConfig | None = None, rate_fac
     config = config or setup.config
     engine = setup.engine
     groups = engine.kv_cache_groups if config.kv_cache_groups is not None else ()
+    require_pool_memory(config)
     recorder = Recorder(config.num_gpu_blocks - 1, config.block_size, setup.class_names,
                         timed=setup.timer is not None, on_step=on_step, groups=groups,
                         layers_known=bool(engine.planned_groups))
