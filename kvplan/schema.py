@@ -247,8 +247,8 @@ class ByteSize(Kind):
         self.read(value, path)
 
     def expected(self) -> str:
-        return (f"a byte count from {_count(self.minimum)} to {_count(self.maximum)} ({self.maximum >> 50} PiB), "
-                "or a size such as \"24GiB\"")
+        top = f"{self.maximum >> 50} PiB" if self.maximum % (1 << 50) == 0 else f"{self.maximum:,} bytes"
+        return f"a byte count from {self.minimum:,} to {top}: an integer, or a size such as \"24GiB\""
 
     def schema(self) -> JsonSchema:
         return self._described({"anyOf": [
@@ -285,6 +285,10 @@ class ListOf(Kind):
         if self.min_items:
             return f"a list of {self.min_items:,} to {_count(self.max_items)} items"
         return f"a list of at most {_count(self.max_items)} items"
+
+    def described(self) -> str:
+        """What the list holds, for the documentation: its length and its items."""
+        return f"{self.expected()}, each {self.item.expected()}"
 
     def schema(self) -> JsonSchema:
         return self._described({"type": "array", "items": self.item.schema(), "minItems": self.min_items,
@@ -458,6 +462,7 @@ class Checked(Kind):
     rule: Callable[[Any], str | None] = field(compare=False)
     description: str = ""
     schema_extra: Mapping[str, Any] = field(default_factory=dict)   # what the schema can say of the rule
+    says: str = ""                                                  # what is allowed, when the kind says less
 
     @property
     def json_types(self) -> tuple[str, ...]:  # type: ignore[override]
@@ -470,7 +475,7 @@ class Checked(Kind):
             raise FieldError(path, problem)
 
     def expected(self) -> str:
-        return self.kind.expected()
+        return self.says or self.kind.expected()
 
     def schema(self) -> JsonSchema:
         return self._described({**self.kind.schema(), **self.schema_extra})
@@ -480,7 +485,8 @@ def schema_version(supported: int) -> Checked:
     """The `schema_version` key of a format this kvplan reads in version `supported`."""
     def unsupported(value: int) -> str | None:
         return None if value == supported else f"unsupported version {value} (this kvplan reads {supported})"
-    return Checked(Integer(1, 10**6), unsupported, "the format's version", {"const": supported})
+    return Checked(Integer(1, 10**6), unsupported, "the format's version", {"const": supported},
+                   says=f"the integer {supported}")
 
 
 def check_document(kind: Kind, document: Any, shown: str) -> None:

@@ -205,7 +205,7 @@ _OPTIONS: dict[str, Flag] = {
         None, "--gpu", help="GPU from `kvplan gpus`: its memory, batch defaults and MLA block size, and the "
         "step-time estimate of simulate."), checked(GPU, "--gpu")),
     "gpu_memory": _flag(str | None, _declared(
-        None, "--gpu-memory", help="Device memory total instead of --gpu, e.g. 80GiB (units: docs/cli.md)."),
+        None, "--gpu-memory", help="Device memory total instead of --gpu, e.g. 80GiB (units: docs/inputs.md)."),
         lambda text: parse_optional_bytes(text, "--gpu-memory")),
     "gpu_memory_utilization": _flag(float | None, _declared(
         None, "--gpu-memory-utilization",

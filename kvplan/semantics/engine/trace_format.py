@@ -34,7 +34,7 @@ def _block_size_problem(value: int) -> str | None:
 POOL_BLOCKS = Integer(2, limits.MAX_BLOCKS, "blocks in the pool, the null block (block 0) included")
 BLOCK_SIZE = Checked(Integer(1, max(ALLOWED_BLOCK_SIZES)), _block_size_problem,
                      f"tokens per block: one of {', '.join(map(str, ALLOWED_BLOCK_SIZES))} (vLLM's choices)",
-                     {"enum": list(ALLOWED_BLOCK_SIZES)})
+                     {"enum": list(ALLOWED_BLOCK_SIZES)}, says=f"one of {', '.join(map(str, ALLOWED_BLOCK_SIZES))}")
 BATCHED_TOKENS = Integer(1, limits.MAX_TOKENS, "token budget of one scheduler step")
 NUM_SEQS = Integer(1, limits.MAX_SEQS, "most requests running at once")
 MODEL_LEN = Integer(2, limits.MAX_TOKENS, "longest prompt + output of one request, in tokens")
