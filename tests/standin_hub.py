@@ -75,10 +75,10 @@ def _handler(hub: StandinHub) -> type[BaseHTTPRequestHandler]:
             if self.command != "HEAD":
                 self.wfile.write(data)
 
-        def do_HEAD(self) -> None:  # noqa: N802 (http.server's naming)
+        def do_HEAD(self) -> None:
             self._answer(body=False)
 
-        def do_GET(self) -> None:  # noqa: N802
+        def do_GET(self) -> None:
             self._answer(body=True)
 
     return Handler

@@ -60,7 +60,8 @@ ORDER: tuple[tuple[str, int, int], ...] = (
 )
 HEAVY = ("torch", "transformers")
 LIGHT = (
-    "kvplan.errors", "kvplan.limits", "kvplan.units", "kvplan.parsing", "kvplan.files", "kvplan.hub", "kvplan.hostmem", "kvplan.schema",
+    "kvplan.errors", "kvplan.limits", "kvplan.units", "kvplan.parsing", "kvplan.files", "kvplan.hub",
+    "kvplan.hostmem", "kvplan.schema",
     "kvplan.gpus", "kvplan.semantics",
     "kvplan.usecases.plan", "kvplan.usecases.replay", "kvplan.usecases.profile_summary", "kvplan.usecases.simulate",
     "kvplan.usecases.check", "kvplan.report.plan_json", "kvplan.report.simulate_json", "kvplan.report.sim_",

@@ -8,13 +8,10 @@ bounded for `make test`."""
 
 from __future__ import annotations
 
-import contextlib
 import copy
-import io
 import json
 import os
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kvplan.cli import run_app
+from tests.edge import offline_home, run_cli, snapshot
 
 EXAMPLES = settings(max_examples=int(os.environ.get("HOSTILE_EXAMPLES", "40")), deadline=None,
                     derandomize=not os.environ.get("HOSTILE_EXAMPLES"),
@@ -42,36 +39,6 @@ HOSTILE_TEXTS = st.sampled_from([
 PLAUSIBLE = st.one_of(st.integers(1, 64), st.floats(0.5, 64), st.sampled_from([True, "chat", "x", "24GiB"]))
 HOSTILE = st.one_of(PLAUSIBLE, HOSTILE_NUMBERS, HOSTILE_TEXTS)
 DEEP = "[" * 5000 + "]" * 5000
-
-
-@contextlib.contextmanager
-def offline_home() -> Iterator[Path]:
-    with tempfile.TemporaryDirectory() as home:
-        saved = {name: os.environ.get(name) for name in ("HF_HUB_OFFLINE", "HF_HOME")}
-        os.environ.update(HF_HUB_OFFLINE="1", HF_HOME=home)
-        try:
-            yield Path(home)
-        finally:
-            for name, value in saved.items():
-                if value is None:
-                    os.environ.pop(name, None)
-                else:
-                    os.environ[name] = value
-
-
-def run_cli(argv: list[str]) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            run_app(argv)
-            code = 0
-        except SystemExit as stop:
-            code = stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 1)
-    return code, out.getvalue(), err.getvalue()
-
-
-def snapshot(directory: Path) -> dict[str, bytes]:
-    return {str(path): path.read_bytes() for path in sorted(directory.rglob("*")) if path.is_file()}
 
 
 def assert_contract(argv: list[str], directory: Path) -> None:
@@ -194,9 +161,9 @@ TRACE_PATHS: list[tuple[str | int, ...]] = [
 
 @EXAMPLES
 @given(paths=st.lists(st.sampled_from(TRACE_PATHS), min_size=1, max_size=2), value=HOSTILE,
-       mode=st.sampled_from([["--summary-only"], ["--json"], ["--json", "-o", "x.jsonl"], ["--json", "--max-num-seqs", "2"],
-                             ["--json", "-o", "trace.json"], ["--json", "--num-gpu-blocks", "1"],
-                             ["--json", "--max-num-seqs", "2000000"]]))
+       mode=st.sampled_from([["--summary-only"], ["--json"], ["--json", "-o", "x.jsonl"],
+                             ["--json", "--max-num-seqs", "2"], ["--json", "-o", "trace.json"],
+                             ["--json", "--num-gpu-blocks", "1"], ["--json", "--max-num-seqs", "2000000"]]))
 def test_hostile_traces(paths: list[tuple[str | int, ...]], value: Any, mode: list[str]) -> None:
     with offline_home(), tempfile.TemporaryDirectory() as tmp:
         directory = Path(tmp)
