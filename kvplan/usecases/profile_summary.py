@@ -80,7 +80,8 @@ _PLAN = Record({
     "max_num_seqs": Field(Integer(1, limits.MAX_SEQS), required=True),
     "enable_prefix_caching": Field(Boolean(), required=True),
     "enable_chunked_prefill": Field(Boolean(), nullable=True),
-    "kv_cache_memory_bytes": Field(_BYTES, nullable=True),
+    # what is left for the KV cache: negative when the rest of the model does not fit
+    "kv_cache_memory_bytes": Field(Integer(-limits.MAX_BYTES, limits.MAX_BYTES), nullable=True),
     "num_blocks": Field(Integer(0, limits.MAX_BLOCKS), nullable=True),
     "num_usable_blocks": Field(Integer(0, limits.MAX_BLOCKS), nullable=True),
     "gpu_kv_cache_tokens": Field(Integer(0, limits.MAX_BLOCKS * 1024), nullable=True),

@@ -70,8 +70,8 @@ def resolve_config(model: str) -> ResolvedConfig:
         where = f"not in kvplan's catalog or the local Hugging Face cache ({hf_hub_cache_dir()})"
         advice = "give a local model directory or config.json path, or run `kvplan models` to list the catalog"
         raise KvplanError(f"model {model!r} is {where}, and {access.reason}: {advice}")
-    data, path = fetch_config(model, access)
-    return _from_bytes(model, "hub", path, data)
+    data, cached_at = fetch_config(model, access)
+    return _from_bytes(model, "hub", cached_at, data)
 
 
 def hf_hub_cache_dir() -> Path:

@@ -235,8 +235,8 @@ def _run_in_steps(setup: PreparedWorkload, config: EngineConfig, recorder: Recor
     def idle(first_step: int, count: int) -> None:
         clock[0] += recorder.idle(first_step, count, clock[0], seconds)
 
-    # a timeline has one row per step: it takes every step, idle ones included (check_recorded_steps)
-    summary = replay(trace, observe, model_runner, on_idle=idle if recorder.timeline is None else None)
+    # a step listener (the timeline) hears every step, idle ones included (check_recorded_steps)
+    summary = replay(trace, observe, model_runner, on_idle=idle if recorder.on_step is None else None)
     records = tuple(recorder.records[r.request_id] for r in trace.requests if r.request_id in recorder.records)
     short = seen[0].pool_was_short if seen else False
     return RunOutcome(recorder.finish(summary.stalled, 0.0), records, 0, 0, short)
