@@ -41,6 +41,9 @@ def parse_size(text: str, what: str = "size", *, unit_name: str = "byte") -> int
                               f"write {number}{unit.lower()} for powers of 1000 or {number}{unit}iB")
         return int(number) * BINARY_LETTERS[unit]
     scale = DECIMAL_LETTERS.get(unit) or NAMED_UNITS.get(unit.lower()) or (1 if not unit else None)
+    if scale == 1 and "." in number:
+        raise KvplanError(f"{what}: {shown_text(text)} is not a whole number of {unit_name}s; give a unit for a "
+                          "fraction, e.g. 1.5GiB")
     if scale is None:
         raise KvplanError(f"{what}: {shown_text(text)}: unknown unit {unit!r}; units are k m g t p (powers of 1000), "
                           "K M G T P (powers of 1024), KB MB GB TB PB, KiB MiB GiB TiB PiB")
