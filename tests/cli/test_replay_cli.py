@@ -133,11 +133,12 @@ def test_bad_options_exit_2_with_one_line(capsys, traces_dir: Path, args: list[s
      ' "arival_step": 0}]}', "arival_step: unknown key; did you mean arrival_step?"),
     ('{"config": {}, "requests": []}', "needs num_gpu_blocks"),
     ('{"config": {"num_gpu_blocks": 8, "kv_cache_groups": [{"type": "sliding_window"}]}, "requests": []}',
-     "kv_cache_groups[0]: a sliding_window group needs sliding_window"),
+     "config.kv_cache_groups[0].sliding_window: required key is missing"),
     ('{"config": {"num_gpu_blocks": 8, "kv_cache_groups": [{"type": "full_attention"}, {"type": "mamba"}],'
      ' "enable_chunked_prefill": false, "max_num_batched_tokens": 4096}, "requests": []}',
      "requires chunked prefill"),
-    ('{"config": {"num_gpu_blocks": 8, "vllm_version": "0.9.2"}, "requests": []}', "vllm_version must be one of"),
+    ('{"config": {"num_gpu_blocks": 8, "vllm_version": "0.9.2"}, "requests": []}',
+     "config.vllm_version: expected one of: 0.17.1, 0.33.0, got '0.9.2'"),
     ('{"config": {"num_gpu_blocks": 8, "vllm_version": "0.33.0", "kv_cache_groups": [{"type": "full_attention"},'
      ' {"type": "sliding_window", "sliding_window": 64, "block_size": 32}]}, "requests": []}',
      "KV cache groups with their own block sizes (16, 32) are not reproduced for vLLM 0.33.0"),

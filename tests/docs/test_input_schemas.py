@@ -21,11 +21,7 @@ from kvplan.usecases.simulate.workload_format import WORKLOAD
 
 REPO = Path(__file__).resolve().parents[2]
 SCHEMAS = REPO / "docs" / "schemas" / "input"
-# traces with KV cache groups wait for the hybrid engine's trace keys (kv_cache_groups): strict, so that
-# the day the description covers them this test says so
-TRACES = [pytest.param(path, marks=pytest.mark.xfail(strict=True, reason="kv_cache_groups: hybrid engine"))
-          if "kv_cache_groups" in path.read_text() else path
-          for path in sorted((REPO / "tests" / "data" / "traces").glob("*.json"))]
+TRACES = sorted((REPO / "tests" / "data" / "traces").glob("*.json"))
 WORKLOADS = sorted([*(REPO / "examples" / "workloads").glob("*.json"),
                     *(REPO / "examples" / "checks" / "workloads").glob("*.json")])
 SPECS = sorted((REPO / "examples" / "checks").glob("*.toml"))
