@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import subprocess
+import sys
+import time
 import xml.dom.minidom
 from pathlib import Path
 from typing import Any
@@ -58,6 +62,11 @@ def offline():
     (["plan", "--kv-cache-memory", "1GiB", "-pp", "100"], "a pipeline stage holds no layer"),
     (["plan", "--kv-cache-memory", "1GiB", "-tp", str(2**70)], "--tensor-parallel-size: 1180591620717411303424 is out"),
     (["plan", "--kv-cache-memory", "1GiB", "--num-gpu-blocks-override", "1"], "--num-gpu-blocks-override: 1 is out"),
+    # gpt-oss splits its 8 KV heads without replicating them: 64 ranks would hold none (a ZeroDivisionError)
+    (["plan", "--model", "openai/gpt-oss-20b", "--kv-cache-memory", "1GiB", "-tp", "64"],
+     "with tensor parallel size 64 a rank holds none"),
+    (["replay", str(EXAMPLE_TRACE), "--vllm-version", "0.2"], "--vllm-version: expected one of: 0.17.1, 0.33.0"),
+    (["replay", str(EXAMPLE_TRACE), "--scheduling", "\ud800"], "--scheduling: '\\ud800' holds"),
     (["replay", str(EXAMPLE_TRACE), "--num-gpu-blocks", "0"], "--num-gpu-blocks: 0 is out of range"),
 ])
 def test_numbers_on_the_command_line(argv, says):
@@ -106,6 +115,8 @@ def test_numbers_in_a_check_spec(tmp_path, size):
     ({"hidden_size": "NaN"}, "hidden_size: expected an integer from 1 to 10**7, got nan"),
     ({"rope_scaling": {"rope_type": "yarn", "factor": 4.0}},
      "a yarn rope scaling needs original_max_position_embeddings"),
+    ({"torch_dtype": "bogus"}, "torch_dtype: 'bogus' is not a torch dtype"),
+    ({"text_config": {"dtype": "float4"}}, "text_config.dtype: 'float4' is not a torch dtype"),
 ])
 def test_model_configs_that_cannot_be_real(tmp_path, change, says):
     config = {**TINY, **change}
@@ -149,6 +160,35 @@ def test_markup_in_user_text_is_printed_as_written(tmp_path):
         # printed as written (the table may wrap a name at its space), never styled
         assert code == 0 and name.split()[-1] in out and "\x1b[" not in out, err
     one_line_exit_2(["plan", "--kv-cache-memory", "1GiB", "--model", "[/] x"], "--model '[/] x': no such file")
+
+
+def test_markup_in_a_model_path_on_the_profile_progress_line(tmp_path, monkeypatch):
+    write(tmp_path / "[/] x" / "config.json", TINY)
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run_cli(["profile", "--model", "[/] x", "--gpu", "l4-24gb", "--backend", "fake"])
+    assert code == 0 and out.startswith("[/] x on NVIDIA L4"), err
+
+
+def test_a_terminal_that_cannot_print_a_name_gets_its_escape(tmp_path):
+    spec = write(tmp_path / "spec.toml", FAILING_SPEC.read_text().replace('"fail-tight-kv-cache"', '"名前 é"')
+                 .split("[[assert]]\nworkload")[0])
+    ascii_terminal = {**os.environ, "PYTHONIOENCODING": "ascii", "HF_HUB_OFFLINE": "1"}
+    done = subprocess.run([sys.executable, "-m", "kvplan", "check", str(spec)], capture_output=True, text=True,
+                          env=ascii_terminal, encoding="ascii")
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert "kvplan check \\u540d\\u524d \\xe9" in done.stdout
+    as_json = subprocess.run([sys.executable, "-m", "kvplan", "check", str(spec), "--json"], capture_output=True,
+                             text=True, env=ascii_terminal, encoding="ascii")
+    assert as_json.returncode == 1 and json.loads(as_json.stdout)["name"] == "名前 é"
+
+
+def test_a_library_error_of_many_lines_is_one_line():
+    from kvplan.cli import MAX_ERROR_CHARS, one_line
+
+    listed = "Unrecognized configuration class.\nModel type should be one of " + ", ".join(["GPT2Config"] * 500)
+    line = one_line(listed)
+    assert "\n" not in line and len(line) == MAX_ERROR_CHARS and line.endswith(" ...")
+    assert one_line("a\n  b") == "a b"
 
 
 # ---------------------------------------------------------------------------- outputs written over inputs
@@ -204,6 +244,21 @@ def test_an_interrupted_replay_leaves_the_old_output(tmp_path, monkeypatch):
     code, _, _ = run_cli(["replay", str(EXAMPLE_TRACE), "-o", str(out)])
     assert code == 130 and out.read_text() == "the old records\n"
     assert sorted(path.name for path in tmp_path.iterdir()) == ["out.jsonl"]
+
+
+@pytest.mark.skipif(signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL, reason="the runner handles SIGTERM")
+def test_a_terminated_run_leaves_the_old_output(tmp_path):
+    from kvplan.cli import _terminate_like_interrupt
+    from kvplan.files import atomic_output
+
+    out = write(tmp_path / "timeline.csv", "the old timeline\n")
+    with pytest.raises(SystemExit) as stop, _terminate_like_interrupt(), atomic_output(out) as stream:
+        stream.write("step,usage\n")
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(10)  # the handler raises in this thread before the sleep ends
+    assert stop.value.code == 128 + signal.SIGTERM and out.read_text() == "the old timeline\n"
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["timeline.csv"]
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
 
 
 # ---------------------------------------------------------------------------- values that mean nothing

@@ -12,7 +12,8 @@ from typing import Any
 
 from kvplan import limits
 from kvplan.parsing import FieldError
-from kvplan.schema import Either, Field, Integer, ListOf, Number, Record, Text
+from kvplan.schema import Checked, Either, Field, Integer, ListOf, Number, Record, Text
+from kvplan.semantics.dtypes import DTYPE_SIZE, normalize_dtype
 
 LAYERS = Integer(1, limits.MAX_LAYERS, "layers of the model")
 WIDTH = Integer(1, limits.MAX_WIDTH)
@@ -20,6 +21,18 @@ HEADS = Integer(1, limits.MAX_HEADS)
 LENGTH = Integer(1, limits.MAX_TOKENS, "tokens")
 NAME = Text(max_length=256)
 FACTOR = Number(0, 10**6, exclusive_minimum=True, description="rope scaling factor")
+# transformers turns the name into a torch dtype (`getattr(torch, name)`) before vLLM reads it
+CHECKPOINT_DTYPES = (*DTYPE_SIZE, "float64")
+
+
+def _dtype_problem(value: str) -> str | None:
+    if normalize_dtype(value) in CHECKPOINT_DTYPES:
+        return None
+    return f"{value!r} is not a torch dtype: expected one of {', '.join(CHECKPOINT_DTYPES)}"
+
+
+DTYPE = Checked(Text(max_length=64), _dtype_problem, "the checkpoint's dtype, as torch names it",
+                says="a torch dtype such as bfloat16")
 
 ROPE_PARAMETERS = Record({
     "factor": Field(FACTOR, nullable=True),
@@ -73,6 +86,8 @@ MODEL_FIELDS: dict[str, Field] = {
     "linear_num_key_heads": Field(HEADS, nullable=True),
     "linear_num_value_heads": Field(HEADS, nullable=True),
     "model_type": Field(NAME, nullable=True),
+    "torch_dtype": Field(DTYPE, nullable=True),
+    "dtype": Field(DTYPE, nullable=True),
     "architectures": Field(ListOf(NAME, 0, 64), nullable=True),
     "rope_scaling": Field(Record({}, open=True), nullable=True),
     "rope_parameters": Field(Record({}, open=True), nullable=True),
