@@ -232,6 +232,16 @@ def test_simulate_outputs_never_land_on_inputs_or_each_other(tmp_path):
     assert json.loads(out)["engine"]["source"] == "plan"
 
 
+def test_a_model_path_in_a_file_is_never_read_from_the_working_directory(tmp_path, monkeypatch):
+    write(tmp_path / "model" / "config.json", TINY)                 # beside the working directory only
+    workload = write(tmp_path / "sub" / "w.json", mix(engine={"model": "model", "kv_cache_memory": "64MiB"}))
+    spec = write(tmp_path / "sub" / "spec.toml", '[target]\nmodel = "model"\nkv_cache_memory = "1GiB"\n'
+                                                 "[[assert]]\nfits = true\n")
+    monkeypatch.chdir(tmp_path)
+    one_line_exit_2(["simulate", str(workload)], "w.json: engine.model: 'model' is not beside the file")
+    one_line_exit_2(["check", str(spec)], "spec.toml: target.model: 'model' is not beside the file")
+
+
 def test_an_interrupted_replay_leaves_the_old_output(tmp_path, monkeypatch):
     import kvplan.cli.replay as replay_cli
 

@@ -45,6 +45,22 @@ def local_model_path(model: str) -> Path | None:
         return None
 
 
+def model_named_in_file(model: str, base_dir: Path) -> str:
+    """A model a file names (a workload's engine.model, a spec's target.model): a path relative to
+    the file, made absolute; an absolute path; else a hub id. A relative name that exists only
+    beside the working directory is refused, as it would mean another model from another directory."""
+    path = Path(model).expanduser()
+    if path.is_absolute():
+        return model
+    beside = base_dir / path
+    if local_model_path(str(beside)) is not None:
+        return str(beside)
+    if local_model_path(model) is not None:
+        raise KvplanError(f"{model!r} is not beside the file (in {base_dir}) but in the current directory: paths "
+                          "in a file are relative to the file; write the path from there, or an absolute one")
+    return model
+
+
 def resolve_config(model: str) -> ResolvedConfig:
     """Resolve `--model` (hub id, directory holding config.json, or a config.json path)."""
     local = local_model_path(model)

@@ -23,6 +23,7 @@ from kvplan.files import parse_json, parse_toml, read_input_text
 from kvplan.parsing import first_unknown_key
 from kvplan.schema import check_document
 from kvplan.semantics.config.cache import utilization_problem
+from kvplan.semantics.models.resolve import model_named_in_file
 from kvplan.semantics.releases import DEFAULT_RELEASE, Release
 from kvplan.units import parse_bytes
 from kvplan.usecases.check.assertions import KINDS, Assertion, AssertionKind, Concurrency
@@ -130,8 +131,11 @@ def _parse_target(raw: Any, base: Path, shown: str) -> TargetSpec:
     if profile is None and model is None:
         raise KvplanError(f"{shown}: target: give profile = \"profile.json\" (saved by `kvplan profile --save`) "
                           "or model = \"...\" to plan on the spot")
-    if model is not None and (base / model).exists():
-        model = str(base / model)  # a config.json or model directory next to the spec
+    if model is not None:
+        try:
+            model = model_named_in_file(model, base)  # a config.json or model directory next to the spec
+        except KvplanError as error:
+            raise KvplanError(f"{shown}: target.model: {error}") from None
     settings = {key: parse_setting(key, raw[key], f"{shown}: target.{key}") for key in PLAN_SETTINGS if key in raw}
     return TargetSpec(
         profile=_relative(base, profile) if profile is not None else None,

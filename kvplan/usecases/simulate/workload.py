@@ -34,7 +34,7 @@ from kvplan.schema import check_document
 from kvplan.semantics.config.cache import utilization_problem
 from kvplan.semantics.engine.groups import KVCacheGroup
 from kvplan.semantics.engine.trace_format import TRACE
-from kvplan.semantics.models.resolve import local_model_path
+from kvplan.semantics.models.resolve import local_model_path, model_named_in_file
 from kvplan.units import parse_bytes
 from kvplan.usecases.simulate.arrivals import ArrivalProcess, arrival_times, parse_arrival
 from kvplan.usecases.simulate.distributions import Distribution, parse_distribution
@@ -229,8 +229,11 @@ def _parse_engine(raw: Any, path: str, base_dir: Path) -> EngineSpec:
         raise FieldError(child(path, sources[1]), f"give one pool source, not both {sources[0]} and {sources[1]}")
     profile = get(obj, "profile", path, as_str, None)
     model = get(obj, "model", path, as_str, None)
-    if model is not None and not Path(model).expanduser().is_absolute() and (base_dir / model).exists():
-        model = str(base_dir / model)  # a model directory or config.json beside the workload
+    if model is not None:
+        try:
+            model = model_named_in_file(model, base_dir)  # a model directory or config.json beside the workload
+        except KvplanError as error:
+            raise FieldError(child(path, "model"), str(error)) from None
     planning = [key for key in PLANNING_KEYS if key in obj]
     if planning and model is None:
         raise FieldError(child(path, planning[0]), "only applies when the engine is planned from engine.model")
