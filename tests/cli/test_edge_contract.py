@@ -126,6 +126,32 @@ def test_model_configs_that_cannot_be_real(tmp_path, change, says):
     assert code == 2 and out == "" and err.count("\n") == 1 and says in err and "config.json" in err, err
 
 
+# ---------------------------------------------------------------------------- deeply nested JSON or TOML
+
+DEEP_JSON = "[" * 100_000 + "]" * 100_000
+
+
+@pytest.mark.parametrize(("files", "argv", "says"), [
+    ({"w.json": DEEP_JSON}, ["simulate", "w.json"], "w.json: nests too deeply"),
+    ({"t.json": DEEP_JSON}, ["replay", "t.json"], "t.json: nests too deeply"),
+    ({"spec.json": DEEP_JSON}, ["check", "spec.json", "--json"], "spec.json: nests too deeply"),
+    ({"spec.toml": "a = " + "[" * 100_000 + "]" * 100_000}, ["check", "spec.toml"], "spec.toml: nests too deeply"),
+    ({"spec.toml": "a = " + "{b = " * 5000 + "1" + "}" * 5000}, ["check", "spec.toml"], "spec.toml: nests too deeply"),
+    ({"model/config.json": '{"a": ' + DEEP_JSON + "}"}, ["plan", "--model", "model", "--kv-cache-memory", "1GiB"],
+     "model/config.json: nests too deeply"),
+    ({"p.json": DEEP_JSON, "spec.toml": '[target]\nprofile = "p.json"\n[[assert]]\nfits = true\n'},
+     ["check", "spec.toml"], "target.profile: nests too deeply"),
+    ({"r.jsonl": DEEP_JSON + "\n", "w.json": json.dumps({"schema_version": 1, "engine": {"num_gpu_blocks": 16},
+                                                         "requests": "r.jsonl"})},
+     ["simulate", "w.json"], "r.jsonl: line 1: nests too deeply"),
+])
+def test_deeply_nested_inputs(tmp_path, monkeypatch, files, argv, says):
+    for name, text in files.items():
+        write(tmp_path / name, text)
+    monkeypatch.chdir(tmp_path)
+    one_line_exit_2(argv, says)
+
+
 # ---------------------------------------------------------------------------- text that is not data-safe
 
 def test_a_lone_surrogate_is_refused_where_it_is_read(tmp_path):
