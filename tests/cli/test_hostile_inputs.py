@@ -118,7 +118,9 @@ WORKLOAD_PATHS: list[tuple[str | int, ...]] = [
                                        ["--seed", "-1"], ["--step-time-ms", "nan"], ["--gpu", ""],
                                        ["--num-gpu-blocks", "0"], ["--num-gpu-blocks", "99999999999999999999"],
                                        ["--block-size", "12"], ["--max-model-len", "1e9"], ["-o", "workload.json"],
-                                       ["--timeline", "out.csv", "-o", "out.csv"], ["--kv-cache-memory", "1e400"]]),
+                                       ["--timeline", "out.csv", "-o", "out.csv"], ["--kv-cache-memory", "1e400"],
+                                       ["--vllm-version", "0.33.0"], ["--vllm-version", "0.2"],
+                                       ["--scheduling", "sync"], ["--scheduling", ""]]),
                       max_size=2))
 def test_hostile_workloads(paths: list[tuple[str | int, ...]], value: Any, flags: list[list[str]]) -> None:
     with offline_home(), tempfile.TemporaryDirectory() as tmp:
@@ -142,7 +144,8 @@ def test_hostile_workload_files(text: str, tmp_path: Path) -> None:
 
 TRACE: dict[str, Any] = {
     "config": {"num_gpu_blocks": 14, "block_size": 16, "max_num_batched_tokens": 64, "max_num_seqs": 4,
-               "max_model_len": 512},
+               "max_model_len": 512, "kv_cache_groups": [{"type": "full_attention"},
+                                                         {"type": "sliding_window", "sliding_window": 32}]},
     "requests": [
         {"request_id": "r0", "arrival_step": 0, "prefix_id": 0, "prefix_len": 48, "unique_len": 8, "max_tokens": 12},
         {"request_id": "r1", "arrival_step": 1, "prefix_id": 0, "prefix_len": 48, "unique_len": 4, "max_tokens": 6},
@@ -156,6 +159,8 @@ TRACE_PATHS: list[tuple[str | int, ...]] = [
     ("requests", 1, "arrival_step"), ("requests", 0, "prefix_id"), ("requests", 0, "prefix_len"),
     ("requests", 1, "unique_len"), ("requests", 2, "max_tokens"), ("requests", 2, "prompt_token_ids"),
     ("requests", 2, "prompt_token_ids", 1), ("requests", 1, "output_token_ids"), ("config",), ("requests", 1),
+    ("config", "vllm_version"), ("config", "scheduling"), ("config", "kv_cache_groups"),
+    ("config", "kv_cache_groups", 1, "sliding_window"), ("config", "kv_cache_groups", 1, "block_size"),
 ]
 
 
@@ -163,7 +168,9 @@ TRACE_PATHS: list[tuple[str | int, ...]] = [
 @given(paths=st.lists(st.sampled_from(TRACE_PATHS), min_size=1, max_size=2), value=HOSTILE,
        mode=st.sampled_from([["--summary-only"], ["--json"], ["--json", "-o", "x.jsonl"],
                              ["--json", "--max-num-seqs", "2"], ["--json", "-o", "trace.json"],
-                             ["--json", "--num-gpu-blocks", "1"], ["--json", "--max-num-seqs", "2000000"]]))
+                             ["--json", "--num-gpu-blocks", "1"], ["--json", "--max-num-seqs", "2000000"],
+                             ["--json", "--vllm-version", "0.33.0", "--scheduling", "sync"],
+                             ["--summary-only", "--scheduling", "[/]"]]))
 def test_hostile_traces(paths: list[tuple[str | int, ...]], value: Any, mode: list[str]) -> None:
     with offline_home(), tempfile.TemporaryDirectory() as tmp:
         directory = Path(tmp)
