@@ -140,10 +140,15 @@ def parse_calibration(raw: Any, path: str) -> tuple[tuple[int, float], ...]:
     """``[{"num_tokens": 1, "ms": 6.1}, ...]``: step times measured at a few token counts (a workload's
     timing section, a profile's calibration)."""
     points = []
+    seen: dict[int, int] = {}
     for i, item in enumerate(as_list(raw, path)):
         point_path = child(path, i)
         point = as_object(item, point_path)
         reject_unknown(point, point_path, ("num_tokens", "ms"))
-        points.append((get(point, "num_tokens", point_path, as_int, minimum=1),
-                       get(point, "ms", point_path, as_number, positive=True)))
+        tokens = get(point, "num_tokens", point_path, as_int, minimum=1)
+        if tokens in seen:
+            raise FieldError(child(point_path, "num_tokens"), f"{tokens} is measured twice (also in "
+                             f"{child(path, seen[tokens])}): give one step time per token count")
+        seen[tokens] = i
+        points.append((tokens, get(point, "ms", point_path, as_number, positive=True)))
     return tuple(points)

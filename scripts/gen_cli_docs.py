@@ -35,7 +35,9 @@ def cli_markdown() -> str:
         "(a test fails when this file is out of date).",
         "",
         "Exit codes everywhere: 0 done, 1 a finding (does not fit, an assertion failed), 2 bad input "
-        "(one line on stderr), 3 a simulation stalled. With `--json`, stdout carries only the JSON document.",
+        "(one line on stderr), 3 a simulation stalled. With `--json`, stdout carries only the JSON document. "
+        "Sizes and their units, the limits of every value, the network and the rules for output files: "
+        "[inputs.md](inputs.md).",
         "",
     ]
     names = sorted(root.list_commands(root_ctx))

@@ -1,6 +1,6 @@
 """kvplan's layers import only downward, function-level imports included:
 
-    0 foundation   kvplan (version), errors, units, parsing, gpus
+    0 foundation   kvplan (version), errors, limits, units, parsing, files, hub, gpus, schema
     1 semantics    vLLM's semantics in pure Python (never torch or transformers)
     2 measure      memory backends, KV tensors, transformers models (torch lives here)
     3 usecases     plan, profile, replay, simulate, check: typed requests in, typed results out
@@ -47,15 +47,22 @@ ORDER: tuple[tuple[str, int, int], ...] = (
     ("kvplan.semantics.engine", 1, 5),
     ("kvplan.semantics", 1, 0),
     ("kvplan.errors", 0, 0),
+    ("kvplan.limits", 0, 0),
     ("kvplan.units", 0, 1),
     ("kvplan.parsing", 0, 1),
+    ("kvplan.files", 0, 1),
+    ("kvplan.hub", 0, 1),
+    ("kvplan.hostmem", 0, 1),
     ("kvplan.gpus", 0, 1),
     ("kvplan.data", 0, 1),
+    ("kvplan.schema", 0, 2),
     ("kvplan", 0, 0),
 )
 HEAVY = ("torch", "transformers")
 LIGHT = (
-    "kvplan.errors", "kvplan.units", "kvplan.parsing", "kvplan.gpus", "kvplan.semantics",
+    "kvplan.errors", "kvplan.limits", "kvplan.units", "kvplan.parsing", "kvplan.files", "kvplan.hub",
+    "kvplan.hostmem", "kvplan.schema",
+    "kvplan.gpus", "kvplan.semantics",
     "kvplan.usecases.plan", "kvplan.usecases.replay", "kvplan.usecases.profile_summary", "kvplan.usecases.simulate",
     "kvplan.usecases.check", "kvplan.report.plan_json", "kvplan.report.simulate_json", "kvplan.report.sim_",
     "kvplan.report.check_", "kvplan.report.replay_", "kvplan.report.plan_console",

@@ -5,7 +5,12 @@ command it runs, and `kvplan plan` with plain flags runs without typer at all (`
 
 from __future__ import annotations
 
+import contextlib
+import io
+import signal
 import sys
+import threading
+from collections.abc import Iterator
 from typing import Any
 
 from kvplan.errors import EXIT_BAD_INPUT, KvplanError
@@ -17,17 +22,56 @@ def main() -> None:
     run_app()
 
 
+# an error passed on from a library (transformers lists every config class it knows) is cut here
+MAX_ERROR_CHARS = 1000
+
+
+def one_line(message: str, limit: int = MAX_ERROR_CHARS) -> str:
+    """The message on one line (a library's multi-line error included), at most `limit` characters."""
+    line = " ".join(message.split())
+    return line if len(line) <= limit else line[:limit - 4].rstrip() + " ..."
+
+
 def fail(message: str, code: int = EXIT_BAD_INPUT) -> None:
     """Print one line to stderr and exit."""
-    print(f"kvplan: error: {message}", file=sys.stderr)
+    print(f"kvplan: error: {one_line(message)}", file=sys.stderr)
     raise SystemExit(code)
+
+
+def _tolerant_output() -> None:
+    """A character the terminal's encoding lacks (a name in Japanese on an ASCII locale) prints as
+    its escape instead of ending the command with UnicodeEncodeError; JSON is ASCII anyway."""
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, io.TextIOWrapper) and stream.errors == "strict":
+            stream.reconfigure(errors="backslashreplace")
+
+
+def _terminated(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
+@contextlib.contextmanager
+def _terminate_like_interrupt() -> Iterator[None]:
+    """SIGTERM (a CI timeout, `kill`) unwinds like Ctrl-C, so that an output being written is removed
+    (`kvplan.files.atomic_output`) instead of left behind half-written."""
+    if threading.current_thread() is not threading.main_thread() or \
+            signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        yield
+        return
+    signal.signal(signal.SIGTERM, _terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def run_app(argv: list[str] | None = None) -> None:
     """Run the command line; the one place where errors become exit codes."""
     args = sys.argv[1:] if argv is None else list(argv)
+    _tolerant_output()
     try:
-        _run(args)
+        with _terminate_like_interrupt():
+            _run(args)
     except KvplanError as error:
         fail(str(error), error.exit_code)
     except KeyboardInterrupt:

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
 import typer
 
+from kvplan.cli.options import REVISION, checked, network_access
+from kvplan.cli.outputs import prepare_outputs
 from kvplan.cli.root import app
+from kvplan.hub import hub_access
 from kvplan.report.jsonout import emit_json
 
 REPORT_WIDTH = 120
+SUMMARY_VARIABLE = "GITHUB_STEP_SUMMARY"
 
 
 @app.command("check")
@@ -18,26 +23,48 @@ def check_command(
     spec_path: Path = typer.Argument(..., metavar="SPEC", help="Check spec (TOML, or JSON): docs/check.md."),
     junit: Path | None = typer.Option(None, "--junit", help="Also write the verdicts as JUnit XML to FILE."),
     json_output: bool = typer.Option(False, "--json", help="Print the report as one JSON document and nothing else."),
+    trust_remote_code: bool = typer.Option(
+        False, "--trust-remote-code",
+        help="Allow transformers to run the code of the target's model (never enabled by a spec or profile)."),
+    allow_network: bool = typer.Option(
+        False, "--allow-network",
+        help="Let a model that is neither bundled, local nor cached be fetched from the Hugging Face hub; without "
+        "it check uses no network."),
+    offline: bool = typer.Option(False, "--offline", help="Never use the network (the default of check)."),
+    revision: str | None = typer.Option(None, "--revision", help="Hub revision of the target's model."),
 ) -> None:
-    """Evaluate a spec's assertions on a saved profile or a plan; no GPU needed.
+    """Evaluate a spec's assertions on a saved profile or a plan; no GPU and no network needed.
 
     Exit codes: 0 every assertion holds, 1 one failed, 2 the spec or its inputs are invalid.
-    With $GITHUB_STEP_SUMMARY set, a Markdown summary is appended to it."""
+    With $GITHUB_STEP_SUMMARY set, a Markdown summary is appended to it (a warning if it cannot be)."""
+    checked(REVISION, "--revision")(revision)
+    access = network_access(may_fetch=allow_network, offline=offline, revision=revision,
+                            refusal="kvplan check uses no network unless --allow-network is given")
+    with hub_access(access):
+        _check(spec_path, junit, json_output, trust_remote_code)
+
+
+def _check(spec_path: Path, junit: Path | None, json_output: bool, trust_remote_code: bool) -> None:
     from kvplan.report.check_json import check_record
     from kvplan.report.check_markdown import append_step_summary
-    from kvplan.usecases.check.evaluate import evaluate
+    from kvplan.usecases.check.evaluate import evaluate, spec_inputs
     from kvplan.usecases.check.spec import load_spec
 
     spec = load_spec(spec_path)
-    report = evaluate(spec)
+    inputs = spec_inputs(spec)
+    summary = Path(os.environ[SUMMARY_VARIABLE]) if os.environ.get(SUMMARY_VARIABLE) else None
+    prepare_outputs([("--junit", junit)], inputs)
+    if summary is not None and junit is not None and _one_file(summary, junit):
+        from kvplan.errors import KvplanError
+
+        raise KvplanError(f"--junit {junit}: that is ${SUMMARY_VARIABLE}, which gets the Markdown summary; "
+                          "give each its own file")
+    report = evaluate(spec, trust_remote_code=trust_remote_code)
     if junit is not None:
         from kvplan.report.check_junit import write_junit
 
-        inputs = [spec_path, *(block.workload for block in spec.blocks if block.workload is not None)]
-        if spec.target is not None and spec.target.profile is not None:
-            inputs.append(spec.target.profile)
-        write_junit(report, junit, tuple(inputs))
-    append_step_summary(report)
+        write_junit(report, junit)
+    append_step_summary(report, protected=inputs)
     if json_output:
         emit_json(check_record(report))
     else:
@@ -51,3 +78,9 @@ def check_command(
         print(f"kvplan: wrote {len(report.results)} test cases to {junit}", file=sys.stderr)
     if report.exit_code:
         raise typer.Exit(report.exit_code)
+
+
+def _one_file(a: Path, b: Path) -> bool:
+    from kvplan.files import same_file
+
+    return same_file(a, b)

@@ -18,18 +18,30 @@ import functools
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, fields
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, get_args
 
 from kvplan.errors import KvplanError
-from kvplan.semantics.config.cache import utilization_problem
+from kvplan.hub import HubAccess, hub_access
+from kvplan.parsing import FieldError
+from kvplan.schema import ByteSize, Integer, Kind, Text
+from kvplan.semantics.engine.trace_format import (
+    BATCHED_TOKENS,
+    BLOCK_SIZE,
+    MODEL_LEN,
+    NUM_SEQS,
+    POOL_BLOCKS,
+    SCHEDULING_MODE,
+    VLLM_VERSION,
+)
 from kvplan.semantics.releases import RELEASES, Release, Scheduling, release_named
-from kvplan.units import parse_bytes
+from kvplan.units import parse_count
+from kvplan.usecases.plan_settings import DTYPE, GPU, KV_CACHE_DTYPE, MEMORY, MODEL, PARALLEL, UTILIZATION
 
 if TYPE_CHECKING:
     from kvplan.usecases.plan import PlanRequest
 
 DEFAULT_MODEL = "Qwen/Qwen2-0.5B-Instruct"
+REVISION = Text(max_length=256, controls=False, description="a hub revision: branch, tag or commit")
 
 
 @dataclass(frozen=True)
@@ -55,6 +67,8 @@ class EngineOptions:
     enable_prefix_caching: bool | None = None
     enable_chunked_prefill: bool | None = None
     trust_remote_code: bool = False
+    offline: bool = False                         # never ask the Hugging Face hub
+    revision: str | None = None                   # the hub revision of --model
     vllm_version: str | None = None
     scheduling: Scheduling | None = None
 
@@ -136,42 +150,39 @@ def _flag(annotation: Any, declared: dict[str, Any], read: Callable[[Any], Any] 
     return Flag(annotation=annotation, read=read, **declared)
 
 
+def checked(kind: Kind, flag: str) -> Callable[[Any], Any]:
+    """A reader that checks an option's value against its kind (None: not given)."""
+    def read(value: Any) -> Any:
+        if value is not None:
+            try:
+                kind.check(value, flag)
+            except FieldError as error:
+                raise KvplanError(str(error)) from None
+        return value
+    return read
+
+
 def parse_max_model_len(text: str | None) -> int | None:
-    """None = the model's default, -1 = auto-fit, else a positive length."""
+    """None = the model's default, -1 = auto-fit, else a length as vLLM's human_readable_int_or_auto reads it."""
     if text is None:
         return None
     if text.strip().lower() in ("auto", "-1"):
         return -1
+    return checked(MODEL_LEN, "--max-model-len")(parse_count(text, "--max-model-len"))
+
+
+def parse_optional_bytes(text: str | None, flag: str, kind: ByteSize = MEMORY) -> int | None:
+    """A size flag: one number and one unit (`24GiB`, `24G` as vLLM reads it), within the kind's range."""
+    if text is None:
+        return None
     try:
-        value = int(text.replace("_", "").replace(",", ""))
-    except ValueError:
-        raise KvplanError(f"--max-model-len: {text!r} is not a number; give e.g. 32768, or auto") from None
-    if value <= 0:
-        raise KvplanError(f"--max-model-len must be positive (or auto / -1), got {value}")
-    return value
+        return kind.read(text, flag)
+    except FieldError as error:
+        raise KvplanError(str(error)) from None
 
 
-def parse_optional_bytes(text: str | None, flag: str) -> int | None:
-    return None if text is None else parse_bytes(text, flag)
-
-
-def _utilization(value: float | None) -> float | None:
-    problem = None if value is None else utilization_problem(value)
-    if problem is not None:
-        raise KvplanError(f"--gpu-memory-utilization: {problem}")
-    return value
-
-
-def _vllm_version(value: str | None) -> str | None:
-    if value is not None and value not in RELEASES:
-        raise KvplanError(f"--vllm-version takes {' or '.join(RELEASES)}, got {value!r}")
-    return value
-
-
-def _scheduling(value: str | None) -> str | None:
-    if value is not None and value not in get_args(Scheduling):
-        raise KvplanError(f"--scheduling takes {' or '.join(get_args(Scheduling))}, got {value!r}")
-    return value
+def parse_optional_count(text: str | None, flag: str, kind: Integer) -> int | None:
+    return None if text is None else checked(kind, flag)(parse_count(text, flag))
 
 
 def on_off(value: str | None, flag: str = "--prefix-caching") -> bool | None:
@@ -188,58 +199,78 @@ _OPTIONS: dict[str, Flag] = {
     "model": _flag(str, _declared(
         DEFAULT_MODEL, "--model", "-m",
         help="Hub id (resolved from the bundled catalog, then the local HF cache), a local directory "
-        "holding config.json, or a path to a config.json.")),
+        "holding config.json, or a path to a config.json. A hub id that is neither is fetched from the "
+        "Hugging Face hub (HF_TOKEN or the saved login; never with --offline)."), checked(MODEL, "--model")),
     "gpu": _flag(str | None, _declared(
         None, "--gpu", help="GPU from `kvplan gpus`: its memory, batch defaults and MLA block size, and the "
-        "step-time estimate of simulate.")),
+        "step-time estimate of simulate."), checked(GPU, "--gpu")),
     "gpu_memory": _flag(str | None, _declared(
-        None, "--gpu-memory", help="Device memory total instead of --gpu, e.g. 80GiB."),
+        None, "--gpu-memory", help="Device memory total instead of --gpu, e.g. 80GiB (units: docs/inputs.md)."),
         lambda text: parse_optional_bytes(text, "--gpu-memory")),
     "gpu_memory_utilization": _flag(float | None, _declared(
         None, "--gpu-memory-utilization",
-        help="vLLM's gpu_memory_utilization in (0, 1]; default 0.9, vLLM's."), _utilization),
+        help="vLLM's gpu_memory_utilization in (0, 1]; default 0.9, vLLM's."),
+        checked(UTILIZATION, "--gpu-memory-utilization")),
     "kv_cache_memory": _flag(str | None, _declared(
         None, "--kv-cache-memory",
-        help="KV-cache bytes per GPU, as vLLM's --kv-cache-memory: 25938100224, 24.16GiB, 900MiB."),
+        help="KV-cache bytes per GPU, as vLLM's --kv-cache-memory-bytes: 25938100224, 24.16GiB, 900MiB, or "
+        "vLLM's 24G (GiB) and 24g (GB)."),
         lambda text: parse_optional_bytes(text, "--kv-cache-memory")),
     "num_gpu_blocks": _flag(int | None, _declared(
-        None, "--num-gpu-blocks", help="Pool size, null block included (replaces the workload's or trace's).")),
+        None, "--num-gpu-blocks", help="Pool size, null block included (replaces the workload's or trace's)."),
+        checked(POOL_BLOCKS, "--num-gpu-blocks")),
     "num_gpu_blocks_override": _flag(int | None, _declared(
-        None, "--num-gpu-blocks-override", help="Replace the computed block count (vLLM's flag).")),
+        None, "--num-gpu-blocks-override", help="Replace the computed block count (vLLM's flag)."),
+        checked(POOL_BLOCKS, "--num-gpu-blocks-override")),
     "block_size": _flag(int | None, _declared(
-        None, "--block-size", help="Tokens per block (default 16; MLA on some GPUs and hybrids force it).")),
+        None, "--block-size", help="Tokens per block (default 16; MLA on some GPUs and hybrids force it)."),
+        checked(BLOCK_SIZE, "--block-size")),
     "max_model_len": _flag(str | None, _declared(
         None, "--max-model-len",
         help="Longest prompt + output. Default: the model's limit as vLLM derives it; `auto` or -1 fits the "
         "largest."), parse_max_model_len),
-    "max_num_batched_tokens": _flag(int | None, _declared(
+    "max_num_batched_tokens": _flag(str | None, _declared(
         None, "--max-num-batched-tokens",
-        help="Token budget per step. Default: what `vllm serve` picks for the GPU (2048 without --gpu).")),
+        help="Token budget per step, e.g. 8192 or 8K (as vLLM reads it). Default: what `vllm serve` picks for the "
+        "GPU (2048 without --gpu)."),
+        lambda text: parse_optional_count(text, "--max-num-batched-tokens", BATCHED_TOKENS)),
     "max_num_seqs": _flag(int | None, _declared(
-        None, "--max-num-seqs", help="Most running requests. Default: what `vllm serve` picks (256 without --gpu).")),
+        None, "--max-num-seqs", help="Most running requests. Default: what `vllm serve` picks (256 without --gpu)."),
+        checked(NUM_SEQS, "--max-num-seqs")),
     "kv_cache_dtype": _flag(str | None, _declared(
-        None, "--kv-cache-dtype", help="auto (the default), fp8, fp8_e4m3 or fp8_e5m2.")),
+        None, "--kv-cache-dtype", help="auto (the default), fp8, fp8_e4m3 or fp8_e5m2."),
+        checked(KV_CACHE_DTYPE, "--kv-cache-dtype")),
     "dtype": _flag(str | None, _declared(
-        None, "--dtype", help="auto (the default), bfloat16, float16 or float32 (as vLLM's --dtype).")),
+        None, "--dtype", help="auto (the default), bfloat16, float16 or float32 (as vLLM's --dtype)."),
+        checked(DTYPE, "--dtype")),
     "tensor_parallel_size": _flag(int | None, _declared(
-        None, "--tensor-parallel-size", "-tp", help="Tensor-parallel size (default 1); every figure is per GPU.")),
+        None, "--tensor-parallel-size", "-tp", help="Tensor-parallel size (default 1); every figure is per GPU."),
+        checked(PARALLEL, "--tensor-parallel-size")),
     "pipeline_parallel_size": _flag(int | None, _declared(
-        None, "--pipeline-parallel-size", "-pp", help="Pipeline-parallel size (default 1).")),
+        None, "--pipeline-parallel-size", "-pp", help="Pipeline-parallel size (default 1)."),
+        checked(PARALLEL, "--pipeline-parallel-size")),
     "enable_prefix_caching": _flag(bool | None, _declared(
         None, "--enable-prefix-caching/--no-enable-prefix-caching",
         help="vLLM's prefix caching. Default: on, except for Mamba hybrids (as vLLM 0.17.1).")),
     "enable_chunked_prefill": _flag(bool | None, _declared(
         None, "--enable-chunked-prefill/--no-enable-chunked-prefill", help="vLLM's chunked prefill (default on).")),
     "trust_remote_code": _flag(bool, _declared(
-        False, "--trust-remote-code", help="Allow transformers to run the model's code.")),
+        False, "--trust-remote-code",
+        help="Allow transformers to run the model's own code (only this flag does: never a file kvplan reads).")),
+    "offline": _flag(bool, _declared(
+        False, "--offline", help="Never use the network (as HF_HUB_OFFLINE=1): a model must be local, bundled or "
+        "cached.")),
+    "revision": _flag(str | None, _declared(
+        None, "--revision", help="Hub revision (branch, tag or commit) of --model when it is fetched or cached."),
+        checked(REVISION, "--revision")),
     "vllm_version": _flag(str | None, _declared(
         None, "--vllm-version", metavar="|".join(RELEASES),
         help="The vLLM release whose rules to follow (default: the file's, else the default release)."),
-        _vllm_version),
+        checked(VLLM_VERSION, "--vllm-version")),
     "scheduling": _flag(str | None, _declared(
         None, "--scheduling", metavar="|".join(get_args(Scheduling)),
         help="The engine loop: async, what `vllm serve` does (the default), or sync, as with vLLM's "
-        "--no-async-scheduling."), _scheduling),
+        "--no-async-scheduling."), checked(SCHEDULING_MODE, "--scheduling")),
 }
 # the spellings kvplan used before it followed vLLM's, kept working but not shown
 _ALIASES: dict[str, tuple[str, Flag]] = {
@@ -254,7 +285,7 @@ PLANNING = (
     "model", "kv_cache_memory", "gpu", "gpu_memory", "gpu_memory_utilization", "block_size", "max_model_len",
     "max_num_batched_tokens", "max_num_seqs", "kv_cache_dtype", "dtype", "tensor_parallel_size",
     "pipeline_parallel_size", "num_gpu_blocks_override", "enable_prefix_caching", "enable_chunked_prefill",
-    "trust_remote_code",
+    "trust_remote_code", "offline", "revision",
 )
 SCHEDULING = (
     "num_gpu_blocks", "block_size", "enable_prefix_caching", "max_num_batched_tokens", "max_num_seqs",
@@ -262,7 +293,7 @@ SCHEDULING = (
 )
 SIMULATING = (
     *SCHEDULING, "gpu", "gpu_memory_utilization", "gpu_memory", "kv_cache_memory", "kv_cache_dtype", "dtype",
-    "tensor_parallel_size", "pipeline_parallel_size",
+    "tensor_parallel_size", "pipeline_parallel_size", "trust_remote_code", "offline", "revision",
 )
 assert {field.name for field in fields(EngineOptions)} == set(_OPTIONS)
 
@@ -292,9 +323,24 @@ def read_engine_options(values: dict[str, Any]) -> EngineOptions:
     return EngineOptions(**settings)
 
 
-def engine_options(*names: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+def network_access(*, may_fetch: bool, offline: bool, revision: str | None, refusal: str) -> HubAccess:
+    """What the command may do with the hub: `may_fetch` as its documentation says, never with
+    --offline; `refusal` says why not when it may not."""
+    if offline:
+        return HubAccess(allowed=False, reason="--offline is given", revision=revision)
+    return HubAccess(allowed=may_fetch, reason=refusal, revision=revision)
+
+
+def engine_access(engine: EngineOptions, may_fetch: bool = True) -> HubAccess:
+    """The hub access of a command that takes these engine settings (--offline, --revision)."""
+    return network_access(may_fetch=may_fetch, offline=engine.offline, revision=engine.revision,
+                          refusal="this command uses no network")
+
+
+def engine_options(*names: str, may_fetch: bool = True) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Give a command the named engine settings as options, and call it with them parsed into
-    `engine: EngineOptions` (aliases of the old spellings included, hidden)."""
+    `engine: EngineOptions` (aliases of the old spellings included, hidden). The command runs with
+    the hub access its documentation states (`may_fetch`), which --offline withdraws."""
     import typer
     from typer.models import ArgumentInfo
 
@@ -313,19 +359,11 @@ def engine_options(*names: str) -> Callable[[Callable[..., Any]], Callable[..., 
         @functools.wraps(command)
         def run(**values: Any) -> Any:
             engine = read_engine_options({name: values.pop(name) for name in flags})
-            return command(engine=engine, **values)
+            with hub_access(engine_access(engine, may_fetch)):
+                return command(engine=engine, **values)
 
         run.__signature__ = signature.replace(parameters=parameters)  # type: ignore[attr-defined]
         run.__annotations__ = {p.name: p.annotation for p in parameters}
         return run
 
     return decorate
-
-
-def check_output(flag: str, path: Path, inputs: tuple[Path, ...], what: str) -> None:
-    """Refuse to write over a directory or over a file the command reads (nothing the user gave is lost)."""
-    if path.is_dir():
-        raise KvplanError(f"{flag} {path}: is a directory; give a file path")
-    for given in inputs:
-        if path.resolve() == given.resolve() or (path.exists() and given.exists() and path.samefile(given)):
-            raise KvplanError(f"{flag} {path}: that is {what} ({given.name}); choose another output file")

@@ -10,7 +10,9 @@ import re
 import types
 from typing import TYPE_CHECKING, Any, Union, get_args, get_origin
 
-from kvplan.cli.options import PLANNING, EngineOptions, Flag, engine_flags, read_engine_options
+from kvplan.cli.options import PLANNING, EngineOptions, Flag, engine_access, engine_flags, read_engine_options
+from kvplan.hub import hub_access
+from kvplan.limits import MAX_DIGITS
 
 if TYPE_CHECKING:
     from kvplan.usecases.check.assertions import Assertion
@@ -27,7 +29,8 @@ def run_plain(args: list[str]) -> int | None:
     if parsed is None:
         return None
     engine, json_output = parsed
-    return run_plan(engine, json_output, ())
+    with hub_access(engine_access(engine)):        # as `engine_options` gives the typer path
+        return run_plan(engine, json_output, ())
 
 
 def parse_plain(args: list[str]) -> tuple[EngineOptions, bool] | None:
@@ -85,7 +88,8 @@ def _convert(text: str, kind: type) -> Any:
     if kind is str:
         return text
     if kind is int:
-        return int(text) if _INT.fullmatch(text) else None
+        # thousands of digits are beyond int() (and any range): typer says what is wrong with them
+        return int(text) if _INT.fullmatch(text) and len(text) <= MAX_DIGITS else None
     if kind is float:
         return float(text) if _FLOAT.fullmatch(text) else None
     return None

@@ -7,13 +7,19 @@ from pathlib import Path
 
 import typer
 
-from kvplan.cli.options import PLANNING, EngineOptions, engine_options, parse_optional_bytes
+from kvplan.cli.options import PLANNING, EngineOptions, checked, engine_options, parse_optional_bytes
+from kvplan.cli.outputs import prepare_outputs
 from kvplan.cli.quick_asserts import verdict_exit_code
 from kvplan.cli.root import JSON, app
 from kvplan.errors import EXIT_STALLED, require_profile_extra
+from kvplan.limits import MAX_BYTES
 from kvplan.report.jsonout import emit_json
+from kvplan.schema import ByteSize, Integer
+from kvplan.semantics.models.resolve import local_model_path
 from kvplan.usecases.check.quick import QUICK_ASSERTS, parse_quick_asserts, profile_report, quick_help
 
+DEVICE_INDEX = Integer(0, 1023)
+MEASURED_BYTES = ByteSize(0, MAX_BYTES)
 BACKEND = typer.Option(
     "auto", "--backend",
     help="auto (cuda when a GPU is usable, else fake), cuda (measure the GPU), cpu (real tensors in RAM), "
@@ -41,7 +47,8 @@ CUDA_GRAPH = typer.Option(
 CUDA_CONTEXT = typer.Option(
     None, "--cuda-context-bytes", help="CUDA context size, for backends that cannot measure it."
 )
-SAVE = typer.Option(None, "--save", help="Write the profile (with provenance) for simulate and check to reuse.")
+SAVE = typer.Option(None, "--save", help="Write the profile (with provenance) for simulate and check to reuse; "
+                    "missing directories are created, a file that is not a kvplan profile is never replaced.")
 WORKLOAD = typer.Option(
     None, "--workload",
     help="Then simulate this workload on the allocated pool, writing each step's K/V through its slot mapping "
@@ -68,19 +75,21 @@ def profile_command(
 ) -> None:
     """Load the model, measure non-KV memory with vLLM's profile run, size and really allocate the KV cache."""
     assertions = parse_quick_asserts(ctx.args, "profile")
+    checked(DEVICE_INDEX, "--device")(device)
     require_profile_extra("kvplan profile")
-    from kvplan.report.profile_json import profile_record, save_profile
+    from kvplan.report.profile_json import profile_record, refuse_to_replace, save_profile
     from kvplan.usecases.profile import ProfileRequest, run_profile
 
     request = engine.plan_request()
     profile_request = ProfileRequest(
         plan=request, backend=backend, device_index=device, load_format=load_format,
         attention_backend=attention_backend, allocate=not no_allocate,
-        non_torch_bytes=parse_optional_bytes(non_torch_bytes, "--non-torch-bytes"),
-        cuda_graph_bytes=parse_optional_bytes(cuda_graph_bytes, "--cuda-graph-bytes"),
-        cuda_context_bytes=parse_optional_bytes(cuda_context_bytes, "--cuda-context-bytes"),
+        non_torch_bytes=parse_optional_bytes(non_torch_bytes, "--non-torch-bytes", MEASURED_BYTES),
+        cuda_graph_bytes=parse_optional_bytes(cuda_graph_bytes, "--cuda-graph-bytes", MEASURED_BYTES),
+        cuda_context_bytes=parse_optional_bytes(cuda_context_bytes, "--cuda-context-bytes", MEASURED_BYTES),
     )
     workload = None
+    inputs = [path for path in (local_model_path(engine.model),) if path is not None]
     if workload_path is not None:
         from kvplan.measure.cuda import cuda_usable
         from kvplan.usecases.profile import choose_backend
@@ -89,6 +98,10 @@ def profile_command(
 
         require_real_pool(choose_backend(backend, cuda_usable), allocate=not no_allocate)
         workload = load_workload(workload_path)
+        inputs.extend(workload.inputs)
+    prepare_outputs([("--save", save)], inputs)
+    if save is not None:
+        refuse_to_replace(save)
     from kvplan.cli.progress import reporting
 
     check = None
@@ -111,7 +124,8 @@ def profile_command(
         if save is not None:
             print(f"saved {save}")
     finding = not result.fits or (check is not None and check.finding is not None)
-    report = profile_report(assertions, result.summary, request.release) if assertions else None
+    report = profile_report(assertions, result.summary, request.release, request.trust_remote_code) \
+        if assertions else None
     code = verdict_exit_code(report, finding=finding)
     if code:
         raise typer.Exit(code)

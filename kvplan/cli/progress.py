@@ -25,19 +25,26 @@ class Reporter:
     def stage(self, text: str) -> None:
         self._stage, self._tenth = text, -1
         if self._live is not None:
-            self._live.update(text)
+            self._live.update(_as_written(text))
         else:
             print(PREFIX + text, file=self._stream, flush=True)
 
     def count(self, done: int, total: int, what: str = "requests") -> None:
         text = f"{self._stage}: {done:,} of {total:,} {what} done"
         if self._live is not None:
-            self._live.update(text)
+            self._live.update(_as_written(text))
             return
         tenth = done * STEPS // total if total else STEPS
         if tenth > self._tenth:
             self._tenth = tenth
             print(PREFIX + text, file=self._stream, flush=True)
+
+
+def _as_written(text: str) -> str:
+    """A phase names the model and the workload: user text, never read as rich markup (`[/] x`)."""
+    from kvplan.report.text import plain
+
+    return plain(text)
 
 
 @contextlib.contextmanager

@@ -12,9 +12,12 @@ from typing import IO
 
 import typer
 
-from kvplan.cli.options import SCHEDULING, EngineOptions, check_output, engine_options
+from kvplan.cli.options import SCHEDULING, EngineOptions, engine_options
+from kvplan.cli.outputs import prepare_outputs
 from kvplan.cli.root import app
 from kvplan.errors import EXIT_STALLED, KvplanError
+from kvplan.files import atomic_output
+from kvplan.limits import MAX_RECORDED_STEPS
 from kvplan.report.replay_records import RecordEncoder, summary_record
 from kvplan.semantics.engine.replay import ReplaySummary, StepObserver
 from kvplan.semantics.engine.scheduler import Scheduler, StepResult
@@ -25,7 +28,7 @@ WRITE_BUFFER_BYTES = 1 << 20
 
 
 @app.command("replay")
-@engine_options(*SCHEDULING)
+@engine_options(*SCHEDULING, may_fetch=False)
 def replay_command(
     trace_path: Path = typer.Argument(..., metavar="TRACE", help="Trace file (JSON, trace-replay format)."),
     *,
@@ -39,11 +42,14 @@ def replay_command(
 
     Exit codes: 0 done, 2 bad trace or options, 3 the run stalled."""
     settings = engine.pick(EngineSettings)
-    if output is not None:
-        check_output("-o", output, (trace_path,), "the input trace")
+    prepare_outputs([("-o", output)], (trace_path,))
     trace = load_replay(ReplayRequest(trace_path, settings, engine.release()))
 
     records = json_output or summary_only or dump_free_queue or output is not None or not sys.stdout.isatty()
+    if records and not summary_only and trace.last_arrival_step > MAX_RECORDED_STEPS:
+        raise KvplanError(f"{trace_path.name}: the last request arrives at step {trace.last_arrival_step:,}, so the "
+                          f"replay would print at least that many records (one per step; at most "
+                          f"{MAX_RECORDED_STEPS:,}): use --summary-only, or bring the arrival steps closer")
     if not records:
         from kvplan.report.replay_console import render_replay_summary
 
@@ -58,7 +64,7 @@ def replay_command(
             return
     else:
         try:
-            with output.open("w", buffering=WRITE_BUFFER_BYTES) as stream:
+            with atomic_output(output, buffering=WRITE_BUFFER_BYTES) as stream:
                 summary = _replay_to(stream, trace, summary_only, dump_free_queue)
         except OSError as error:
             raise KvplanError(f"cannot write {output}: {error.strerror}") from None

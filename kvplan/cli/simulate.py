@@ -12,21 +12,27 @@ from typing import TextIO
 
 import typer
 
-from kvplan.cli.options import SIMULATING, EngineOptions, check_output, engine_options
+from kvplan.cli.options import SIMULATING, EngineOptions, checked, engine_options
+from kvplan.cli.outputs import prepare_outputs
 from kvplan.cli.progress import reporting
 from kvplan.cli.quick_asserts import verdict_exit_code
 from kvplan.cli.root import app
 from kvplan.errors import EXIT_STALLED, KvplanError
+from kvplan.files import atomic_output
+from kvplan.limits import MAX_SEED
 from kvplan.report.jsonout import dumps
 from kvplan.report.sim_timeline import TimelineCsv
 from kvplan.report.simulate_json import result_document
+from kvplan.schema import Integer
 from kvplan.usecases.check.quick import QUICK_ASSERTS, parse_quick_asserts, quick_help, simulation_report
-from kvplan.usecases.simulate.driver import SimOptions, prepare
+from kvplan.usecases.plan_settings import STEP_MS
+from kvplan.usecases.simulate.driver import SimOptions, check_recorded_steps, prepare
 from kvplan.usecases.simulate.engine_source import EngineOverrides
 from kvplan.usecases.simulate.simulation import SimResult, simulate
 from kvplan.usecases.simulate.workload import load_workload
 
 REPORT_WIDTH = 110
+SEED = Integer(0, MAX_SEED)
 
 
 @app.command("simulate", context_settings=QUICK_ASSERTS, epilog=quick_help("simulate"))
@@ -55,21 +61,19 @@ def simulate_command(
     Exit codes: 0 done, 1 an --assert-* failed or the model does not fit, 2 bad workload or options, 3 the run
     stalled (a request cannot fit even alone)."""
     assertions = parse_quick_asserts(ctx.args, "simulate")
-    if step_time_ms is not None and step_time_ms <= 0:
-        raise KvplanError(f"--step-time-ms must be > 0, got {step_time_ms:g}")
-    if seed is not None and seed < 0:
-        raise KvplanError(f"--seed must be >= 0, got {seed}")
+    checked(STEP_MS, "--step-time-ms")(step_time_ms)
+    checked(SEED, "--seed")(seed)
     overrides = engine.pick(EngineOverrides)
     workload = load_workload(workload_path)
-    for flag, path in (("-o", output), ("--timeline", timeline), ("--report", report)):
-        if path is not None:
-            check_output(flag, path, workload.inputs, "an input of the workload")
+    prepare_outputs([("-o", output), ("--timeline", timeline), ("--report", report)], workload.inputs)
     setup = prepare(workload, SimOptions(overrides=overrides, seed=seed, step_time_ms=step_time_ms,
                                          release=engine.release()))
+    if timeline is not None:
+        check_recorded_steps(setup, "--timeline")
     for note in setup.notes:
         print(f"kvplan: warning: {note}", file=sys.stderr)
 
-    with _writable(timeline) as timeline_stream, reporting() as progress:
+    with _written(timeline) as timeline_stream, reporting() as progress:
         progress.stage(f"simulating {workload.name}")
         result = simulate(setup, find_max_rate=find_max_rate, progress=progress.count,
                           on_step=None if timeline_stream is None else TimelineCsv(timeline_stream),
@@ -78,13 +82,13 @@ def simulate_command(
     if report is not None:
         from kvplan.report.sim_html import render_html
 
-        with _writable(report) as stream:
+        with _written(report) as stream:
             stream.write(render_html(result))  # type: ignore[union-attr]
         print(f"kvplan: wrote the report to {report}", file=sys.stderr)
     if timeline is not None:
         print(f"kvplan: wrote {result.metrics.num_steps:,} steps to {timeline}", file=sys.stderr)
     if output is not None:
-        with _writable(output) as stream:
+        with _written(output) as stream:
             _emit(result, json_output, stream)  # type: ignore[arg-type]
         print(f"kvplan: wrote the result to {output}", file=sys.stderr)
     else:
@@ -113,12 +117,13 @@ def _emit(result: SimResult, as_json: bool, stream: TextIO) -> None:
 
 
 @contextlib.contextmanager
-def _writable(path: Path | None) -> Iterator[TextIO | None]:
+def _written(path: Path | None) -> Iterator[TextIO | None]:
+    """A stream whose file appears, whole, only when the block succeeds (see `atomic_output`)."""
     if path is None:
         yield None
         return
     try:
-        with path.open("w", encoding="utf-8") as stream:
+        with atomic_output(path) as stream:
             yield stream
     except OSError as error:
         raise KvplanError(f"cannot write {path}: {error.strerror}") from None

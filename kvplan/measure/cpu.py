@@ -13,7 +13,8 @@ from pathlib import Path
 
 import torch
 
-from kvplan.errors import KvplanError
+from kvplan.errors import DoesNotFitError, KvplanError
+from kvplan.hostmem import available_memory_bytes
 from kvplan.measure.backend import (
     ActivationMeasurement,
     AllocationReport,
@@ -29,6 +30,7 @@ from kvplan.measure.hf import (
     hf_config,
     load_safetensors_model,
     parameter_bytes,
+    safetensors_files,
     torch_dtype,
     weight_tensors,
     weights_bytes,
@@ -40,7 +42,6 @@ from kvplan.semantics.memory.profile_batch import ProfileBatch
 from kvplan.units import format_gib
 
 _STATUS = Path("/proc/self/status")
-_MEMINFO = Path("/proc/meminfo")
 _CLEAR_REFS = Path("/proc/self/clear_refs")
 
 
@@ -59,7 +60,8 @@ def rss_bytes() -> int | None:
 
 
 def ram_available_bytes() -> int | None:
-    return _kib_field(_MEMINFO, "MemAvailable")
+    """RAM this process may still take: MemAvailable, and the room under its cgroup limits."""
+    return available_memory_bytes()
 
 
 def reset_high_water_mark() -> bool:
@@ -95,8 +97,23 @@ def check_weights_fit_ram(weights: int, available: int | None) -> None:
     if available is not None and weights > available:
         raise KvplanError(
             f"the model's {format_gib(weights)} GiB of weights do not fit in the {format_gib(available)} GiB of RAM "
-            "that is free: use --backend fake to predict it without memory"
+            "that is free (the host's, within this process's memory limit): use --backend fake to predict it "
+            "without memory"
         )
+
+
+def check_weights_fit_device(weights: int, total: int, device: str) -> None:
+    """Weights larger than the whole device would fail vLLM's load: a finding (exit 1), found before
+    a byte of them is allocated."""
+    if weights > total:
+        raise DoesNotFitError(
+            f"the model's {format_gib(weights)} GiB of weights do not fit in the {format_gib(total)} GiB of {device}: "
+            "vLLM would run out of memory loading them; give a larger --gpu or --gpu-memory, or more -tp"
+        )
+
+
+def _checkpoint_bytes(directory: Path) -> int:
+    return sum(path.stat().st_size for path in safetensors_files(directory))
 
 
 class CpuBackend(PlannedGpu):
@@ -110,12 +127,17 @@ class CpuBackend(PlannedGpu):
     def load_model(self, source: ModelSource) -> WeightsMeasurement:
         dtype = torch_dtype(source.dtype)
         if source.load_format == "auto":
-            model = load_safetensors_model(source.checkpoint(), dtype, "cpu",
-                                           trust_remote_code=source.trust_remote_code)
+            checkpoint = source.checkpoint()
+            planned = _checkpoint_bytes(checkpoint)
+            check_weights_fit_device(planned, self.total_bytes, self.device_label)
+            check_weights_fit_ram(planned, ram_available_bytes())
+            model = load_safetensors_model(checkpoint, dtype, "cpu", trust_remote_code=source.trust_remote_code)
             how = "safetensors checkpoint: parameter and buffer storages"
         else:
             config = hf_config(source.config, trust_remote_code=source.trust_remote_code)
-            check_weights_fit_ram(weights_bytes(build_meta_model(config, dtype)), ram_available_bytes())
+            planned = weights_bytes(build_meta_model(config, dtype))
+            check_weights_fit_device(planned, self.total_bytes, self.device_label)
+            check_weights_fit_ram(planned, ram_available_bytes())
             model = build_dummy_model(config, dtype, "cpu")
             how = "dummy weights: parameter and buffer storages"
         with torch.no_grad():

@@ -31,10 +31,7 @@ def model_shape(
         return shape_from_config(config, model_id, release)
     except UnknownArchitecture as unknown:
         architecture = unknown.architecture
-    try:
-        hf = hf_config_from(config, architecture, trust_remote_code, config_dir)
-    except (ValueError, TypeError, KeyError, OSError) as error:
-        raise KvplanError(f"transformers cannot read this config ({architecture or '?'}): {error}") from None
+    hf = hf_config_from(config, architecture, trust_remote_code, config_dir)
     return shape_from_hf_config(hf, config, model_id, architecture)
 
 
@@ -48,11 +45,17 @@ def hf_config_from(config: Mapping[str, Any], architecture: str, trust_remote_co
     from transformers import CONFIG_MAPPING, AutoConfig
 
     model_type = config.get("model_type")
-    if trust_remote_code and config_dir is not None and config.get("auto_map"):
-        return AutoConfig.from_pretrained(config_dir, trust_remote_code=True)
-    if isinstance(model_type, str) and model_type in CONFIG_MAPPING:
-        fields = {key: value for key, value in config.items() if key != "model_type"}
-        return CONFIG_MAPPING[model_type].from_dict(fields)
+    try:
+        if trust_remote_code and config_dir is not None and config.get("auto_map"):
+            return AutoConfig.from_pretrained(config_dir, trust_remote_code=True)
+        if isinstance(model_type, str) and model_type in CONFIG_MAPPING:
+            fields = {key: value for key, value in config.items() if key != "model_type"}
+            return CONFIG_MAPPING[model_type].from_dict(fields)
+    except Exception as error:
+        # a config class validates in its own way (ValueError, huggingface_hub's StrictDataclassError, a
+        # model's own code raising anything): the config is bad input, said on one line
+        raise KvplanError(f"transformers cannot read this config ({architecture or '?'}): "
+                          f"{type(error).__name__}: {error}") from None
     hint = "pass --trust-remote-code with a local model directory that holds its configuration code" \
         if not trust_remote_code else "give a local model directory that holds its configuration code"
     raise KvplanError(f"architecture {architecture or '?'} (model_type {model_type!r}) is unknown to kvplan and "

@@ -4,10 +4,10 @@ what to change."""
 from __future__ import annotations
 
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 from kvplan.report.check_markdown import requirement
+from kvplan.report.text import plain as escape
 from kvplan.usecases.check.assertions import format_margin, format_value
 from kvplan.usecases.check.evaluate import CheckReport
 

@@ -9,7 +9,9 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from kvplan.errors import KvplanError
+from kvplan.files import write_output_text
 from kvplan.report.check_markdown import requirement
+from kvplan.report.text import markup_text
 from kvplan.usecases.check.assertions import AssertionResult, format_margin, format_value
 from kvplan.usecases.check.evaluate import CheckReport
 
@@ -46,17 +48,19 @@ def junit_xml(report: CheckReport) -> str:
                               failures=str(sum(not r.passed for r in results)), errors="0", skipped="0", time="0")
         for result in results:
             suite.append(_case(report, result))
+    for element in root.iter():
+        # names come from the user's spec and files: only characters XML 1.0 can carry
+        element.attrib = {key: markup_text(value) for key, value in element.attrib.items()}
+        if element.text:
+            element.text = markup_text(element.text)
     ET.indent(root)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
 
 
-def write_junit(report: CheckReport, path: Path, protected: tuple[Path, ...] = ()) -> None:
-    """Write the XML; never over an input of the check (the spec, its profile or workloads)."""
-    if path.is_dir():
-        raise KvplanError(f"--junit {path}: is a directory; give a file name such as check.xml")
-    if any(path.resolve() == other.resolve() for other in protected):
-        raise KvplanError(f"--junit {path}: that is an input of this check; choose another file")
+def write_junit(report: CheckReport, path: Path) -> None:
+    """Write the XML whole (a temporary file renamed into place); the command has checked the path
+    against its inputs before the work started (`kvplan.cli.outputs`)."""
     try:
-        path.write_text(junit_xml(report), encoding="utf-8")
+        write_output_text(path, junit_xml(report))
     except OSError as error:
         raise KvplanError(f"--junit {path}: cannot write it ({error.strerror})") from None

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
+from kvplan.files import same_file
+from kvplan.report.text import markup_text
 from kvplan.usecases.check.assertions import AssertionResult, Concurrency, format_margin, format_value
 from kvplan.usecases.check.evaluate import CheckReport
 
@@ -47,19 +50,25 @@ def markdown_summary(report: CheckReport) -> str:
     return "\n".join(lines) + "\n"
 
 
-def append_step_summary(report: CheckReport) -> Path | None:
-    """Append the summary to the file GitHub Actions names in $GITHUB_STEP_SUMMARY, if any."""
+def append_step_summary(report: CheckReport, protected: tuple[Path, ...] = ()) -> Path | None:
+    """Append the summary to the file GitHub Actions names in $GITHUB_STEP_SUMMARY, if any. The
+    check's verdict matters more than its summary page: any trouble with that file is a warning on
+    stderr, never a failed check, and a file the check reads is never appended to."""
     target = os.environ.get(SUMMARY_VARIABLE)
     if not target:
         return None
     path = Path(target)
+    if any(same_file(path, source) for source in protected):
+        _warn(f"${SUMMARY_VARIABLE} ({target!a}) is a file this check reads; the summary is not written")
+        return None
     try:
-        with path.open("a", encoding="utf-8") as out:
-            out.write(markdown_summary(report) + "\n")
-    except OSError as error:
-        # the check's verdict matters more than its summary page: warn, do not fail the job
-        import sys
-
-        print(f"kvplan: warning: cannot append to ${SUMMARY_VARIABLE} ({path}): {error.strerror}", file=sys.stderr)
+        with path.open("a", encoding="utf-8", errors="replace") as out:
+            out.write(markup_text(markdown_summary(report)) + "\n")
+    except (OSError, ValueError) as error:
+        _warn(f"cannot append to ${SUMMARY_VARIABLE} ({target!a}): {getattr(error, 'strerror', None) or error}")
         return None
     return path
+
+
+def _warn(message: str) -> None:
+    print(f"kvplan: warning: {message}", file=sys.stderr)

@@ -6,6 +6,7 @@ from rich.console import Console
 from rich.table import Table
 
 from kvplan.report.plan_json import pipeline_stages
+from kvplan.report.text import plain
 from kvplan.semantics.kv.layout import view_shape
 from kvplan.semantics.kv.specs import AttentionSpec, GroupSpec, MambaSpec
 from kvplan.units import human_bytes
@@ -40,7 +41,7 @@ def _settings_table(result: PlanResult) -> Table:
         per_gpu = _bytes(summary.weights_per_gpu_bytes)
         rows.append(("weights", f"{_bytes(summary.weights_bytes)}; per GPU {per_gpu}"))
     for key, value in rows:
-        table.add_row(key, value)
+        table.add_row(key, plain(value))
     return table
 
 
@@ -69,7 +70,7 @@ def _groups_table(result: PlanResult) -> Table:
         spec = group.kv_cache_spec
         shape = None if num_blocks is None else view_shape(spec, num_blocks)
         table.add_row(
-            str(index), spec_detail(spec), str(len(group.layer_names)), str(spec.block_size),
+            str(index), plain(spec_detail(spec)), str(len(group.layer_names)), str(spec.block_size),
             f"{spec.page_size_bytes:,}", "-" if shape is None else str(shape),
         )
     return table
@@ -117,6 +118,6 @@ def render_plan(result: PlanResult, console: Console | None = None) -> None:
     if not summary.fits:
         console.print(f"  ValueError: {summary.error}", markup=False)
         if result.suggested_fix:
-            console.print(f"[bold]Fix:[/] {result.suggested_fix}")
+            console.print(f"[bold]Fix:[/] {plain(result.suggested_fix)}")
     for warning in result.warnings:
-        console.print(f"[yellow]warning:[/] {warning}")
+        console.print(f"[yellow]warning:[/] {plain(warning)}")

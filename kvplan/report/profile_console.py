@@ -4,10 +4,10 @@ lines with the same numbers, and the settings that reach a target."""
 from __future__ import annotations
 
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 from kvplan.measure.backend import AllocationReport
+from kvplan.report.text import plain as escape
 from kvplan.semantics.kv.specs import AttentionSpec
 from kvplan.units import format_gib, human_bytes, significant
 from kvplan.usecases.profile import ProfileResult
@@ -25,7 +25,7 @@ def _exact(value: int | None) -> str:
 def _title(result: ProfileResult) -> str:
     kind = "PREDICTED" if result.predicted else "MEASURED"
     how = {"fake": "fake backend, no GPU used", "cpu": "cpu backend: real tensors in RAM", "cuda": "on the GPU"}
-    return (f"[bold]{result.setup.shape.model_id}[/] on {result.device_label}: {kind} "
+    return (f"[bold]{escape(result.setup.shape.model_id)}[/] on {escape(result.device_label)}: {kind} "
             f"({how.get(result.backend, result.backend)})")
 
 

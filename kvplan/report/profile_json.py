@@ -11,8 +11,6 @@ the same bytes, so a committed profile changes only when something it measures c
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from collections.abc import Mapping
 from importlib import metadata
 from pathlib import Path
@@ -20,7 +18,8 @@ from typing import Any
 
 from kvplan import __version__
 from kvplan.errors import KvplanError
-from kvplan.report.jsonout import to_jsonable
+from kvplan.files import atomic_output, read_input_text
+from kvplan.report.jsonout import dumps, to_jsonable
 from kvplan.report.plan_json import plan_record
 from kvplan.report.simulate_json import describe_engine, rounded
 from kvplan.usecases.profile import ProfileResult
@@ -200,29 +199,29 @@ def _is_profile(data: Any) -> bool:
     return isinstance(data, dict) and data.get("kind") == PROFILE_KIND
 
 
+def refuse_to_replace(path: Path) -> None:
+    """An existing file is replaced only when it is a kvplan profile (checked before the profile runs)."""
+    if not path.exists():
+        return
+    try:
+        existing = json.loads(read_input_text(path, str(path), 64 << 20))
+    except (KvplanError, ValueError, RecursionError):
+        existing = None
+    if not _is_profile(existing):
+        raise KvplanError(f"--save {path}: the file exists and is not a kvplan profile; refusing to overwrite it")
+
+
 def save_profile(record: Mapping[str, Any], path: Path) -> None:
-    """Write the record; an existing file is replaced only when it is a kvplan profile."""
+    """Write the record whole (a temporary file renamed into place); an existing file is replaced only
+    when it is a kvplan profile."""
     if path.is_dir():
         raise KvplanError(f"--save {path}: is a directory; give a file name such as profile.json")
-    if path.exists():
-        try:
-            existing = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-            existing = None
-        if not _is_profile(existing):
-            raise KvplanError(f"--save {path}: the file exists and is not a kvplan profile; refusing to overwrite it")
+    refuse_to_replace(path)
     directory = path.parent if str(path.parent) else Path(".")
     if not directory.is_dir():
         raise KvplanError(f"--save {path}: the directory {directory} does not exist")
-    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=directory)
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            json.dump(record, out, indent=2)
-            out.write("\n")
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    with atomic_output(path) as out:
+        out.write(dumps(record) + "\n")
 
 
 def workload_check_record(check: WorkloadCheck) -> dict[str, Any]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
+from kvplan.report.text import plain
 from kvplan.semantics.engine.groups import KVCacheGroup
 from kvplan.semantics.engine.replay import ReplaySummary
 
@@ -12,7 +13,7 @@ from kvplan.semantics.engine.replay import ReplaySummary
 def render_replay_summary(summary: ReplaySummary, trace_name: str) -> None:
     config = summary.config
     usable = config.num_gpu_blocks - 1
-    table = Table(title=f"kvplan replay {trace_name}", show_header=False, title_justify="left")
+    table = Table(title=f"kvplan replay {plain(trace_name)}", show_header=False, title_justify="left")
     table.add_column(style="bold")
     table.add_column(justify="right")
     table.add_row("vLLM semantics", f"{config.vllm_version}, {config.scheduling} scheduling")

@@ -15,6 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from kvplan.report.simulate_json import SeriesRow, round_floats, series_rows
+from kvplan.report.text import plain, valid_text
 from kvplan.units import significant
 from kvplan.usecases.simulate.capacity_search import Capacity
 from kvplan.usecases.simulate.metrics import Latency, RunMetrics, Summary
@@ -140,7 +141,7 @@ def _pairs(rows: list[tuple[str, str]]) -> Table:
     table.add_column(style="dim")
     table.add_column()
     for key, value in rows:
-        table.add_row(key, value)
+        table.add_row(key, plain(value))
     return table
 
 
@@ -282,8 +283,8 @@ def _classes(metrics: RunMetrics) -> Table:
     for label in ("class", "requests", "finished", "prompt", "output", "preempt.", "hit rate", "1st-adm. hits",
                   "TTFT p95" + (" (est.)" if timed else ""), "E2E p95" + (" (est.)" if timed else "")):
         table.add_column(label, justify="left" if label == "class" else "right")
-    for row in class_rows(metrics):
-        table.add_row(*row)
+    for name, *cells in class_rows(metrics):
+        table.add_row(plain(name), *cells)   # a class name is the user's text, never markup
     return table
 
 
@@ -347,7 +348,7 @@ def render(result: SimResult, console: Console) -> None:
         _latency(metrics), _classes(metrics), Text(""), _capacity(round_floats(result.capacity)),
     ]
     for warning in result.notes:
-        parts.append(Text(f"warning: {warning}", style="yellow"))
+        parts.append(Text(valid_text(f"warning: {warning}"), style="yellow"))
     config = result.setup.config
     console.print(Panel(Group(*parts), title=f"kvplan simulate · vLLM {config.release.version} semantics, "
                                              f"{config.scheduling} scheduling", title_align="left"))

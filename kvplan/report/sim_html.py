@@ -20,6 +20,7 @@ from kvplan.report.sim_console import (
     timing_text,
 )
 from kvplan.report.simulate_json import SeriesRow, round_floats, series_rows
+from kvplan.report.text import markup_text
 from kvplan.usecases.simulate.capacity_search import Capacity
 from kvplan.usecases.simulate.metrics import RunMetrics
 from kvplan.usecases.simulate.simulation import SimResult
@@ -51,7 +52,8 @@ table.kv td, table.kv th { text-align: left; }
 
 
 def _esc(value: Any) -> str:
-    return html.escape(str(value))
+    """Any text of the page: escaped, and only characters HTML can carry."""
+    return html.escape(markup_text(str(value)))
 
 
 def nice_ticks(top: float, count: int = 5) -> list[float]:

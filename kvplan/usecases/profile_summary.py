@@ -17,7 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kvplan import limits
 from kvplan.errors import KvplanError
+from kvplan.files import parse_json, read_input_text
 from kvplan.parsing import (
     FieldError,
     as_bool,
@@ -32,9 +34,11 @@ from kvplan.parsing import (
     get_optional,
     parse_calibration,
 )
+from kvplan.schema import Boolean, Checked, Field, Integer, ListOf, Number, Record, Text, check_document
 from kvplan.semantics.engine.groups import KVCacheGroup, engine_group, spec_layout
 from kvplan.semantics.releases import Release
 from kvplan.usecases.plan import PlanSummary
+from kvplan.usecases.plan_settings import CALIBRATION, PLANNING_SETTINGS
 
 PROFILE_KIND = "kvplan.profile"
 PROFILE_SCHEMA_VERSION = 1
@@ -59,6 +63,77 @@ TOP_LEVEL_FIGURES: tuple[tuple[str, Callable[[Any, str], Any], bool | None], ...
     ("available_kv_bytes", as_int, None),
     ("largest_max_model_len", as_int, None),
 )
+
+# The figures a saved profile is read back for, with their ranges: a profile is kvplan's own output,
+# but a file on disk is an input like any other, checked before its numbers are used. Other keys
+# are informational and pass unchecked.
+_BYTES = Integer(0, limits.MAX_BYTES)
+_TOKENS = Integer(0, limits.MAX_TOKENS)
+_PLAN = Record({
+    "model": Field(Text(max_length=limits.MAX_PATH), nullable=True),
+    "config_sha256": Field(Text(max_length=64), nullable=True),
+    "fits": Field(Boolean(), nullable=True),
+    "error": Field(Text(max_length=100_000), nullable=True),
+    "block_size": Field(Integer(1, limits.MAX_TOKENS), required=True),
+    "max_model_len": Field(Integer(1, limits.MAX_TOKENS), required=True),
+    "max_num_batched_tokens": Field(Integer(1, limits.MAX_TOKENS), required=True),
+    "max_num_seqs": Field(Integer(1, limits.MAX_SEQS), required=True),
+    "enable_prefix_caching": Field(Boolean(), required=True),
+    "enable_chunked_prefill": Field(Boolean(), nullable=True),
+    # what is left for the KV cache: negative when the rest of the model does not fit
+    "kv_cache_memory_bytes": Field(Integer(-limits.MAX_BYTES, limits.MAX_BYTES), nullable=True),
+    "num_blocks": Field(Integer(0, limits.MAX_BLOCKS), nullable=True),
+    "num_usable_blocks": Field(Integer(0, limits.MAX_BLOCKS), nullable=True),
+    "gpu_kv_cache_tokens": Field(Integer(0, limits.MAX_BLOCKS * 1024), nullable=True),
+    "max_concurrency": Field(Number(0, limits.MAX_BLOCKS * 1024), nullable=True),
+    "kv_bytes_per_token": Field(Number(0, limits.MAX_BYTES), nullable=True),
+    "weights_bytes": Field(_BYTES, nullable=True),
+    "weights_per_gpu_bytes": Field(_BYTES, nullable=True),
+    "bytes_needed_for_one_max_len_request": Field(_BYTES, nullable=True),
+    "estimated_max_model_len": Field(_TOKENS, nullable=True),
+    "kv_cache_groups": Field(ListOf(Record({"spec": Field(Record({
+        "block_size": Field(Integer(1, limits.MAX_TOKENS), required=True)}, open=True), required=True)},
+        open=True), 0, limits.MAX_LAYERS), nullable=True),
+}, open=True)
+# the settings a profile was made with, which `check` replans with; trust_remote_code among them is a
+# record of how it was made, never a setting (kvplan check --trust-remote-code is)
+_KNOBS = Record({
+    "model": Field(Text(max_length=limits.MAX_PATH), nullable=True),
+    "kv_cache_memory_bytes": Field(Integer(1, limits.MAX_BYTES), nullable=True),
+    "gpu_memory_bytes": Field(Integer(1, limits.MAX_BYTES), nullable=True),
+    **{key: Field(field.kind, nullable=True) for key, field in PLANNING_SETTINGS.items()
+       if key not in ("kv_cache_memory", "gpu_memory")},
+    "with_weights": Field(Boolean(), nullable=True),
+    "trust_remote_code": Field(Boolean(), nullable=True),
+}, open=True)
+PROFILE = Record({
+    "kind": Field(Checked(Text(max_length=64), lambda kind: None if kind == PROFILE_KIND else (
+        f"expected {PROFILE_KIND!r} (a file written by `kvplan profile --save`), got {kind!r}")), required=True),
+    "schema_version": Field(Integer(1, 10**6)),
+    "fits": Field(Boolean(), nullable=True),
+    "error": Field(Text(max_length=100_000), nullable=True),
+    "predicted": Field(Boolean(), nullable=True),
+    "device": Field(Text(max_length=limits.MAX_TEXT), nullable=True),
+    "total_bytes": Field(_BYTES, nullable=True),
+    "gpu_memory_utilization": Field(Number(0, 1), nullable=True),
+    "kv_cache_memory_given": Field(Boolean(), nullable=True),
+    "weights_bytes": Field(_BYTES, nullable=True),
+    "activation_peak_bytes": Field(_BYTES, nullable=True),
+    "non_torch_bytes": Field(_BYTES, nullable=True),
+    "non_kv_bytes": Field(_BYTES, nullable=True),
+    "available_kv_bytes": Field(Integer(-limits.MAX_BYTES, limits.MAX_BYTES), nullable=True),
+    "largest_max_model_len": Field(_TOKENS, nullable=True),
+    "profile_run": Field(Record({"num_tokens": Field(_TOKENS, nullable=True)}, open=True), nullable=True),
+    "plan": Field(_PLAN, nullable=True),
+    "provenance": Field(Record({
+        "vllm_semantics": Field(Text(max_length=64), nullable=True),
+        "model": Field(Text(max_length=limits.MAX_PATH), nullable=True),
+        "config_sha256": Field(Text(max_length=64), nullable=True),
+        "knobs": Field(_KNOBS, nullable=True),
+        "knobs_sha256": Field(Text(max_length=64), nullable=True),
+    }, open=True), nullable=True),
+    "calibration": Field(Record({"step_time": Field(CALIBRATION, nullable=True)}, open=True), nullable=True),
+}, open=True, title="a profile saved by `kvplan profile --save`")
 
 
 @dataclass(frozen=True)
@@ -101,20 +176,13 @@ def knobs_sha256(knobs: Mapping[str, Any]) -> str:
 
 def load_profile(path: Path, where: str) -> ProfileSummary:
     """A file saved by `kvplan profile --save`; `where` names the field that gave the path."""
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise KvplanError(f"{where}: no such file: {path}; write one with `kvplan profile --save`") from None
-    except (OSError, UnicodeDecodeError) as error:
-        raise KvplanError(f"{where}: cannot read {path}: {error}") from None
-    try:
-        document = json.loads(text)
-    except json.JSONDecodeError as error:
-        raise KvplanError(f"{where}: not valid JSON (line {error.lineno}: {error.msg})") from None
-    return parse_profile(document, where)
+    if not Path(path).exists():
+        raise KvplanError(f"{where}: no such file: {path}; write one with `kvplan profile --save`")
+    return parse_profile(parse_json(read_input_text(Path(path), where), where), where)
 
 
 def parse_profile(document: Any, where: str) -> ProfileSummary:
+    check_document(PROFILE, document, where)
     try:
         return _profile(document)
     except FieldError as error:

@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from kvplan.hostmem import require_memory
+from kvplan.semantics.engine.config import EngineConfig
 from kvplan.semantics.engine.replay import ReplaySummary, StepObserver, replay
 from kvplan.semantics.engine.trace import RELEASE_KEY, Trace, load_trace
 from kvplan.semantics.releases import Release, Scheduling
@@ -39,8 +41,22 @@ class ReplayRequest:
 def load_replay(request: ReplayRequest) -> Trace:
     """The trace with the request's settings and release in place of its config's (validated: exit 2)."""
     release = request.release.version if request.release is not None else None
-    return load_trace(request.trace, {**asdict(request.settings), RELEASE_KEY: release})
+    trace = load_trace(request.trace, {**asdict(request.settings), RELEASE_KEY: release})
+    require_pool_memory(trace.config)
+    return trace
 
 
 def replay_trace(trace: Trace, observe: StepObserver | None = None) -> ReplaySummary:
+    require_pool_memory(trace.config)
     return replay(trace, observe)
+
+
+# what the engine keeps per block (a KVCacheBlock and its place in the free queue), measured with
+# CPython 3.11: the pool's memory on the host, checked before the pool is built
+ENGINE_BYTES_PER_BLOCK = 240
+
+
+def require_pool_memory(config: EngineConfig) -> None:
+    require_memory(config.num_gpu_blocks * ENGINE_BYTES_PER_BLOCK,
+                   f"simulating a pool of {config.num_gpu_blocks:,} blocks",
+                   "simulate a smaller pool (num_gpu_blocks), or a larger block size")

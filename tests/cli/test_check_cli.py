@@ -63,7 +63,7 @@ def test_a_bad_spec_is_one_line_and_exit_2(tmp_path):
 def test_junit_never_overwrites_an_input(tmp_path):
     spec = EXAMPLES[0]
     out = kvplan("check", str(spec), "--junit", str(spec))
-    assert out.returncode == 2 and "input of this check" in out.stderr
+    assert out.returncode == 2 and "this command reads that file" in out.stderr
 
 
 def test_the_table_and_hints_without_json():

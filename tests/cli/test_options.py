@@ -55,7 +55,7 @@ def test_plan_takes_both_spellings(kvplan):
 def test_a_bad_utilization_is_one_line(kvplan):
     code, out, err = kvplan("plan", "--kv-cache-memory", "1GiB", "--gpu-memory-utilization", "1.5")
     assert code == 2 and out == "" and err.strip() == (
-        "kvplan: error: --gpu-memory-utilization: expected a number in (0, 1], e.g. 0.9, got 1.5")
+        "kvplan: error: --gpu-memory-utilization: 1.5 is out of range: expected a number above 0 and at most 1")
 
 
 def test_replay_and_simulate_take_the_settings_their_use_case_names():

@@ -54,6 +54,19 @@ def test_save_writes_a_profile_and_never_clobbers_other_files(kvplan, tiny_model
     assert notes.read_text() == '{"mine": true}'
 
 
+def test_save_checks_its_path_before_profiling(kvplan, tiny_model_dir, tmp_path):
+    """Issue 9 part 5: `--save profiles/x.json` creates profiles/; a path onto the model's own files is
+    refused before anything runs."""
+    args = ("profile", "--model", str(tiny_model_dir), "--backend", "fake", "--gpu-memory", "64MiB", "--no-allocate")
+    code, _out, err = kvplan(*args, "--save", str(tmp_path / "profiles" / "x.json"))
+    assert code == 0, err
+    assert json.loads((tmp_path / "profiles" / "x.json").read_text())["kind"] == "kvplan.profile"
+    config = (tiny_model_dir / "config.json").read_text()
+    code, out, err = kvplan(*args, "--save", str(tiny_model_dir / "config.json"), "--json")
+    assert code == 2 and out == "" and "this command reads" in err and "profile run" not in err
+    assert (tiny_model_dir / "config.json").read_text() == config
+
+
 def test_does_not_fit_is_exit_1_with_vllms_text(kvplan, tiny_model_dir):
     code, out, _err = kvplan("profile", "--model", str(tiny_model_dir), "--backend", "fake", "--gpu-memory", "2MiB")
     assert code == 1

@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from kvplan.cli.progress import Reporter
+from kvplan.cli.progress import Reporter, reporting
 from tests.usecases.simulate.factories import mix
 
 
@@ -28,6 +28,21 @@ def test_counted_work_prints_a_line_at_each_tenth():
     assert len(lines) == 1 + 11 and lines[1] == "kvplan: simulating x: 0 of 1,000 requests done"
     assert lines[2] == "kvplan: simulating x: 105 of 1,000 requests done"
     assert lines[-1] == "kvplan: simulating x: 1,000 of 1,000 requests done"
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_the_live_line_prints_user_text_as_written():
+    """On a terminal the phase is a rich status line; a model path or workload name holding `[/]` or
+    `[bold]` is text, never markup (issue 12: rich's MarkupError ended `kvplan profile`)."""
+    terminal = Terminal()
+    with reporting(terminal) as progress:
+        progress.stage("simulating [/] x [bold]y")
+        progress.count(1, 2)
+    assert "[/] x [bold]y" in terminal.getvalue()
 
 
 def test_profile_names_each_phase(tiny_model_dir):

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from kvplan.errors import KvplanError
+from kvplan.errors import EXIT_FINDING, DoesNotFitError, KvplanError
+from kvplan.measure import cpu
 from kvplan.measure.backend import ModelSource
 from kvplan.measure.cpu import CpuBackend, check_pool_fits_ram, check_weights_fit_ram, ram_available_bytes
 from kvplan.measure.hf import build_dummy_model, hf_config, weights_bytes
@@ -89,3 +90,21 @@ def test_weights_round_like_the_cuda_allocator(tiny_config):
     model = build_dummy_model(hf_config(tiny_config), torch.bfloat16, "cpu")
     assert weights_bytes(model, 512) % 512 == 0
     assert weights_bytes(model, 512) >= weights_bytes(model, 1)
+
+
+def test_weights_larger_than_the_device_are_a_finding_before_a_byte_is_loaded(tiny_config, monkeypatch):
+    """Issue 12: gemma-2-9b with --gpu-memory 2GiB allocated 18 GB of weights before failing."""
+    built = []
+    monkeypatch.setattr(cpu, "build_dummy_model", lambda *args: built.append(args))
+    with pytest.raises(DoesNotFitError, match=r"do not fit in the 0\.0 GiB of a 1 KiB GPU") as error:
+        CpuBackend(1 << 10, "a 1 KiB GPU").load_model(ModelSource("tiny", tiny_config, "bfloat16"))
+    assert error.value.exit_code == EXIT_FINDING and built == []
+
+
+def test_free_memory_counts_the_cgroup_limit(tiny_config, monkeypatch):
+    built = []
+    monkeypatch.setattr(cpu, "build_dummy_model", lambda *args: built.append(args))
+    monkeypatch.setattr(cpu, "available_memory_bytes", lambda: 1024)      # what the cgroup leaves
+    with pytest.raises(KvplanError, match="within this process's memory limit"):
+        CpuBackend(GIB, "cpu").load_model(ModelSource("tiny", tiny_config, "bfloat16"))
+    assert built == []

@@ -30,6 +30,24 @@ def test_architecture_unknown_everywhere_is_bad_input():
         shape_from_config(config, "nope")
 
 
+def test_a_config_class_refusing_the_config_is_bad_input(monkeypatch):
+    """transformers 5 validates configs with huggingface_hub's strict dataclasses, whose errors are no
+    ValueError (issue 12: a layer_types longer than the layers was a traceback)."""
+    transformers = pytest.importorskip("transformers")
+    from kvplan.measure.hf_config import hf_config_from
+
+    class Refused(Exception):
+        pass
+
+    def refuse(cls, fields, **kwargs):
+        raise Refused("`num_hidden_layers` (2) must be equal to the number of `layer_types` (7)")
+
+    monkeypatch.setattr(transformers.CONFIG_MAPPING["llama"], "from_dict", classmethod(refuse))
+    with pytest.raises(KvplanError, match=r"transformers cannot read this config \(LlamaForCausalLM\): Refused: "):
+        hf_config_from({"model_type": "llama", "layer_types": ["full_attention"] * 7}, "LlamaForCausalLM", False,
+                       None)
+
+
 def test_catalog_planning_imports_neither_torch_nor_transformers():
     code = (
         "import sys\n"

@@ -130,13 +130,13 @@ def test_auto_fit_max_model_len() -> None:
     ("args", "says"),
     [
         ((), "--kv-cache-memory"),
-        (("--kv-cache-memory", "lots"), "byte size"),
-        (("--kv-cache-memory", "1GiB", "--block-size", "7"), "--block-size 7"),
+        (("--kv-cache-memory", "lots"), "cannot read 'lots' as a byte count"),
+        (("--kv-cache-memory", "1GiB", "--block-size", "7"), "--block-size: 7 is not a block size vLLM accepts"),
         (("--kv-cache-memory", "1GiB", "--max-model-len", "99999999"), "greater than the derived max_model_len"),
         (("--kv-cache-memory", "1GiB", "--model", "/nonexistent/config.json"), "not a Hugging Face hub id"),
         (("--kv-cache-memory", "1GiB", "--gpu", "nosuchgpu"), "kvplan gpus"),
         (("--kv-cache-memory", "1GiB", "-tp", "4"), "divisible by tensor parallel size"),
-        (("--kv-cache-memory", "1GiB", "--gpu-memory-utilization", "1.5"), "(0, 1]"),
+        (("--kv-cache-memory", "1GiB", "--gpu-memory-utilization", "1.5"), "expected a number above 0 and at most 1"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(args: tuple[str, ...], says: str) -> None:

@@ -53,6 +53,10 @@ def get_pp_indices(
     return start, start + sizes[pp_rank]
 
 
+# gpt-oss's attention divides its KV heads plainly instead of replicating them
+PLAIN_KV_SPLIT_ARCHITECTURES = frozenset({"GptOssForCausalLM"})
+
+
 def kv_heads_per_rank(total_kv_heads: int, tp: int, replicate: bool = True) -> int:
     """KV heads one rank stores: fewer heads than ranks are replicated (one each), unless the
     model divides plainly (gpt-oss's attention does)."""
@@ -69,8 +73,16 @@ def verify_tensor_parallel(shape: ModelShape, tp: int) -> None:
         )
     if shape.use_mla:
         return  # one latent per layer, replicated on every rank
+    replicate = shape.architecture not in PLAIN_KV_SPLIT_ARCHITECTURES
     attention = ("full", "sliding_window", "chunked_local")
     for total in sorted({layer.num_kv_heads for layer in shape.kv_layers if layer.kind in attention}):
+        if not replicate and kv_heads_per_rank(total, tp, replicate) == 0:
+            # vLLM builds the attention layer with 0 KV heads and fails on `num_heads % num_kv_heads`
+            raise ConfigRejected(
+                f"{shape.architecture} splits its {total} KV heads over the tensor-parallel ranks without "
+                f"replicating them, so with tensor parallel size {tp} a rank holds none (vLLM fails with "
+                f"ZeroDivisionError in its attention layer): use a tensor parallel size of at most {total}."
+            )
         if total >= tp and total % tp:
             raise ConfigRejected(
                 f"Total number of KV heads ({total}) must be divisible by tensor parallel size ({tp})."

@@ -28,7 +28,12 @@ from kvplan.semantics.config.cache import (
     mla_block_size,
     resolve_mamba_cache_mode,
 )
-from kvplan.semantics.config.parallel import get_pp_indices, kv_heads_per_rank, verify_tensor_parallel
+from kvplan.semantics.config.parallel import (
+    PLAIN_KV_SPLIT_ARCHITECTURES,
+    get_pp_indices,
+    kv_heads_per_rank,
+    verify_tensor_parallel,
+)
 from kvplan.semantics.kv.specs import (
     ChunkedLocalAttentionSpec,
     FullAttentionSpec,
@@ -39,9 +44,6 @@ from kvplan.semantics.kv.specs import (
 )
 from kvplan.semantics.models.shape import LayerShape, MambaState, ModelShape
 from kvplan.semantics.releases import DEFAULT_RELEASE, Release
-
-# gpt-oss's attention divides its KV heads plainly instead of replicating them
-_PLAIN_KV_SPLIT_ARCHITECTURES = frozenset({"GptOssForCausalLM"})
 
 
 @dataclass(frozen=True)
@@ -209,7 +211,7 @@ def _layer_spec(
     layer: LayerShape, shape: ModelShape, settings: CacheSettings, layout: CacheLayout
 ) -> KVCacheSpec | None:
     tp = settings.tensor_parallel_size
-    replicate = shape.architecture not in _PLAIN_KV_SPLIT_ARCHITECTURES
+    replicate = shape.architecture not in PLAIN_KV_SPLIT_ARCHITECTURES
     heads = kv_heads_per_rank(layer.num_kv_heads, tp, replicate)
     block, head, dtype = layout.block_size, layer.head_size, layout.kv_dtype
     if layer.head_size_from_rank_heads:

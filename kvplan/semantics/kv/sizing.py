@@ -27,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from kvplan.errors import ConfigRejected
 from kvplan.semantics.kv.grouping import GroupingError, get_kv_cache_groups
 from kvplan.semantics.kv.specs import (
     GroupSpec,
@@ -222,7 +223,10 @@ def kv_cache_config_from_groups(
     else:
         # `group_size` tensors, tensor i shared by layer i of every group
         group_size = max(len(group.layer_names) for group in groups)
-        assert group_size > 0, "group_size must be greater than 0"
+        if group_size == 0:
+            # vLLM stops here on `assert group_size > 0`: a pipeline stage instantiated no layer
+            raise ConfigRejected("a pipeline stage holds no layer with a KV cache (vLLM fails on "
+                                 "\"assert group_size > 0\"): lower --pipeline-parallel-size")
         page_size = _uniform_page_size(group.kv_cache_spec for group in groups)
         num_blocks, logs = _override(
             max(available_bytes // page_size // group_size, 0), num_gpu_blocks_override

@@ -1,41 +1,70 @@
 """Find the `config.json` behind `--model`: a local directory or file, the bundled catalog, the local
-Hugging Face cache, then the hub. The hub is asked last, never when HF_HUB_OFFLINE is set, and never
-for long: on our machines it is unreachable, and a planning tool must not hang on it."""
+Hugging Face cache, then the hub. The hub is asked last, only when the command may use the network
+(`kvplan.hub.current_access`: never for `check` unless --allow-network, never with --offline or
+HF_HUB_OFFLINE), and through huggingface_hub, so that HF_TOKEN, the saved login, --revision and the
+hub cache work as they do for transformers."""
 
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import re
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from kvplan.errors import KvplanError
+from kvplan.files import parse_json, read_input_bytes
+from kvplan.hub import current_access, fetch_config
+from kvplan.schema import check_document
 from kvplan.semantics.models.catalog import catalog_config_path
+from kvplan.semantics.models.config_format import MODEL_CONFIG, rope_problem
 
 Source = Literal["catalog", "local", "hf-cache", "hub"]
 
-HUB_TIMEOUT_S = 4.0
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*(/[\w.\-]+)?$")
-_TRUTHY = {"1", "on", "yes", "true"}
+_COMMIT = re.compile(r"^[0-9a-f]{40}$")
+MAX_CONFIG_BYTES = 64 << 20     # a config.json is a few KiB; the largest known are under 1 MiB
 
 
 @dataclass(frozen=True)
 class ResolvedConfig:
     model_id: str
     source: Source
-    path: str                 # file path, or the URL the hub answered from
+    path: str                 # file path, or where the hub download was cached
     config: dict[str, Any]
     sha256: str               # of the file's bytes
 
 
+def local_model_path(model: str) -> Path | None:
+    """The file or directory `--model` names on disk, or None for a hub id."""
+    try:
+        local = Path(model).expanduser()
+        return local if local.exists() else None
+    except (OSError, ValueError, RuntimeError):
+        return None
+
+
+def model_named_in_file(model: str, base_dir: Path) -> str:
+    """A model a file names (a workload's engine.model, a spec's target.model): a path relative to
+    the file, made absolute; an absolute path; else a hub id. A relative name that exists only
+    beside the working directory is refused, as it would mean another model from another directory."""
+    path = Path(model).expanduser()
+    if path.is_absolute():
+        return model
+    beside = base_dir / path
+    if local_model_path(str(beside)) is not None:
+        return str(beside)
+    if local_model_path(model) is not None:
+        raise KvplanError(f"{model!r} is not beside the file (in {base_dir}) but in the current directory: paths "
+                          "in a file are relative to the file; write the path from there, or an absolute one")
+    return model
+
+
 def resolve_config(model: str) -> ResolvedConfig:
     """Resolve `--model` (hub id, directory holding config.json, or a config.json path)."""
-    local = Path(model).expanduser()
-    if local.exists():
+    local = local_model_path(model)
+    if local is not None:
         path = local / "config.json" if local.is_dir() else local
         if not path.is_file():
             raise KvplanError(f"{local} holds no config.json: point --model at a model directory or its config.json")
@@ -43,38 +72,22 @@ def resolve_config(model: str) -> ResolvedConfig:
     if not _HUB_ID.match(model) or model.endswith(".json"):
         raise KvplanError(f"--model {model!r}: no such file or directory, and not a Hugging Face hub id")
 
-    found = catalog_config_path(model)
+    access = current_access()
+    found = catalog_config_path(model) if access.revision is None else None
     if found is not None:
         canonical, path = found
         return _from_bytes(canonical, "catalog", str(path), _read(path))
 
-    cached = hf_cache_config_path(model)
+    cached = hf_cache_config_path(model, access.revision)
     if cached is not None:
         return _from_bytes(model, "hf-cache", str(cached), _read(cached))
 
-    where = f"not in kvplan's catalog or the local Hugging Face cache ({hf_hub_cache_dir()})"
-    advice = "give a local model directory or config.json path, or run `kvplan models` to list the catalog"
-    if hub_offline():
-        raise KvplanError(f"model {model!r} is {where}, and HF_HUB_OFFLINE is set: {advice}")
-    url = f"{os.environ.get('HF_ENDPOINT', 'https://huggingface.co').rstrip('/')}/{model}/resolve/main/config.json"
-    import urllib.error  # only here: importing it costs the offline planning path 20 ms
-
-    try:
-        data = fetch_from_hub(url, HUB_TIMEOUT_S)
-    except urllib.error.HTTPError as error:
-        raise KvplanError(
-            f"model {model!r} is {where}, and the hub has no public config.json for it "
-            f"(HTTP {error.code}): {advice}"
-        ) from None
-    except (OSError, TimeoutError) as error:
-        reason = str(getattr(error, "reason", "") or error) or type(error).__name__
-        raise KvplanError(f"model {model!r} is {where}, and the hub is unreachable ({reason}): {advice}") from None
-    return _from_bytes(model, "hub", url, data)
-
-
-def hub_offline() -> bool:
-    names = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
-    return any(os.environ.get(name, "").strip().lower() in _TRUTHY for name in names)
+    if not access.allowed:
+        where = f"not in kvplan's catalog or the local Hugging Face cache ({hf_hub_cache_dir()})"
+        advice = "give a local model directory or config.json path, or run `kvplan models` to list the catalog"
+        raise KvplanError(f"model {model!r} is {where}, and {access.reason}: {advice}")
+    data, cached_at = fetch_config(model, access)
+    return _from_bytes(model, "hub", cached_at, data)
 
 
 def hf_hub_cache_dir() -> Path:
@@ -87,66 +100,47 @@ def hf_hub_cache_dir() -> Path:
     return Path(xdg).expanduser() / "huggingface" / "hub"
 
 
-def hf_cache_config_path(model_id: str) -> Path | None:
-    """config.json of the snapshot `refs/main` points at, else of the newest snapshot holding one."""
+def hf_cache_config_path(model_id: str, revision: str | None = None) -> Path | None:
+    """config.json of the cached snapshot `revision` names (a ref such as main, or a commit), else of
+    the newest snapshot holding one when no revision is asked for."""
     repo = hf_hub_cache_dir() / ("models--" + model_id.replace("/", "--"))
     snapshots = repo / "snapshots"
     if not snapshots.is_dir():
         return None
-    ref = repo / "refs" / "main"
+    wanted = revision or "main"
+    if _COMMIT.match(wanted) and (snapshots / wanted / "config.json").is_file():
+        return snapshots / wanted / "config.json"
+    ref = repo / "refs" / wanted
     if ref.is_file():
         pinned = snapshots / ref.read_text().strip() / "config.json"
         if pinned.is_file():
             return pinned
+    if revision is not None:
+        return None
     candidates = [snap / "config.json" for snap in snapshots.iterdir() if (snap / "config.json").is_file()]
     return max(candidates, key=lambda path: path.stat().st_mtime, default=None)
 
 
-def fetch_from_hub(url: str, timeout_s: float) -> bytes:
-    """GET `url` within `timeout_s` in total. The socket timeout does not bound name resolution, so
-    the request runs in a daemon thread that is abandoned when the deadline passes."""
-    import urllib.request
-
-    outcome: dict[str, Any] = {}
-
-    def get() -> None:
-        try:
-            request = urllib.request.Request(url, headers={"User-Agent": "kvplan"})
-            with urllib.request.urlopen(request, timeout=timeout_s) as response:
-                outcome["data"] = response.read()
-        except Exception as error:  # handed to the caller's thread
-            outcome["error"] = error
-
-    worker = threading.Thread(target=get, daemon=True)
-    worker.start()
-    worker.join(timeout_s)
-    if "data" in outcome:
-        return outcome["data"]
-    raise outcome.get("error") or TimeoutError(f"no answer within {timeout_s:g} s")
-
-
 def _read(path: Path) -> bytes:
-    try:
-        return path.read_bytes()
-    except OSError as error:
-        raise KvplanError(f"cannot read {path}: {error.strerror or error}") from None
+    return read_input_bytes(path, str(path), MAX_CONFIG_BYTES)
 
 
 def _from_bytes(model_id: str, source: Source, path: str, data: bytes) -> ResolvedConfig:
-    return ResolvedConfig(model_id, source, path, parse_config(data, path), hashlib.sha256(data).hexdigest())
+    config = parse_config(data, path)
+    check_document(MODEL_CONFIG, config, path)
+    problem = rope_problem(config)
+    if problem is not None:
+        raise KvplanError(f"{path}: {problem}")
+    return ResolvedConfig(model_id, source, path, config, hashlib.sha256(data).hexdigest())
 
 
 def parse_config(data: bytes, path: str) -> dict[str, Any]:
     """Parse config.json; Python's json accepts the `Infinity` that Nemotron-H's file holds."""
     try:
-        config = json.loads(data.decode("utf-8"))
+        text = data.decode("utf-8")
     except UnicodeDecodeError:
         raise KvplanError(f"{path}: malformed config (not UTF-8): fix the file or point --model elsewhere") from None
-    except json.JSONDecodeError as error:
-        raise KvplanError(
-            f"{path}: malformed JSON ({error.msg} at line {error.lineno} column {error.colno}): "
-            "fix the file or point --model elsewhere"
-        ) from None
+    config = parse_json(text, path, "fix the file or point --model elsewhere")
     if not isinstance(config, dict):
         raise KvplanError(f"{path}: a config.json must hold a JSON object, found {type(config).__name__}")
     return config

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from kvplan.errors import EXIT_FINDING, EXIT_OK
 from kvplan.semantics.releases import DEFAULT_RELEASE, Release
@@ -42,11 +43,13 @@ class CheckReport:
         return tuple(dict.fromkeys(result.group for result in self.results))
 
 
-def evaluate(spec: CheckSpec) -> CheckReport:
+def evaluate(spec: CheckSpec, *, trust_remote_code: bool = False) -> CheckReport:
+    """Every assertion of the spec; `trust_remote_code` is the command line's, never the spec's."""
     from kvplan.usecases.check.workload_checks import evaluate_workload, run_workload
 
     shown = spec.path.name
-    target = load_target(spec.target, shown, spec.release) if spec.target is not None else None
+    target = load_target(spec.target, shown, spec.release, trust_remote_code=trust_remote_code) \
+        if spec.target is not None else None
     results: list[AssertionResult] = []
     notes: list[str] = []
     for block in spec.blocks:
@@ -56,7 +59,8 @@ def evaluate(spec: CheckSpec) -> CheckReport:
         workload = tuple(a for a in block.assertions if a.kind.scope == "workload")
         if block.workload is not None:
             find_max_rate = any(a.kind.key == "min_sustained_rate_rps" for a in workload)
-            run = run_workload(block.workload, target, block.seed, block.step_time_ms, find_max_rate, spec.release)
+            run = run_workload(block.workload, target, block.seed, block.step_time_ms, find_max_rate, spec.release,
+                               trust_remote_code=trust_remote_code)
             notes.extend(run.notes)
             results.extend(evaluate_workload(workload, run, target, f"assert[{block.index}].workload"))
     return CheckReport(spec.name, str(spec.path), target, tuple(results), tuple(dict.fromkeys(notes)), spec.release)
@@ -66,3 +70,25 @@ def evaluate_on(assertions: tuple[Assertion, ...], target: Target, source: str) 
     """Capacity assertions on a target already at hand (the quick forms of plan and profile)."""
     results = tuple(evaluate_capacity(assertion, target) for assertion in assertions)
     return CheckReport(source, source, target, results, release=target.request.release)
+
+
+def spec_inputs(spec: CheckSpec) -> tuple[Path, ...]:
+    """Every file evaluating the spec reads: the spec, its profile, the model config or directory it
+    plans (its own, or the one the profile names), each workload and the files that workload reads."""
+    from kvplan.semantics.models.resolve import local_model_path
+    from kvplan.usecases.profile_summary import load_profile
+    from kvplan.usecases.simulate.workload import load_workload
+
+    inputs: list[Path] = [spec.path]
+    target = spec.target
+    if target is not None:
+        models = [target.model]
+        if target.profile is not None:
+            inputs.append(target.profile)
+            if target.model is None and target.profile.is_file():
+                models.append(load_profile(target.profile, f"{spec.path.name}: target.profile").provenance.model)
+        inputs.extend(path for model in models if model and (path := local_model_path(model)) is not None)
+    for block in spec.blocks:
+        if block.workload is not None:
+            inputs.extend(load_workload(block.workload).inputs)
+    return tuple(dict.fromkeys(inputs))

@@ -84,12 +84,14 @@ def plan_report(assertions: tuple[Assertion, ...], result: PlanResult) -> CheckR
     return evaluate_on(assertions, plan_result_target(result, f"plan of {result.summary.model}"), "plan")
 
 
-def profile_report(assertions: tuple[Assertion, ...], profile: ProfileSummary, release: Release) -> CheckReport:
-    """Capacity assertions on a profile of `release`."""
+def profile_report(assertions: tuple[Assertion, ...], profile: ProfileSummary, release: Release,
+                   trust_remote_code: bool = False) -> CheckReport:
+    """Capacity assertions on a profile of `release` (`trust_remote_code`: the command line's)."""
     from kvplan.usecases.check.evaluate import evaluate_on
     from kvplan.usecases.check.target import profile_target
 
-    return evaluate_on(assertions, profile_target(profile, None, release=release), "profile")
+    target = profile_target(profile, None, release=release, trust_remote_code=trust_remote_code)
+    return evaluate_on(assertions, target, "profile")
 
 
 def simulation_report(assertions: tuple[Assertion, ...], result: SimResult) -> CheckReport:

@@ -13,21 +13,22 @@ names the file and the field. ``docs/check.md`` is the reference."""
 
 from __future__ import annotations
 
-import json
 import math
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from kvplan.errors import KvplanError
+from kvplan.files import parse_json, parse_toml, read_input_text
 from kvplan.parsing import first_unknown_key
+from kvplan.schema import check_document
 from kvplan.semantics.config.cache import utilization_problem
+from kvplan.semantics.models.resolve import model_named_in_file
 from kvplan.semantics.releases import DEFAULT_RELEASE, Release
 from kvplan.units import parse_bytes
 from kvplan.usecases.check.assertions import KINDS, Assertion, AssertionKind, Concurrency
+from kvplan.usecases.check.spec_format import SPEC
 
-SPEC_SCHEMA_VERSION = 1
 TOP_KEYS = ("schema_version", "name", "description", "target", "assert")
 BLOCK_KEYS = ("name", "workload", "seed", "step_time_ms")
 # [target] keys that plan on the spot (PlanRequest's settings, as `kvplan plan` names its flags)
@@ -36,7 +37,7 @@ PLAN_SETTINGS: dict[str, str] = {
     "block_size": "positive", "max_model_len": "max_model_len", "max_num_batched_tokens": "positive",
     "max_num_seqs": "positive", "kv_cache_dtype": "str", "dtype": "str", "tensor_parallel_size": "positive",
     "pipeline_parallel_size": "positive", "num_gpu_blocks_override": "positive",
-    "enable_prefix_caching": "bool", "enable_chunked_prefill": "bool", "trust_remote_code": "bool",
+    "enable_prefix_caching": "bool", "enable_chunked_prefill": "bool",
 }
 TARGET_KEYS = ("profile", "model", "config_sha256", *PLAN_SETTINGS)
 
@@ -77,37 +78,20 @@ class CheckSpec:
 
 def load_spec(path: Path) -> CheckSpec:
     """Read and validate a spec file; TOML unless its name ends in .json."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise KvplanError(f"spec file not found: {path}") from None
-    except (OSError, UnicodeDecodeError) as error:
-        raise KvplanError(f"cannot read the spec file {path}: {error}") from None
-    if path.suffix.lower() == ".json":
-        try:
-            document = json.loads(text)
-        except json.JSONDecodeError as error:
-            raise KvplanError(f"{path.name}: not valid JSON (line {error.lineno}: {error.msg})") from None
-    else:
-        try:
-            document = tomllib.loads(text)
-        except tomllib.TOMLDecodeError as error:
-            raise KvplanError(f"{path.name}: not valid TOML ({error})") from None
+    shown = path.name
+    text = read_input_text(path, shown)
+    document = parse_json(text, shown) if path.suffix.lower() == ".json" else parse_toml(text, shown)
     return parse_spec(document, path)
 
 
 def parse_spec(document: Any, path: Path) -> CheckSpec:
+    """A spec document: every key checked against `SPEC` (types, ranges), then the rules between keys."""
     shown = path.name
 
     def fail(where: str, message: str) -> KvplanError:
         return KvplanError(f"{shown}: {where}: {message}")
 
-    if not isinstance(document, dict):
-        raise KvplanError(f"{shown}: expected a table of [target] and [[assert]] blocks")
-    _reject_unknown(document, TOP_KEYS, f"{shown}: ")
-    version = document.get("schema_version", SPEC_SCHEMA_VERSION)
-    if version != SPEC_SCHEMA_VERSION:
-        raise fail("schema_version", f"unsupported version {version!r} (this kvplan reads {SPEC_SCHEMA_VERSION})")
+    check_document(SPEC, document, shown)
     base = path.parent
     target = _parse_target(document["target"], base, shown) if "target" in document else None
     raw_blocks = document.get("assert")
@@ -147,8 +131,11 @@ def _parse_target(raw: Any, base: Path, shown: str) -> TargetSpec:
     if profile is None and model is None:
         raise KvplanError(f"{shown}: target: give profile = \"profile.json\" (saved by `kvplan profile --save`) "
                           "or model = \"...\" to plan on the spot")
-    if model is not None and (base / model).exists():
-        model = str(base / model)  # a config.json or model directory next to the spec
+    if model is not None:
+        try:
+            model = model_named_in_file(model, base)  # a config.json or model directory next to the spec
+        except KvplanError as error:
+            raise KvplanError(f"{shown}: target.model: {error}") from None
     settings = {key: parse_setting(key, raw[key], f"{shown}: target.{key}") for key in PLAN_SETTINGS if key in raw}
     return TargetSpec(
         profile=_relative(base, profile) if profile is not None else None,

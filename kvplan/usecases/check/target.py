@@ -26,6 +26,8 @@ from kvplan.usecases.profile_summary import ProfileSummary, load_profile, profil
 # spec setting name -> PlanRequest field, where they differ (the spec takes sizes as `kvplan plan` flags do)
 REQUEST_FIELD = {"kv_cache_memory": "kv_cache_memory_bytes", "gpu_memory": "gpu_memory_bytes"}
 PLAN_FIELDS = tuple(f.name for f in dataclasses.fields(PlanRequest))
+# request fields a file (spec, profile provenance) never sets: only the command line does
+NOT_FROM_FILES = ("trust_remote_code", "release")
 # settings left unset in a profile's request, and where its plan says what they resolved to
 EFFECTIVE_IN_PLAN: dict[str, Callable[[PlanSummary], Any]] = {
     "block_size": lambda plan: plan.block_size,
@@ -66,19 +68,22 @@ class Target:
         return None if self.plan is None else self.plan.num_blocks
 
 
-def load_target(spec: TargetSpec, shown: str, release: Release = DEFAULT_RELEASE) -> Target:
+def load_target(spec: TargetSpec, shown: str, release: Release = DEFAULT_RELEASE, *,
+                trust_remote_code: bool = False) -> Target:
+    """The spec's target; `trust_remote_code` is the command line's (`kvplan check --trust-remote-code`):
+    neither the spec nor a profile's provenance can turn it on."""
     if spec.profile is not None:
-        return _saved_profile(spec, shown, release)
-    return plan_target(_request(spec, shown, release))
+        return _saved_profile(spec, shown, release, trust_remote_code)
+    return plan_target(_request(spec, shown, release, trust_remote_code))
 
 
-def _request(spec: TargetSpec, shown: str, release: Release) -> PlanRequest:
+def _request(spec: TargetSpec, shown: str, release: Release, trust_remote_code: bool) -> PlanRequest:
     if spec.model is None:
         raise KvplanError(f"{shown}: target.model: required to plan on the spot (or give target.profile)")
     if spec.config_sha256 is not None:
         raise KvplanError(f"{shown}: target.config_sha256: applies to a saved profile (target.profile)")
     settings = {REQUEST_FIELD.get(key, key): value for key, value in spec.settings.items()}
-    return PlanRequest(model=spec.model, release=release, **settings)
+    return PlanRequest(model=spec.model, release=release, trust_remote_code=trust_remote_code, **settings)
 
 
 def plan_target(request: PlanRequest) -> Target:
@@ -105,15 +110,18 @@ def plan_result_target(result: PlanResult, label: str) -> Target:
 
 
 def profile_target(profile: ProfileSummary, path: Path | None, model: str | None = None,
-                   release: Release = DEFAULT_RELEASE) -> Target:
+                   release: Release = DEFAULT_RELEASE, trust_remote_code: bool = False) -> Target:
     """A profile as a target; `model` replaces the provenance's model for replanning (a config.json
-    beside the spec when the profile's model is not in the catalog)."""
+    beside the spec when the profile's model is not in the catalog). The provenance is data: its
+    knobs say how the profile was made, and `trust_remote_code` among them is never a setting."""
     provenance = profile.provenance
     if provenance.knobs is None:
         where = path.name if path else "the profile"
         raise KvplanError(f"{where}: no provenance.knobs: not a profile saved by `kvplan profile --save`; "
                           "profile again with this kvplan")
-    settings = {key: value for key, value in provenance.knobs.items() if key in PLAN_FIELDS}
+    settings = {key: value for key, value in provenance.knobs.items()
+                if key in PLAN_FIELDS and key not in NOT_FROM_FILES}
+    settings["trust_remote_code"] = trust_remote_code
     settings["model"] = model or provenance.model or settings.get("model")
     settings["with_weights"] = False
     if profile.plan is not None:
@@ -128,7 +136,7 @@ def profile_target(profile: ProfileSummary, path: Path | None, model: str | None
     return Target("profile", " ".join(label.split()), profile.plan, profile, request, budget, path)
 
 
-def _saved_profile(spec: TargetSpec, shown: str, release: Release) -> Target:
+def _saved_profile(spec: TargetSpec, shown: str, release: Release, trust_remote_code: bool) -> Target:
     assert spec.profile is not None
     document = load_profile(spec.profile, f"{shown}: target.profile ({spec.profile.name})")
     expected_sha = spec.config_sha256
@@ -146,7 +154,7 @@ def _saved_profile(spec: TargetSpec, shown: str, release: Release) -> Target:
         raise KvplanError(
             f"{shown}: target.profile {spec.profile.name} does not match the spec: {'; '.join(reasons)}: "
             "profile again with the spec's model and settings (`kvplan profile ... --save`), or fix the spec")
-    return profile_target(document, spec.profile, spec.model, release)
+    return profile_target(document, spec.profile, spec.model, release, trust_remote_code)
 
 
 def _setting_mismatches(profile: ProfileSummary, wanted: dict[str, Any]) -> list[str]:

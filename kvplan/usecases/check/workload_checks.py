@@ -79,8 +79,9 @@ def passes(assertion: Assertion, figures: Figures) -> bool:
 
 
 def run_workload(path: Path, target: Target | None, seed: int | None, step_time_ms: float | None,
-                 find_max_rate: bool, release: Release) -> WorkloadRun:
+                 find_max_rate: bool, release: Release, *, trust_remote_code: bool = False) -> WorkloadRun:
     from kvplan.usecases.simulate.driver import SimOptions, prepare, run, with_pool
+    from kvplan.usecases.simulate.engine_source import EngineOverrides
     from kvplan.usecases.simulate.simulation import simulate
     from kvplan.usecases.simulate.workload import load_workload
 
@@ -92,7 +93,8 @@ def run_workload(path: Path, target: Target | None, seed: int | None, step_time_
         workload = on_target_pool(workload, target.plan, target)
         notes.append(f"{path.name} ran on the target's pool of {target.plan.num_blocks:,} blocks; "
                      "the workload's own engine section is not used")
-    setup = prepare(workload, SimOptions(seed=seed, step_time_ms=step_time_ms, release=release))
+    overrides = EngineOverrides(trust_remote_code=trust_remote_code)
+    setup = prepare(workload, SimOptions(overrides=overrides, seed=seed, step_time_ms=step_time_ms, release=release))
     result = simulate(setup, find_max_rate=find_max_rate)
 
     def rerun(num_gpu_blocks: int) -> Figures:

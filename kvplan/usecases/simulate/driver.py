@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from kvplan.errors import KvplanError
+from kvplan.limits import MAX_RECORDED_STEPS
 from kvplan.parsing import FieldError, as_number
 from kvplan.semantics.engine.config import EngineConfig
 from kvplan.semantics.engine.groups import MAMBA
@@ -32,6 +33,7 @@ from kvplan.semantics.engine.trace import (
     parse_trace,
 )
 from kvplan.semantics.releases import Release
+from kvplan.usecases.replay import require_pool_memory
 from kvplan.usecases.simulate.engine_source import EngineOverrides, ResolvedEngine, resolve_engine
 from kvplan.usecases.simulate.metrics import Recorder, RequestRecord, RunMetrics, StepListener
 from kvplan.usecases.simulate.timing import StepLoad, StepTimeModel, choose_step_time
@@ -197,6 +199,7 @@ def run(setup: PreparedWorkload, *, config: EngineConfig | None = None, rate_fac
     config = config or setup.config
     engine = setup.engine
     groups = engine.kv_cache_groups if config.kv_cache_groups is not None else ()
+    require_pool_memory(config)
     recorder = Recorder(config.num_gpu_blocks - 1, config.block_size, setup.class_names,
                         timed=setup.timer is not None, on_step=on_step, groups=groups,
                         layers_known=bool(engine.planned_groups))
@@ -230,10 +233,24 @@ def _run_in_steps(setup: PreparedWorkload, config: EngineConfig, recorder: Recor
         if progress is not None and result.step % 128 == 0:
             progress(total - len(recorder.live) - _not_arrived(trace, result.step), total)
 
-    summary = replay(trace, observe, model_runner)
+    def idle(first_step: int, count: int) -> None:
+        clock[0] += recorder.idle(first_step, count, clock[0], seconds)
+
+    # a step listener (the timeline) hears every step, idle ones included (check_recorded_steps)
+    summary = replay(trace, observe, model_runner, on_idle=idle if recorder.on_step is None else None)
     records = tuple(recorder.records[r.request_id] for r in trace.requests if r.request_id in recorder.records)
     short = seen[0].pool_was_short if seen else False
     return RunOutcome(recorder.finish(summary.stalled, 0.0), records, 0, 0, short)
+
+
+def check_recorded_steps(setup: PreparedWorkload, flag: str) -> None:
+    """Refuse, before running, a per-step output of a run that spans more steps than anyone reads:
+    a request list timed in steps writes at least one line per step up to its last arrival."""
+    last = max((request.arrival_step for request in setup.explicit), default=0) if setup.in_steps else 0
+    if last > MAX_RECORDED_STEPS:
+        raise KvplanError(f"{flag}: the last request arrives at step {last:,}, so the run would write at least "
+                          f"{last:,} lines (one per step; at most {MAX_RECORDED_STEPS:,}): leave out {flag}, or "
+                          "bring the arrival steps closer")
 
 
 def _not_arrived(trace: Trace, step: int) -> int:

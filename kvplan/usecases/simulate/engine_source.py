@@ -43,9 +43,11 @@ class EngineOverrides(EngineSettings):
     dtype: str | None = None
     tensor_parallel_size: int | None = None
     pipeline_parallel_size: int | None = None
+    trust_remote_code: bool = False          # only ever from the command line
 
     def settings(self) -> dict[str, Any]:
-        skip = ("num_gpu_blocks", "gpu", "gpu_memory_utilization", "gpu_memory", "kv_cache_memory")
+        skip = ("num_gpu_blocks", "gpu", "gpu_memory_utilization", "gpu_memory", "kv_cache_memory",
+                "trust_remote_code")
         return {f.name: getattr(self, f.name) for f in fields(self)
                 if f.name not in skip and getattr(self, f.name) is not None}
 
@@ -149,6 +151,7 @@ def resolve_engine(spec: EngineSpec, overrides: EngineOverrides, where: str,
             or release.gpu_memory_utilization,
             kv_cache_memory=kv_cache_memory,
             release=release,
+            trust_remote_code=overrides.trust_remote_code,
             settings={k: v for k, v in settings.items()
                       if k in (*POOL_SETTINGS, *SIZING_SETTINGS, "enable_chunked_prefill")},
         ), "plan"
@@ -167,7 +170,8 @@ def resolve_engine(spec: EngineSpec, overrides: EngineOverrides, where: str,
                              "the profile's block count was measured with its own value")
             merged[key] = value
 
-    num_gpu_blocks = overrides.num_gpu_blocks or (pool.num_blocks if pool else spec.num_gpu_blocks)
+    num_gpu_blocks = overrides.num_gpu_blocks if overrides.num_gpu_blocks is not None else (
+        pool.num_blocks if pool else spec.num_gpu_blocks)
     if overrides.num_gpu_blocks is not None:
         source = "--num-gpu-blocks"
     if num_gpu_blocks is None:
@@ -198,13 +202,14 @@ def _named_release(version: str, where: str) -> Release:
 
 
 def plan_pool(*, model: str, gpu: str | None, gpu_memory: int | None, gpu_memory_utilization: float,
-              kv_cache_memory: int | None, settings: dict[str, Any], release: Release) -> PlannedPool:
+              kv_cache_memory: int | None, settings: dict[str, Any], release: Release,
+              trust_remote_code: bool = False) -> PlannedPool:
     """Plan the pool for ``model`` with kvplan's planner: `kvplan plan` on ``kv_cache_memory`` (no
     torch for catalog models), else the KV memory of ``gpu`` / ``gpu_memory`` at
     ``gpu_memory_utilization`` as the fake profile run predicts it (needs the `profile` extra)."""
     request = PlanRequest(model=model, gpu=gpu, gpu_memory_bytes=gpu_memory,
                           gpu_memory_utilization=gpu_memory_utilization, kv_cache_memory_bytes=kv_cache_memory,
-                          release=release, **settings)
+                          release=release, trust_remote_code=trust_remote_code, **settings)
     if kv_cache_memory is None and gpu is None and gpu_memory is None:
         raise KvplanError("engine.model: give engine.gpu (or gpu_memory) or engine.kv_cache_memory to size the pool")
     if kv_cache_memory is not None:

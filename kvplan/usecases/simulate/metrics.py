@@ -315,6 +315,21 @@ class Recorder:
         self.series.add(start, end, (used, evictable, running, waiting, 0.0))
         self.end_time = max(self.end_time, end)
 
+    def idle(self, first_step: int, count: int, start: float,
+             step_seconds: Callable[[StepLoad], float] | None) -> float:
+        """``count`` steps from ``first_step`` that find nothing waiting or running, accounted as
+        ``count`` calls of ``observe`` would account them, at once; returns their duration."""
+        duration = step_seconds(StepLoad(0, 0, 0)) if step_seconds is not None else 0.0
+        used, evictable = self._last[0], self._last[1]
+        weight = (duration if self.timed else 1.0) * count
+        self.num_steps += count
+        self._weigh(int(used), evictable, 0, 0, weight)
+        series_start = start if self.timed else float(first_step)
+        self.series.add(series_start, series_start + weight, (used, evictable, 0.0, 0.0, 0.0))
+        self.end_time = max(self.end_time, start + duration * count)
+        self._arrived = 0
+        return duration * count
+
     def observe(self, result: StepResult, running: int, waiting: int, waiting_head: str | None,
                 start: float, step_seconds: Callable[[StepLoad], float] | None) -> float:
         """Account one step that began at ``start``; returns its duration (0 without a time model)."""

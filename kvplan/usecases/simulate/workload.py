@@ -8,7 +8,6 @@ mistake is one line naming the field (exit code 2). ``docs/workload.md`` is the 
 
 from __future__ import annotations
 
-import json
 import random
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -16,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from kvplan.errors import KvplanError
+from kvplan.files import parse_json, read_input_text
+from kvplan.limits import MAX_REQUESTS
 from kvplan.parsing import (
     FieldError,
     as_bool,
@@ -29,11 +30,15 @@ from kvplan.parsing import (
     parse_calibration,
     reject_unknown,
 )
+from kvplan.schema import check_document
 from kvplan.semantics.config.cache import utilization_problem
 from kvplan.semantics.engine.groups import KVCacheGroup
+from kvplan.semantics.engine.trace_format import TRACE
+from kvplan.semantics.models.resolve import local_model_path, model_named_in_file
 from kvplan.units import parse_bytes
 from kvplan.usecases.simulate.arrivals import ArrivalProcess, arrival_times, parse_arrival
 from kvplan.usecases.simulate.distributions import Distribution, parse_distribution
+from kvplan.usecases.simulate.workload_format import REQUEST_LIST, WORKLOAD, WORKLOAD_REQUEST
 
 SCHEMA_VERSION = 1
 TOP_KEYS = ("schema_version", "description", "seed", "engine", "timing", "classes", "arrival", "requests")
@@ -129,15 +134,18 @@ class Workload:
 
 
 def load_workload(path: Path) -> Workload:
-    """Read a workload file, a trace-replay file or a JSON Lines request list."""
+    """Read a workload file, a trace-replay file or a JSON Lines request list; every value is checked
+    against the workload's description (`workload_format`) before it is used."""
     if path.suffix == ".jsonl":
         requests = _read_jsonl(path, path.name)
         workload = Workload(path.name, 0, EngineSpec(), TimingSpec(), requests=requests, requests_source=path.name)
     else:
-        document = _read_json(path, path.name)
+        document = parse_json(read_input_text(path, path.name), path.name)
         if isinstance(document, dict) and "schema_version" not in document and "config" in document:
+            check_document(TRACE, document, path.name)
             workload = _from_trace(document, path.name)
         else:
+            check_document(WORKLOAD, document, path.name)
             try:
                 workload = parse_workload(document, path.parent, path.name)
             except FieldError as error:
@@ -145,40 +153,24 @@ def load_workload(path: Path) -> Workload:
     inputs = [path, *([workload.engine.profile] if workload.engine.profile else [])]
     if workload.requests_source not in ("", path.name):
         inputs.append(path.parent / workload.requests_source)
+    model = local_model_path(workload.engine.model) if workload.engine.model else None
+    if model is not None:
+        inputs.append(model)
     return replace(workload, inputs=tuple(inputs))
-
-
-def _read_text(path: Path, shown: str) -> str:
-    try:
-        return path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise KvplanError(f"{shown}: file not found") from None
-    except (OSError, UnicodeDecodeError) as error:
-        raise KvplanError(f"{shown}: cannot read it ({error})") from None
-
-
-def _read_json(path: Path, shown: str) -> Any:
-    text = _read_text(path, shown)
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as error:
-        raise KvplanError(f"{shown}: not valid JSON (line {error.lineno}, column {error.colno}: {error.msg})") from None
 
 
 def _read_jsonl(path: Path, shown: str) -> tuple[dict[str, Any], ...]:
     rows = []
-    for number, line in enumerate(_read_text(path, shown).splitlines(), start=1):
+    for number, line in enumerate(read_input_text(path, shown).splitlines(), start=1):
         if not line.strip():
             continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as error:
-            raise KvplanError(f"{shown}: line {number} is not valid JSON ({error.msg})") from None
-        if not isinstance(row, dict):
-            raise KvplanError(f"{shown}: line {number} must be a JSON object (one request per line)")
+        row = parse_json(line, f"{shown}: line {number}")
+        check_document(WORKLOAD_REQUEST, row, f"{shown}: line {number}")
         rows.append(row)
     if not rows:
         raise KvplanError(f"{shown}: no requests in the file")
+    if len(rows) > MAX_REQUESTS:
+        raise KvplanError(f"{shown}: {len(rows):,} requests, more than the {MAX_REQUESTS:,} kvplan simulates")
     return _with_ids(rows)
 
 
@@ -237,6 +229,11 @@ def _parse_engine(raw: Any, path: str, base_dir: Path) -> EngineSpec:
         raise FieldError(child(path, sources[1]), f"give one pool source, not both {sources[0]} and {sources[1]}")
     profile = get(obj, "profile", path, as_str, None)
     model = get(obj, "model", path, as_str, None)
+    if model is not None:
+        try:
+            model = model_named_in_file(model, base_dir)  # a model directory or config.json beside the workload
+        except KvplanError as error:
+            raise FieldError(child(path, "model"), str(error)) from None
     planning = [key for key in PLANNING_KEYS if key in obj]
     if planning and model is None:
         raise FieldError(child(path, planning[0]), "only applies when the engine is planned from engine.model")
@@ -351,11 +348,11 @@ def _parse_request_list(raw: Any, path: str, base_dir: Path, name: str) -> tuple
         file = base_dir / raw
         if file.suffix == ".jsonl":
             return _read_jsonl(file, raw), raw
-        document = _read_json(file, raw)
+        document = parse_json(read_input_text(file, raw), raw)
         if isinstance(document, dict) and "requests" in document:
             document = document["requests"]  # a trace-replay file: its request list
-        rows = as_list(document, raw)
-        return _with_ids(rows), raw
+        check_document(REQUEST_LIST, document, f"{raw}: requests")
+        return _with_ids(document), raw
     return _with_ids(as_list(raw, path)), name
 
 

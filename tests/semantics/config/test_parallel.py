@@ -77,3 +77,7 @@ def test_tensor_parallel_checks(catalog_shape) -> None:
         parallel.verify_tensor_parallel(replace(smol, num_attention_heads=12), 2)
     with pytest.raises(ConfigRejected, match=r"Tensor parallel size \(14\) must be divisible"):
         parallel.verify_tensor_parallel(catalog_shape("Qwen/Qwen2.5-7B-Instruct"), 14)  # 28 heads, 4 KV heads
+    # gpt-oss splits its 8 KV heads without replicating them: 64 ranks would hold none (issue 12)
+    parallel.verify_tensor_parallel(catalog_shape("openai/gpt-oss-20b"), 8)
+    with pytest.raises(ConfigRejected, match=r"with tensor parallel size 64 a rank holds none .* at most 8\."):
+        parallel.verify_tensor_parallel(catalog_shape("openai/gpt-oss-20b"), 64)

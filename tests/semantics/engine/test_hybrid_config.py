@@ -120,19 +120,19 @@ def test_a_trace_lists_groups_by_type() -> None:
 
 
 @pytest.mark.parametrize(("groups", "message"), [
-    ([], "non-empty list"),
-    ({"type": "full_attention"}, "non-empty list"),
-    ([{"type": "mla"}], r"kv_cache_groups\[0\]: type must be one of"),
-    (["full_attention"], "type must be one of"),
-    ([{"type": "sliding_window"}], "needs sliding_window"),
-    ([{"type": "sliding_window", "sliding_window": True}], "positive integer"),
-    ([{"type": "chunked_local_attention", "attention_chunk_size": -8}], "positive integer"),
-    ([{"type": "full_attention", "sliding_window": 64}], "unknown key 'sliding_window'"),
-    ([{"type": "mamba", "mamba_cache_mod": "all"}], "did you mean 'mamba_cache_mode'"),
-    ([{"type": "mamba", "mamba_cache_mode": "some"}], "mamba_cache_mode must be one of"),
-    ([{"type": "mamba", "conv_dim": 0}], "conv_dim must be a positive integer"),
+    ([], r"kv_cache_groups: expected a list of 1 to 1,024 items, got 0 items"),
+    ({"type": "full_attention"}, "expected a list of 1 to 1,024 items, got an object"),
+    ([{"type": "mla"}], r"kv_cache_groups\[0\]\.type: expected one of: full_attention, .*got 'mla'"),
+    (["full_attention"], r"kv_cache_groups\[0\]: expected an object with type one of"),
+    ([{"type": "sliding_window"}], r"\[0\]\.sliding_window: required key is missing"),
+    ([{"type": "sliding_window", "sliding_window": True}], "expected an integer from 1 to 10\\*\\*8, got true"),
+    ([{"type": "chunked_local_attention", "attention_chunk_size": -8}], "attention_chunk_size: -8 is out of range"),
+    ([{"type": "full_attention", "sliding_window": 64}], r"\[0\]\.sliding_window: unknown key"),
+    ([{"type": "mamba", "mamba_cache_mod": "all"}], "did you mean mamba_cache_mode"),
+    ([{"type": "mamba", "mamba_cache_mode": "some"}], "mamba_cache_mode: expected one of: none, align, all"),
+    ([{"type": "mamba", "conv_dim": 0}], "conv_dim: 0 is out of range"),
     ([{"type": "full_attention"}, {"type": "mamba"}], "requires chunked prefill"),
-    ([{"type": "full_attention", "block_size": 0}], "block_size must be a positive integer"),
+    ([{"type": "full_attention", "block_size": 0}], "block_size: 0 is out of range"),
     ([{"type": "full_attention"}, {"type": "full_attention", "block_size": 24}], "multiple of the block size"),
 ])
 def test_trace_mistakes_are_one_line_errors(groups, message) -> None:

@@ -48,12 +48,13 @@ def test_overrides_replace_the_trace_config() -> None:
 
 
 @pytest.mark.parametrize(("document", "message"), [
-    (doc(req(max_token=4)), "unknown key 'max_token' (did you mean 'max_tokens'?)"),
-    ({"config": {**CONFIG, "max_num_seq": 4}, "requests": []}, "did you mean 'max_num_seqs'?"),
-    ({"config": CONFIG, "request": []}, "did you mean 'requests'?"),
-    (doc(req(unique_len=-5)), "unique_len must be a non-negative integer, got -5"),
-    (doc(req(arrival_step=-1)), "arrival_step must be a non-negative integer"),
-    (doc(req(max_tokens=0)), "max_tokens must be at least 1"),
+    (doc(req(max_token=4)), "requests[0].max_token: unknown key; did you mean max_tokens?"),
+    ({"config": {**CONFIG, "max_num_seq": 4}, "requests": []},
+     "config.max_num_seq: unknown key; did you mean max_num_seqs?"),
+    ({"config": CONFIG, "request": []}, "request: unknown key; did you mean requests?"),
+    (doc(req(unique_len=-5)), "requests[0].unique_len: -5 is out of range: expected an integer from 0 to 10**6"),
+    (doc(req(arrival_step=-1)), "requests[0].arrival_step: -1 is out of range: expected an integer from 0 to 10**9"),
+    (doc(req(max_tokens=0)), "requests[0].max_tokens: 0 is out of range: expected an integer from 1 to 10**8"),
     (doc(req(prefix_len=500, unique_len=12)),
      "the prompt (512 tokens) must be shorter than max_model_len (512)"),
     (doc(req(prefix_len=0, unique_len=0)), "the prompt is empty"),
@@ -63,15 +64,17 @@ def test_overrides_replace_the_trace_config() -> None:
     (doc({"request_id": "p", "prompt_token_ids": [1, 2], "prefix_len": 4, "max_tokens": 1}),
      "either prompt_token_ids or prefix_id/prefix_len/unique_len, not both"),
     ({"config": {"block_size": 16}, "requests": []}, "config needs num_gpu_blocks"),
-    (doc(req(), num_gpu_blocks=True), "num_gpu_blocks must be an integer, got true"),
-    (doc(req(), block_size=12), "block_size must be one of 1, 8, 16, 32, 64, 128, 256"),
-    (doc(req(), hash_algo="md5"), "hash_algo must be one of"),
-    (doc(req(), num_gpu_blocks=1), "num_gpu_blocks must be at least 2"),
+    (doc(req(), num_gpu_blocks=True), "config.num_gpu_blocks: expected an integer from 2 to 10**8, got true"),
+    (doc(req(), block_size=12),
+     "config.block_size: 12 is not a block size vLLM accepts: expected one of 1, 8, 16, 32, 64, 128, 256"),
+    (doc(req(), hash_algo="md5"),
+     "config.hash_algo: expected one of: sha256, sha256_cbor, xxhash, xxhash_cbor, got 'md5'"),
+    (doc(req(), num_gpu_blocks=1), "config.num_gpu_blocks: 1 is out of range: expected an integer from 2 to 10**8"),
     (doc(req(output_token_ids=[1, 2])), "output_token_ids holds 2 ids but max_tokens is 4"),
     (doc({"request_id": "p", "prompt_token_ids": [1, -2], "max_tokens": 1}),
-     "token ids are integers in [0, 2**63)"),
-    (doc(req(request_id=5)), "request_id must be a non-empty string"),
-    ([1, 2], "a trace is a JSON object"),
+     "prompt_token_ids[1]: -2 is out of range: expected an integer from 0 to 2**63 - 1"),
+    (doc(req(request_id=5)), "requests[0].request_id: expected a non-empty string of at most 1,024 characters, got 5"),
+    ([1, 2], "expected an object (a kvplan trace: config and requests), got a list of 2 items"),
 ])
 def test_invalid_traces_are_one_clear_error(document: Any, message: str) -> None:
     with pytest.raises(KvplanError) as error:
@@ -81,7 +84,7 @@ def test_invalid_traces_are_one_clear_error(document: Any, message: str) -> None
 
 
 def test_unreadable_files(tmp_path: Path) -> None:
-    with pytest.raises(KvplanError, match="no such trace file"):
+    with pytest.raises(KvplanError, match=r"missing\.json: file not found"):
         load_trace(tmp_path / "missing.json")
     broken = tmp_path / "broken.json"
     broken.write_text('{"config": {"num_gpu_blocks": 4},')

@@ -5,16 +5,14 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import socket
-import threading
-import urllib.error
 
 import pytest
 
 from kvplan.errors import EXIT_BAD_INPUT, KvplanError
+from kvplan.hub import HubAccess, hub_access
 from kvplan.semantics.models import catalog_ids, resolve
 from kvplan.semantics.models.catalog import CATALOG_DIR
-from kvplan.semantics.models.resolve import fetch_from_hub, resolve_config
+from kvplan.semantics.models.resolve import resolve_config
 
 TINY = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "num_hidden_layers": 2, "hidden_size": 64,
         "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 1000}
@@ -31,9 +29,9 @@ def hf_home(tmp_path, monkeypatch):
 @pytest.fixture
 def no_hub(monkeypatch):
     """Any attempt to reach the hub fails the test."""
-    def refuse(url: str, timeout_s: float) -> bytes:
-        raise AssertionError(f"the hub was asked for {url}")
-    monkeypatch.setattr(resolve, "fetch_from_hub", refuse)
+    def refuse(model_id: str, access: HubAccess) -> tuple[bytes, str]:
+        raise AssertionError(f"the hub was asked for {model_id}")
+    monkeypatch.setattr(resolve, "fetch_config", refuse)
 
 
 def test_catalog_lists_every_bundled_config_unchanged(data_dir):
@@ -74,7 +72,7 @@ def test_directory_without_config_is_bad_input(tmp_path):
     assert error.value.exit_code == EXIT_BAD_INPUT
 
 
-@pytest.mark.parametrize(("text", "why"), [("{\"a\": 1,", "malformed JSON"), ("[1, 2]", "JSON object")])
+@pytest.mark.parametrize(("text", "why"), [("{\"a\": 1,", "not valid JSON"), ("[1, 2]", "JSON object")])
 def test_malformed_config_names_the_file(tmp_path, text, why):
     path = tmp_path / "config.json"
     path.write_text(text)
@@ -121,41 +119,34 @@ def test_unknown_id_offline_fails_fast_in_one_line(hf_home, no_hub, monkeypatch)
         assert part in message
 
 
-def test_unknown_id_with_unreachable_hub(hf_home, monkeypatch):
-    asked = []
+def test_a_revision_picks_its_cached_snapshot_and_skips_the_catalog(hf_home, no_hub):
+    _snapshot(hf_home, "acme/tiny", "aaa", {**TINY, "num_hidden_layers": 3})
+    (hf_home / "hub" / "models--acme--tiny" / "refs").mkdir()
+    (hf_home / "hub" / "models--acme--tiny" / "refs" / "v1").write_text("aaa")
+    with hub_access(HubAccess(revision="v1")):
+        assert resolve_config("acme/tiny").config["num_hidden_layers"] == 3
+    with hub_access(HubAccess(allowed=False, reason="--offline is given", revision="v2")), \
+            pytest.raises(KvplanError, match="--offline is given"):
+        resolve_config("acme/tiny")
+    # a revision is a hub revision: the bundled catalog copy is not it
+    with hub_access(HubAccess(allowed=False, reason="--offline is given", revision="v9")), \
+            pytest.raises(KvplanError, match="not in kvplan's catalog"):
+        resolve_config("Qwen/Qwen2-0.5B-Instruct")
 
-    def unreachable(url: str, timeout_s: float) -> bytes:
-        asked.append((url, timeout_s))
-        raise urllib.error.URLError("Name or service not known")
-    monkeypatch.setattr(resolve, "fetch_from_hub", unreachable)
-    with pytest.raises(KvplanError, match="hub is unreachable \\(Name or service not known\\)"):
+
+def test_a_command_without_network_access_never_fetches(hf_home, no_hub):
+    with hub_access(HubAccess(allowed=False, reason="kvplan check uses no network unless --allow-network")), \
+            pytest.raises(KvplanError, match="kvplan check uses no network unless --allow-network") as error:
         resolve_config("acme/not-a-model")
-    assert asked == [("https://huggingface.co/acme/not-a-model/resolve/main/config.json", resolve.HUB_TIMEOUT_S)]
+    assert os.environ.get("HF_HUB_OFFLINE") is None   # restored when the command ends
+    assert "\n" not in str(error.value)
 
 
-def test_hub_without_the_model(hf_home, monkeypatch):
-    def missing(url: str, timeout_s: float) -> bytes:
-        raise urllib.error.HTTPError(url, 404, "Not Found", None, None)
-    monkeypatch.setattr(resolve, "fetch_from_hub", missing)
-    with pytest.raises(KvplanError, match=r"no public config\.json for it \(HTTP 404\)"):
-        resolve_config("acme/not-a-model")
-
-
-def test_hub_answer_is_parsed(hf_home, monkeypatch):
-    monkeypatch.setattr(resolve, "fetch_from_hub", lambda url, timeout_s: json.dumps(TINY).encode())
+def test_hub_answer_is_parsed_and_validated(hf_home, monkeypatch):
+    monkeypatch.setattr(resolve, "fetch_config", lambda model_id, access: (json.dumps(TINY).encode(), "cached"))
     resolved = resolve_config("acme/tiny")
     assert (resolved.source, resolved.config) == ("hub", TINY)
-
-
-def test_fetch_gives_up_on_a_silent_server():
-    """A server that accepts and never answers must not hold the caller past the deadline."""
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen(1)
-    accepted = []
-    threading.Thread(target=lambda: accepted.append(server.accept()), daemon=True).start()
-    try:
-        with pytest.raises((OSError, TimeoutError)):
-            fetch_from_hub(f"http://127.0.0.1:{server.getsockname()[1]}/config.json", 0.3)
-    finally:
-        server.close()
+    broken = {**TINY, "num_attention_heads": 0}
+    monkeypatch.setattr(resolve, "fetch_config", lambda model_id, access: (json.dumps(broken).encode(), "cached"))
+    with pytest.raises(KvplanError, match=r"cached: num_attention_heads: 0 is out of range"):
+        resolve_config("acme/tiny")

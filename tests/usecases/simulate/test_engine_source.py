@@ -90,7 +90,7 @@ def test_block_count_comes_from_the_file_or_the_command_line(write_json):
 def test_engine_rules_of_vllm_are_enforced(write_json):
     with pytest.raises(KvplanError, match=r"max_num_batched_tokens \(8\) must be greater than or equal to"):
         resolve(write_json, {"num_gpu_blocks": 64, "max_num_batched_tokens": 8, "max_num_seqs": 16})
-    with pytest.raises(KvplanError, match="block_size must be one of"):
+    with pytest.raises(KvplanError, match="block_size: 24 is not a block size vLLM accepts: expected one of 1, 8, 16"):
         resolve(write_json, {"num_gpu_blocks": 64, "block_size": 24})
 
 

@@ -1,0 +1,33 @@
+"""User text made safe for each output format: valid Unicode everywhere (a lone surrogate becomes
+U+FFFD), and in XML and HTML no character those formats cannot carry (a control character is
+written as its `\\xNN` escape). Rich consoles get `rich.text.Text` or escaped markup instead: see
+`plain`."""
+
+from __future__ import annotations
+
+import re
+
+from rich.markup import escape
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+# XML 1.0 chars: tab, newline, carriage return, U+0020-U+D7FF, U+E000-U+FFFD, U+10000-U+10FFFF
+_NOT_XML = re.compile("[^\t\n\r\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+_C1 = re.compile("[\u007f-\u009f]")
+
+
+def valid_text(text: str) -> str:
+    """The text with every lone surrogate replaced by U+FFFD: encodable as UTF-8, valid in JSON."""
+    return _SURROGATE.sub("\ufffd", text)
+
+
+def markup_text(text: str) -> str:
+    """Text XML 1.0 and HTML can carry: control characters as visible `\\xNN`, lone surrogates as U+FFFD."""
+    def visible(match: re.Match[str]) -> str:
+        char = match.group(0)
+        return "\ufffd" if 0xD800 <= ord(char) <= 0xDFFF else f"\\x{ord(char):02x}"
+    return _C1.sub(visible, _NOT_XML.sub(visible, text))
+
+
+def plain(text: object) -> str:
+    """User text inside rich markup: escaped, so that `[bold]` or `[/]` in a name prints as written."""
+    return escape(valid_text(str(text)))

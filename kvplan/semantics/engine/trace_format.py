@@ -1,0 +1,105 @@
+"""The trace-replay format (`trace-replay.md` section 1), described once: the engine settings of a
+trace's `config` (also a workload's `engine` and `kvplan replay`'s options take them), a request,
+and the whole trace. `kvplan.semantics.engine.trace` validates every trace against `TRACE` before
+reading it; docs/schemas/input/trace.json is `TRACE` published."""
+
+from __future__ import annotations
+
+from typing import get_args
+
+from kvplan import limits
+from kvplan.schema import Boolean, Checked, Field, Integer, ListOf, Record, Tagged, Text
+from kvplan.semantics.config.cache import ALLOWED_BLOCK_SIZES
+from kvplan.semantics.engine.config import HASH_ALGOS
+from kvplan.semantics.engine.groups import (
+    CHUNKED_LOCAL_ATTENTION,
+    FULL_ATTENTION,
+    MAMBA,
+    MAMBA_CACHE_MODES,
+    SLIDING_WINDOW,
+)
+from kvplan.semantics.releases import DEFAULT_RELEASE, RELEASES, Scheduling
+
+# the token-id rule gives each prefix and each request a million ids
+TOKENS_PER_ID = 1_000_000
+MAX_PREFIX_ID = 1_000_000
+
+
+def _block_size_problem(value: int) -> str | None:
+    if value in ALLOWED_BLOCK_SIZES:
+        return None
+    return f"{value} is not a block size vLLM accepts: expected one of {', '.join(map(str, ALLOWED_BLOCK_SIZES))}"
+
+
+POOL_BLOCKS = Integer(2, limits.MAX_BLOCKS, "blocks in the pool, the null block (block 0) included")
+BLOCK_SIZE = Checked(Integer(1, max(ALLOWED_BLOCK_SIZES)), _block_size_problem,
+                     f"tokens per block: one of {', '.join(map(str, ALLOWED_BLOCK_SIZES))} (vLLM's choices)",
+                     {"enum": list(ALLOWED_BLOCK_SIZES)}, says=f"one of {', '.join(map(str, ALLOWED_BLOCK_SIZES))}")
+BATCHED_TOKENS = Integer(1, limits.MAX_TOKENS, "token budget of one scheduler step")
+NUM_SEQS = Integer(1, limits.MAX_SEQS, "most requests running at once")
+MODEL_LEN = Integer(2, limits.MAX_TOKENS, "longest prompt + output of one request, in tokens")
+VLLM_VERSION = Text(choices=tuple(RELEASES), description="the vLLM release whose engine rules apply (default "
+                                                         f"{DEFAULT_RELEASE.version})")
+SCHEDULING_MODE = Text(choices=get_args(Scheduling), description="the engine loop: async (what `vllm serve` does) "
+                                                                 "or sync (vLLM's --no-async-scheduling)")
+
+# a trace's `config`, a workload's `engine`, and the options of `kvplan replay` and `simulate`
+SCHEDULER_SETTINGS: dict[str, Field] = {
+    "num_gpu_blocks": Field(POOL_BLOCKS),
+    "block_size": Field(BLOCK_SIZE),
+    "enable_prefix_caching": Field(Boolean("vLLM's prefix caching (default on)")),
+    "max_num_batched_tokens": Field(BATCHED_TOKENS),
+    "max_num_seqs": Field(NUM_SEQS),
+    "max_model_len": Field(MODEL_LEN),
+    "enable_chunked_prefill": Field(Boolean("vLLM's chunked prefill (default on)")),
+    "hash_algo": Field(Text(choices=HASH_ALGOS, description="vLLM's prefix-caching hash (hits are the same for all)")),
+    "hash_seed": Field(Text(min_length=0, description="PYTHONHASHSEED of the hashing (any string)")),
+    "vllm_version": Field(VLLM_VERSION),
+    "scheduling": Field(SCHEDULING_MODE),
+}
+
+# `trace-replay-hybrid.md`: the KV cache groups sharing one pool, in group-id order
+MAX_CHECKPOINT_BLOCKS = 1024
+GROUP_BLOCK_SIZE = Field(Integer(1, limits.MAX_TOKENS, "the group's own block size, a multiple of the trace's "
+                                                       "(vLLM's page-size unification)"))
+WINDOW = Integer(1, limits.MAX_TOKENS, "tokens")
+STATE_DIM = Integer(1, limits.MAX_WIDTH, "a Mamba state dimension")
+GROUP = Tagged("type", {
+    FULL_ATTENTION: Record({"type": Field(Text()), "block_size": GROUP_BLOCK_SIZE}),
+    SLIDING_WINDOW: Record({"type": Field(Text()), "sliding_window": Field(WINDOW, required=True),
+                            "block_size": GROUP_BLOCK_SIZE}),
+    CHUNKED_LOCAL_ATTENTION: Record({"type": Field(Text()), "attention_chunk_size": Field(WINDOW, required=True),
+                                     "block_size": GROUP_BLOCK_SIZE}),
+    MAMBA: Record({"type": Field(Text()), "mamba_cache_mode": Field(Text(choices=MAMBA_CACHE_MODES)),
+                   "conv_dim": Field(STATE_DIM), "ssm_dim": Field(STATE_DIM),
+                   "mamba_type": Field(Text(description="tells Mamba layouts apart")),
+                   "block_size": GROUP_BLOCK_SIZE,
+                   "num_prefill_checkpoint_blocks": Field(Integer(0, MAX_CHECKPOINT_BLOCKS, "vLLM 0.33.0's prefill "
+                                                                  "checkpoint blocks (1 for Mamba-2 and gated delta "
+                                                                  "net layers)")),
+                   "prefill_checkpoint_alignment": Field(Integer(1, limits.MAX_TOKENS, "tokens between prefill "
+                                                                 "checkpoints (default 1)"))}),
+}, description="one KV cache group: its attention type and what that type needs")
+MAX_GROUPS = 1024
+GROUPS = ListOf(GROUP, 1, MAX_GROUPS, "the KV cache groups sharing the pool, in group-id order")
+
+TOKEN_ID = Integer(0, limits.MAX_TOKEN_ID, "a token id")
+REQUEST_FIELDS: dict[str, Field] = {
+    "request_id": Field(Text(), required=True, description="unique in the trace"),
+    "arrival_step": Field(Integer(0, limits.MAX_STEPS, "the scheduler step the request arrives at")),
+    "max_tokens": Field(Integer(1, limits.MAX_TOKENS, "tokens the request generates"), required=True),
+    "prompt_token_ids": Field(ListOf(TOKEN_ID, 1, limits.MAX_TOKENS, "the prompt, as token ids")),
+    "prefix_id": Field(Integer(0, MAX_PREFIX_ID, "which shared prefix the prompt starts with")),
+    "prefix_len": Field(Integer(0, TOKENS_PER_ID, "tokens of the shared prefix")),
+    "unique_len": Field(Integer(0, TOKENS_PER_ID, "tokens after the prefix, unique to the request")),
+    "output_token_ids": Field(ListOf(TOKEN_ID, 1, limits.MAX_TOKENS, "the generated tokens, as token ids")),
+}
+REQUEST = Record(REQUEST_FIELDS, "one request: prompt_token_ids, or prefix_id/prefix_len/unique_len")
+
+SCHEMA_KEY = {"$schema": Field(Text(max_length=limits.MAX_PATH, description="the JSON Schema of this file"))}
+TRACE = Record({
+    **SCHEMA_KEY,
+    "config": Field(Record({**SCHEDULER_SETTINGS, "kv_cache_groups": Field(GROUPS)},
+                           "the engine; command-line options replace these")),
+    "requests": Field(ListOf(REQUEST, 0, limits.MAX_REQUESTS), required=True),
+}, title="a kvplan trace: config and requests")

@@ -1,0 +1,57 @@
+"""The planning settings (`kvplan plan`'s flags, a spec's [target], a workload's engine.model
+planning keys), described once with their ranges for `kvplan.schema`: the command line, the check
+spec and the workload take them the same way, and docs/schemas/input/ publishes them."""
+
+from __future__ import annotations
+
+from kvplan import limits
+from kvplan.errors import KvplanError
+from kvplan.gpus.catalog import get_gpu
+from kvplan.schema import Boolean, ByteSize, Checked, Either, Field, Integer, ListOf, Number, Record, Text
+from kvplan.semantics.engine.trace_format import BATCHED_TOKENS, BLOCK_SIZE, MODEL_LEN, NUM_SEQS, POOL_BLOCKS
+
+
+def gpu_problem(key: str) -> str | None:
+    """Why `key` names no GPU of the catalog (None when it does)."""
+    try:
+        get_gpu(key)
+    except KvplanError as error:
+        return str(error)
+    return None
+
+
+GPU = Checked(Text(max_length=256, controls=False), gpu_problem,
+              "a GPU of `kvplan gpus` (its key, or a unique prefix of it)", says="a GPU key of `kvplan gpus`")
+MODEL = Text(max_length=limits.MAX_PATH, controls=False, description="hub id, model directory or config.json path")
+MEMORY = ByteSize(1, limits.MAX_BYTES)
+UTILIZATION = Number(0, 1, exclusive_minimum=True, description="vLLM's gpu_memory_utilization in (0, 1]")
+PARALLEL = Integer(1, limits.MAX_PARALLEL)
+DTYPE = Text(max_length=64, controls=False, description="auto, bfloat16, float16 or float32 (vLLM's --dtype)")
+KV_CACHE_DTYPE = Text(max_length=64, controls=False,
+                      description="auto, fp8, fp8_e4m3 or fp8_e5m2 (vLLM's --kv-cache-dtype)")
+MAX_MODEL_LEN = Either((MODEL_LEN, Text(choices=("auto",)), Integer(-1, -1)),
+                       "longest prompt + output in tokens; \"auto\" or -1 fits the largest the memory holds")
+
+PLANNING_SETTINGS: dict[str, Field] = {
+    "gpu": Field(GPU),
+    "gpu_memory": Field(MEMORY, description="device memory total (instead of gpu)"),
+    "gpu_memory_utilization": Field(UTILIZATION),
+    "kv_cache_memory": Field(MEMORY, description="KV-cache bytes per GPU, as vLLM's --kv-cache-memory-bytes"),
+    "block_size": Field(BLOCK_SIZE),
+    "max_model_len": Field(MAX_MODEL_LEN),
+    "max_num_batched_tokens": Field(BATCHED_TOKENS),
+    "max_num_seqs": Field(NUM_SEQS),
+    "kv_cache_dtype": Field(KV_CACHE_DTYPE),
+    "dtype": Field(DTYPE),
+    "tensor_parallel_size": Field(PARALLEL),
+    "pipeline_parallel_size": Field(PARALLEL),
+    "num_gpu_blocks_override": Field(POOL_BLOCKS, description="replace the computed block count (vLLM's flag)"),
+    "enable_prefix_caching": Field(Boolean()),
+    "enable_chunked_prefill": Field(Boolean()),
+}
+
+# step times measured on a device: a workload's timing.calibration, a profile's calibration.step_time
+STEP_MS = Number(0, limits.MAX_STEP_MS, exclusive_minimum=True, description="milliseconds")
+CALIBRATION = ListOf(Record({"num_tokens": Field(Integer(1, limits.MAX_TOKENS), required=True),
+                             "ms": Field(STEP_MS, required=True)}), 1, 10**6,
+                     "step times measured at a few token counts (one entry per count)")
