@@ -7,8 +7,8 @@ from pathlib import Path
 
 import typer
 
-from kvplan.cli.root import JSON, app
 from kvplan.cli.options import EngineOptions, check_output, engine_options, parse_optional_bytes
+from kvplan.cli.root import JSON, app
 from kvplan.errors import EXIT_FINDING, KvplanError
 from kvplan.semantics.releases import DEFAULT_RELEASE, Release, release_named
 from kvplan.usecases.fit.request import (

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import typer
 
-from kvplan.cli.root import JSON, app
 from kvplan.cli.fit import EXECUTOR, RAY_ADDRESS, WORKERS
 from kvplan.cli.options import check_output
+from kvplan.cli.root import JSON, app
 from kvplan.errors import EXIT_FINDING
 from kvplan.report import sweep_table
 from kvplan.usecases.sweep.cells import SweepRow

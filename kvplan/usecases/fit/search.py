@@ -194,6 +194,16 @@ def plan_group(group: PlanGroup) -> GroupPlan:
     return GroupPlan(last, planned, 0, process_planner().profile_runs - runs_before)
 
 
+def plan_groups(groups: tuple[PlanGroup, ...]) -> tuple[GroupPlan, ...]:
+    """Several groups in one task (and one process, whose planner keeps the profile run)."""
+    return tuple(plan_group(group) for group in groups)
+
+
+def _profile_key(base: Configuration) -> tuple[object, ...]:
+    return (base.gpu, base.tensor_parallel_size, base.pipeline_parallel_size, base.max_num_seqs,
+            base.max_num_batched_tokens)
+
+
 def _inferred(made: dict[int, PlannedPoint], index: int) -> PlannedPoint:
     """A point below one that was planned and failed: it has less KV memory, so it fails too."""
     above = min(i for i in made if i > index and not made[i].meets_memory)
@@ -311,42 +321,49 @@ def fit(request: FitRequest, executor: Executor, progress: Progress | None = Non
                                                          for length in lengths))
 
     groups = _groups(request, lengths)
+    # one task per profile run: the groups that differ only in KV dtype share their non-KV memory
+    bundles: dict[tuple[object, ...], list[PlanGroup]] = {}
+    for group in groups:
+        bundles.setdefault(_profile_key(group.base), []).append(group)
+    tasks = [tuple(bundle) for bundle in bundles.values()]
     say = progress or (lambda _round, _done, _total: None)
-    say("planning", 0, len(groups))
+    say("planning", 0, len(tasks))
     done = [0]
 
-    def planned_one(_outcome: Outcome[GroupPlan]) -> None:
+    def planned_one(_outcome: Outcome[tuple[GroupPlan, ...]]) -> None:
         done[0] += 1
-        say("planning", done[0], len(groups))
+        say("planning", done[0], len(tasks))
 
-    plans = executor.map(plan_group, groups, on_outcome=planned_one)
     points: list[PlannedPoint] = []
     planned = skipped = profile_runs = 0
-    for group, outcome in zip(groups, plans, strict=True):
-        if outcome.value is None:
-            points.extend(PlannedPoint(group.point(lengths[-1], i), "refused", reason=outcome.error)
-                          for i in range(group.size))
-            continue
-        points.extend(outcome.value.points)
-        planned += outcome.value.planned
-        skipped += outcome.value.skipped_lengths * group.size
-        profile_runs += outcome.value.profile_runs
+    for bundle, outcome in zip(tasks, executor.map(plan_groups, tasks, on_outcome=planned_one), strict=True):
+        for index, group in enumerate(bundle):
+            if outcome.value is None:
+                points.extend(PlannedPoint(group.point(lengths[-1], i), "refused", reason=outcome.error)
+                              for i in range(group.size))
+                continue
+            plan = outcome.value[index]
+            points.extend(plan.points)
+            planned += plan.planned
+            skipped += plan.skipped_lengths * group.size
+            profile_runs += plan.profile_runs
 
     checks: dict[int, RateCheck | str] = {}
     runs = 0
     if request.workload is not None:
         base = request.rate / nominal if request.rate is not None else 1.0
         fitting = [index for index, point in enumerate(points) if point.meets_memory]
-        tasks = [RateTask(points[index], request.workload, base, nominal, request.slo, request.rate_precision, seed)
-                 for index in fitting]
-        say("simulating", 0, len(tasks))
+        rate_tasks = [RateTask(points[index], request.workload, base, nominal, request.slo, request.rate_precision,
+                               seed) for index in fitting]
+        say("simulating", 0, len(rate_tasks))
         done[0] = 0
 
         def simulated_one(_outcome: Outcome[RateCheck]) -> None:
             done[0] += 1
-            say("simulating", done[0], len(tasks))
+            say("simulating", done[0], len(rate_tasks))
 
-        for index, checked in zip(fitting, executor.map(check_rates, tasks, on_outcome=simulated_one), strict=True):
+        checked_all = executor.map(check_rates, rate_tasks, on_outcome=simulated_one)
+        for index, checked in zip(fitting, checked_all, strict=True):
             checks[index] = checked.value if checked.value is not None else str(checked.error)
             runs += checked.value.runs if checked.value is not None else 0
 
