@@ -17,7 +17,7 @@ LLAMA = "meta-llama/Llama-3.1-8B-Instruct"
 TTFT_P95 = 0.5
 
 
-def chat(tmp_path: Path, count: int = 150, rate: float = 5.0) -> Path:
+def chat(tmp_path: Path, count: int = 100, rate: float = 5.0) -> Path:
     document = json.loads((REPO / "examples" / "workloads" / "chat-5rps.json").read_text())
     document["arrival"] = {"process": "poisson", "rate": rate, "count": count}
     path = tmp_path / "chat.json"
@@ -129,3 +129,32 @@ def test_bad_input_is_one_line_and_exit_2(kvplan, args, message):
     code, out, err = kvplan("fit", *args)
     assert code == 2 and out == ""
     assert message in err and err.count("\n") == 1
+
+
+def test_rate_scales_the_workload_and_objectives_judge_each_run(tmp_path, kvplan):
+    from tests.usecases.simulate.factories import mix
+
+    workload = tmp_path / "mix.json"
+    workload.write_text(json.dumps(mix()))                  # 40 requests at 20/s, 10 ms per step
+    common = ("fit", "--model", "Qwen/Qwen2-0.5B-Instruct", "--workload", str(workload), "--gpus", "l4-24gb",
+              "--kv-cache-memory", "64MiB,1GiB", "--workers", "1", "--json")
+    code, out, err = kvplan(*common, "--slo", "preemptions=0")
+    assert code == 0, err
+    own = json.loads(out)
+    code, out, err = kvplan(*common, "--slo", "preemptions=0", "--rate", "20/s")
+    assert json.loads(out)["configurations"] == own["configurations"]
+    code, out, err = kvplan(*common, "--slo", "preemptions=0", "--rate", "10/s")
+    slower = json.loads(out)
+    assert [c["rate"] for c in own["configurations"]] == [20.0, 20.0]
+    assert [c["rate"] for c in slower["configurations"]] == [10.0, 10.0]
+    # the same highest rate, reached from another starting point (within the search's 10%)
+    assert slower["configurations"][0]["max_sustained_rate"] == pytest.approx(
+        own["configurations"][0]["max_sustained_rate"], rel=0.1)
+    for configuration in own["configurations"]:
+        assert configuration["slo_figures"] == {"preemptions": 0.0} and configuration["kv_cache_memory_bytes"]
+        assert "--kv-cache-memory-bytes" in configuration["vllm_serve_args"]
+    code, out, err = kvplan(*common, "--slo", "ttft_p50=1ms")      # 10 ms steps: never
+    assert code == 1
+    document = json.loads(out)
+    assert document["configurations"] == [] and document["rejected"][0]["reason"] == "slo_missed"
+    assert "missed at every rate tried" in document["rejected"][0]["detail"]
