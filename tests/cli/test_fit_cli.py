@@ -158,3 +158,29 @@ def test_rate_scales_the_workload_and_objectives_judge_each_run(tmp_path, kvplan
     document = json.loads(out)
     assert document["configurations"] == [] and document["rejected"][0]["reason"] == "slo_missed"
     assert "missed at every rate tried" in document["rejected"][0]["detail"]
+
+
+def test_tensor_parallel_families_plan_through_the_same_path(kvplan):
+    # with the KV memory per GPU given, plan sizes TP ranks exactly (no profile run involved)
+    code, out, err = kvplan("fit", "--model", LLAMA, "--concurrency", "32@8192", "--gpus", "h100-sxm-80gb",
+                            "--tp", "1,2", "--kv-cache-memory", "8GiB,17GiB", "--max-num-seqs", "64", "--workers", "1",
+                            "--json")
+    assert code == 0, err
+    document = json.loads(out)
+    # 32 x 8,192 tokens: 16,384 blocks of 16; a block is 2 MiB on one GPU, 1 MiB per rank on two
+    [passing] = document["configurations"]
+    assert (passing["tensor_parallel_size"], passing["num_gpus"]) == (2, 2)
+    assert passing["concurrency_at_target"] == 34.0
+    assert "--tensor-parallel-size 2 --kv-cache-memory-bytes 18253611008" in passing["vllm_serve_args"]
+    code, out, err = kvplan("plan", "--model", LLAMA, "--gpu", "h100-sxm-80gb", "--tensor-parallel-size", "2",
+                            "--kv-cache-memory", "17GiB", "--max-model-len", str(passing["max_model_len"]),
+                            "--max-num-seqs", "64", "--json")
+    plan = json.loads(out)
+    assert plan["num_blocks"] == passing["num_gpu_blocks"] and plan["gpu_kv_cache_tokens"] == passing["kv_cache_tokens"]
+    [rejected] = document["rejected"]
+    assert rejected["tensor_parallel_size"] == 1 and rejected["reason"] == "short_of_concurrency"
+    # on an L4 the weights and 17 GiB of KV cache per GPU overflow it: vLLM would run out of memory
+    code, out, err = kvplan("fit", "--model", LLAMA, "--concurrency", "32@8192", "--gpus", "l4-24gb", "--tp", "2",
+                            "--kv-cache-memory", "17GiB", "--max-num-seqs", "64", "--workers", "1", "--json")
+    [overflow] = json.loads(out)["rejected"]
+    assert code == 1 and overflow["reason"] == "does_not_fit" and "need more than the GPU's" in overflow["detail"]

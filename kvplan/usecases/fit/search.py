@@ -21,6 +21,7 @@ from itertools import product
 from kvplan.errors import KvplanError
 from kvplan.semantics.kv.sizing import max_concurrency
 from kvplan.semantics.kv.specs import SizingLimits
+from kvplan.units import format_gib
 from kvplan.usecases.configuration import Configuration
 from kvplan.usecases.executors import Executor, Outcome
 from kvplan.usecases.fit.request import FitRequest, SearchSpace, SloBound, format_seconds
@@ -143,6 +144,13 @@ def plan_point(configuration: Configuration, concurrency: tuple[int, int] | None
         fix = result.suggested_fix
         return replace(planned, status="does_not_fit",
                        reason=(summary.error or "does not fit") + (f"; {fix}" if fix else ""))
+    device, weights, given = (result.setup.device.total_bytes, summary.weights_per_gpu_bytes,
+                              configuration.kv_cache_memory_bytes)
+    if given is not None and device and weights is not None and weights + given > device:
+        # vLLM trusts --kv-cache-memory-bytes; the weights and the cache alone overflow this GPU
+        return replace(planned, status="does_not_fit", reason=(
+            f"the weights ({format_gib(weights)} GiB per GPU) and the KV cache ({format_gib(given)} GiB) need more "
+            f"than the GPU's {format_gib(device)} GiB"))
     planned = replace(planned, num_gpu_blocks=summary.num_blocks, kv_cache_tokens=summary.gpu_kv_cache_tokens,
                       max_concurrency=summary.max_concurrency)
     if concurrency is None:
