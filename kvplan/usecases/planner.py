@@ -20,7 +20,7 @@ from kvplan.usecases.plan import PlanRequest, PlanResult, plan, settle
 
 @dataclass(frozen=True)
 class _Measured:
-    budget: MemoryBudget | None
+    budgets: tuple[MemoryBudget, ...]      # one per pipeline stage's rank
     warnings: tuple[str, ...]
     refusal: str | None
 
@@ -41,9 +41,11 @@ class Planner:
         measured = self._measure(request, setup.batch.max_num_batched_tokens, setup.batch.max_num_seqs)
         if measured.refusal is not None:
             raise KvplanError(measured.refusal)
-        assert measured.budget is not None
-        budget = replace(measured.budget, utilization=request.utilization, kv_cache_memory_override=None)
-        result = plan(replace(request, kv_cache_memory_bytes=budget.available_kv_bytes), setup)
+        # each rank's KV memory at this utilization; the smallest bounds the pool, as in run_profile
+        per_rank = tuple(replace(budget, utilization=request.utilization, kv_cache_memory_override=None)
+                         .available_kv_bytes for budget in measured.budgets)
+        result = plan(replace(request, kv_cache_memory_bytes=min(per_rank)), setup,
+                      kv_cache_memory_per_worker=per_rank)
         return replace(result, memory_source=PREDICTED_MEMORY, warnings=measured.warnings)
 
     def _measure(self, request: PlanRequest, max_num_batched_tokens: int, max_num_seqs: int) -> _Measured:
@@ -59,14 +61,14 @@ class Planner:
             try:
                 profile = run_profile(ProfileRequest(plan=request, backend="fake", allocate=False))
             except KvplanError as error:  # kept too: the same key is refused the same way
-                self._measured[key] = _Measured(None, (), str(error))
+                self._measured[key] = _Measured((), (), str(error))
                 return self._measured[key]
             self.profile_runs += 1
-            if profile.plan is None or profile.budget is None:
+            if profile.plan is None or not profile.ranks:
                 refusal = f"the profile run refused this configuration: {profile.finding or 'no plan'}"
-                self._measured[key] = _Measured(None, (), refusal)
+                self._measured[key] = _Measured((), (), refusal)
             else:
-                self._measured[key] = _Measured(profile.budget, profile.warnings, None)
+                self._measured[key] = _Measured(tuple(rank.budget for rank in profile.ranks), profile.warnings, None)
         return self._measured[key]
 
 

@@ -184,3 +184,19 @@ def test_tensor_parallel_families_plan_through_the_same_path(kvplan):
                             "--kv-cache-memory", "17GiB", "--max-num-seqs", "64", "--workers", "1", "--json")
     [overflow] = json.loads(out)["rejected"]
     assert code == 1 and overflow["reason"] == "does_not_fit" and "need more than the GPU's" in overflow["detail"]
+
+
+@pytest.mark.slow
+def test_tensor_parallel_ranks_predicted_from_the_gpu(kvplan):
+    # 16 requests of 8,192 tokens do not fit one L4's KV cache; two L4s (TP 2) hold half the heads each
+    code, out, err = kvplan("fit", "--model", LLAMA, "--concurrency", "16@8192", "--gpus", "l4-24gb", "--tp", "1,2",
+                            "--max-num-seqs", "64", "--workers", "1", "--json")
+    assert code == 0, err
+    document = json.loads(out)
+    [passing] = document["configurations"]
+    assert passing["tensor_parallel_size"] == 2 and passing["kv_cache_memory_source"].startswith("predicted")
+    assert document["rejected"][0]["tensor_parallel_size"] == 1
+    code, out, err = kvplan("plan", "--model", LLAMA, "--gpu", "l4-24gb", *flags(passing["vllm_serve_args"]), "--json")
+    plan = json.loads(out)
+    assert plan["num_blocks"] == passing["num_gpu_blocks"] and plan["kv_cache_memory_bytes"] == passing[
+        "kv_cache_memory_bytes"]

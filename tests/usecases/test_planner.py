@@ -25,6 +25,10 @@ def test_plans_equal_plan_for_device_with_one_profile_run_per_batch():
         replace(base, gpu_memory_utilization=0.06),                        # too little: does not fit
         replace(base, max_num_seqs=64),                                     # another profile batch
         replace(base, max_num_seqs=64, gpu_memory_utilization=0.8, enable_prefix_caching=False),
+        replace(base, tensor_parallel_size=2),                              # a rank's shard
+        replace(base, tensor_parallel_size=2, gpu_memory_utilization=0.7, kv_cache_dtype="fp8"),
+        replace(base, pipeline_parallel_size=2, gpu_memory_utilization=0.8),   # two stages, two budgets
+        replace(base, pipeline_parallel_size=2, gpu_memory_utilization=0.6),
     ]
     planner = Planner()
     for request in requests:
@@ -32,8 +36,9 @@ def test_plans_equal_plan_for_device_with_one_profile_run_per_batch():
         assert mine.summary == theirs.summary, request
         assert (mine.kv_cache_memory_bytes, mine.memory_source, mine.warnings) == \
             (theirs.kv_cache_memory_bytes, theirs.memory_source, theirs.warnings)
+        assert mine.sizing == theirs.sizing
     assert not planner.plan(requests[3]).fits
-    assert planner.profile_runs == 2
+    assert planner.profile_runs == 4
 
 
 def test_a_given_kv_memory_needs_no_profile_run():
@@ -43,17 +48,18 @@ def test_a_given_kv_memory_needs_no_profile_run():
     assert planner.profile_runs == 0
 
 
-def test_a_refusal_is_kept_and_given_again():
+def test_a_refusal_is_kept_and_given_again(monkeypatch):
+    import kvplan.usecases.profile as profile
+
+    calls = []
+
+    def refuse(options):
+        calls.append(options)
+        raise KvplanError("this GPU is refused")
+
+    monkeypatch.setattr(profile, "run_profile", refuse)
     planner = Planner()
-    request = PlanRequest(model=MODEL, gpu="l4-24gb", tensor_parallel_size=2)
-    try:
-        plan_for_device(request)
-    except KvplanError as error:
-        expected = str(error)
-    else:
-        pytest.skip("plan_for_device predicts TP > 1 now; nothing is refused")
-    for _ in range(2):
-        with pytest.raises(KvplanError) as refused:
-            planner.plan(request)
-        assert str(refused.value) == expected
-    assert planner.profile_runs == 0
+    for utilization in (0.5, 0.9):
+        with pytest.raises(KvplanError, match="this GPU is refused"):
+            planner.plan(PlanRequest(model=MODEL, gpu="l4-24gb", gpu_memory_utilization=utilization))
+    assert len(calls) == 1 and planner.profile_runs == 0
