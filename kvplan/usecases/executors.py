@@ -17,6 +17,7 @@ import logging
 import multiprocessing
 import os
 import socket
+import sys
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
@@ -113,7 +114,8 @@ class InProcessExecutor(Executor):
 class LocalExecutor(Executor):
     """A pool of worker processes on this machine. The workers are forked from this process when
     the pool starts, before any progress display runs a thread, so they start in milliseconds with
-    kvplan already imported; each keeps its own caches (the planner's profile runs) across tasks."""
+    kvplan already imported (unless this process has imported torch); each keeps its own caches
+    (the planner's profile runs) across tasks."""
 
     name = "local"
 
@@ -123,8 +125,11 @@ class LocalExecutor(Executor):
 
     def _start(self) -> concurrent.futures.ProcessPoolExecutor:
         if self._pool is None:
+            # a process that has run torch may hold OpenMP threads a forked child would wait on
+            # forever: its workers come from a clean server process instead
+            method = "forkserver" if "torch" in sys.modules else "fork"
             self._pool = concurrent.futures.ProcessPoolExecutor(
-                max_workers=self.workers, mp_context=multiprocessing.get_context("fork"))
+                max_workers=self.workers, mp_context=multiprocessing.get_context(method))
             # with fork the pool starts every worker at its first task
             self._pool.submit(int).result()
         return self._pool
