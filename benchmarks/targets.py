@@ -38,6 +38,23 @@ SIMULATE_10K = {
 }
 
 
+# The issue's sweep target (issue 14): 1,000 `plan` cells on the local executor's two workers, from
+# the given KV memory (the exact path of `kvplan plan --kv-cache-memory`): five catalog models x five
+# GPUs x TP 1/2 x KV dtype auto/fp8 x ten KV-cache sizes. Each run starts from no output (a sweep
+# to an existing one resumes it).
+SWEEP_1000_PLAN_CELLS = """
+commands = ["plan"]
+[axes]
+models = ["Qwen/Qwen2-0.5B-Instruct", "meta-llama/Llama-3.2-1B-Instruct", "meta-llama/Llama-3.1-8B-Instruct",
+          "Qwen/Qwen3-8B", "mistralai/Mistral-7B-Instruct-v0.3"]
+gpus = ["l4-24gb", "a10-24gb", "a100-sxm-80gb", "h100-sxm-80gb", "h200-141gb"]
+tensor_parallel_size = [1, 2]
+kv_cache_dtype = ["auto", "fp8"]
+kv_cache_memory = ["1GiB", "2GiB", "3GiB", "4GiB", "6GiB", "8GiB", "12GiB", "16GiB", "24GiB", "32GiB"]
+"""
+REPO = Path(__file__).resolve().parents[1]
+
+
 @dataclass(frozen=True)
 class Target:
     name: str
@@ -101,9 +118,18 @@ def _simulate_detail(work: Path) -> str:
             f"{result['preemptions']['total']:,} preemptions; zero-preemption answer from {how}")
 
 
+def _fit_detail(work: Path) -> str:
+    result = json.loads((work / "fit.json").read_text())
+    counts = result["counts"]
+    return (f"{counts['configurations']} configurations, {counts['planned']} planned ({counts['profile_runs']} "
+            f"profile runs), {counts['simulated']} simulated in {counts['simulation_runs']} runs; "
+            f"{len(result['configurations'])} meet the target")
+
+
 def targets(work: Path) -> list[Target]:
     kvplan = _kvplan()
     (work / "simulate-10k.json").write_text(json.dumps(SIMULATE_10K))
+    (work / "sweep-1000.toml").write_text(SWEEP_1000_PLAN_CELLS)
     return [
         Target("profile Llama-3.1-8B-Instruct (fake backend, h100-sxm-80gb, 8,192 batched tokens)",
                [*kvplan, "profile", "--model", "meta-llama/Llama-3.1-8B-Instruct", "--gpu", "h100-sxm-80gb",
@@ -116,6 +142,13 @@ def targets(work: Path) -> list[Target]:
                _simulate_detail),
         Target("plan Qwen/Qwen2-0.5B-Instruct --kv-cache-memory 24GiB --json",
                [*kvplan, "plan", "--model", "Qwen/Qwen2-0.5B-Instruct", "--kv-cache-memory", "24GiB", "--json"], 0.3),
+        Target("sweep 1,000 plan cells (local executor, 2 workers, to Parquet)",
+               ["/bin/sh", "-c", 'rm -f sweep.parquet && exec "$@"', "sh", *kvplan, "sweep", "sweep-1000.toml",
+                "-o", "sweep.parquet", "--workers", "2"], 30.0),
+        Target("fit, docs/fit.md's example (Llama-3.1-8B-Instruct, chat at 5/s, TTFT p95 < 500 ms)",
+               ["/bin/sh", "-c", 'exec "$@" > fit.json', "sh", *kvplan, "fit", "--workload",
+                str(REPO / "examples" / "workloads" / "chat-5rps.json"), "--slo", "ttft_p95=500ms", "--gpus",
+                "l4-24gb,a100-sxm-80gb,h100-sxm-80gb", "--kv-cache-dtype", "auto,fp8", "--json"], 60.0, _fit_detail),
     ]
 
 

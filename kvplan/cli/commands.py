@@ -16,6 +16,8 @@ COMMAND_MODULES: dict[str, str] = {
     "simulate": "kvplan.cli.simulate",
     "profile": "kvplan.cli.profile",
     "check": "kvplan.cli.check",
+    "fit": "kvplan.cli.fit",
+    "sweep": "kvplan.cli.sweep",
 }
 
 

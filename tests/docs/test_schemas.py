@@ -33,7 +33,7 @@ def kvplan_json(*args: str) -> str:
 
 def test_every_schema_is_a_valid_schema_with_a_versioned_document():
     names = sorted(path.stem for path in SCHEMAS.glob("*.json"))
-    assert names == ["check", "gpus", "models", "plan", "profile", "replay", "simulate", "version"]
+    assert names == ["check", "fit", "gpus", "models", "plan", "profile", "replay", "simulate", "sweep", "version"]
     for name in names:
         validator(name)
 

@@ -163,29 +163,7 @@ def search_max_rate(setup: PreparedWorkload, stage: Callable[[str], None] | None
         verdicts[factor] = ok
         return ok
 
-    low: float | None = None
-    high: float | None = None
-    if trial(1.0):
-        low = 1.0
-        for _ in range(SEARCH_STEPS):
-            if not trial(low * 2):
-                high = low * 2
-                break
-            low *= 2
-    else:
-        high = 1.0
-        for _ in range(SEARCH_STEPS):
-            if trial(high / 2):
-                low = high / 2
-                break
-            high /= 2
-    if low is not None and high is not None:
-        while high / low > PRECISION:
-            middle = math.sqrt(low * high)
-            if trial(middle):
-                low = middle
-            else:
-                high = middle
+    low, high = highest_passing(trial)
     return MaxRate(
         max_sustained_rate_rps_estimate=nominal * low if low is not None else None,
         nominal_rate_rps=nominal,
@@ -193,3 +171,35 @@ def search_max_rate(setup: PreparedWorkload, stage: Callable[[str], None] | None
         criterion=CRITERION,
         trials=tuple(sorted(trials, key=lambda t: t.rate_rps_estimate)),
     )
+
+
+def highest_passing(trial: Callable[[float], bool], *, steps: int = SEARCH_STEPS,
+                    precision: float = PRECISION) -> tuple[float | None, float | None]:
+    """The highest rate factor for which ``trial`` passes, assuming it passes below some factor and
+    fails above: from 1, doubling (or halving) until the verdict changes, then bisecting in log
+    space until the bracket is within ``precision``. Returns (highest passing, lowest failing); None
+    where the search found none within ``steps`` doublings or halvings."""
+    low: float | None = None
+    high: float | None = None
+    if trial(1.0):
+        low = 1.0
+        for _ in range(steps):
+            if not trial(low * 2):
+                high = low * 2
+                break
+            low *= 2
+    else:
+        high = 1.0
+        for _ in range(steps):
+            if trial(high / 2):
+                low = high / 2
+                break
+            high /= 2
+    if low is not None and high is not None:
+        while high / low > precision:
+            middle = math.sqrt(low * high)
+            if trial(middle):
+                low = middle
+            else:
+                high = middle
+    return low, high

@@ -1,0 +1,164 @@
+"""`kvplan fit`: which GPU, how many, with which settings, for this model and this traffic."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import typer
+
+from kvplan.cli.options import EngineOptions, check_output, engine_options, parse_optional_bytes
+from kvplan.cli.root import JSON, app
+from kvplan.errors import EXIT_FINDING, KvplanError
+from kvplan.semantics.releases import DEFAULT_RELEASE, Release, release_named
+from kvplan.usecases.fit.request import (
+    FitRequest,
+    SearchSpace,
+    parse_concurrency,
+    parse_list,
+    parse_prices,
+    parse_rate,
+    parse_slo,
+    positive_float,
+    positive_int,
+)
+from kvplan.usecases.simulate.workload import Workload, load_workload
+
+EXECUTOR = typer.Option("local", "--executor", metavar="local|ray",
+                        help="local: a process pool, one worker per core; ray: Ray tasks on a cluster (kvplan[ray]).")
+RAY_ADDRESS = typer.Option(None, "--ray-address", metavar="auto|HOST:PORT",
+                           help="The Ray cluster to run on (default auto: the one this machine belongs to).")
+REPORT_WIDTH = 140
+WORKERS = typer.Option(None, "--workers", help="Tasks at once (default: one per core, or the cluster's CPUs).")
+
+
+@app.command("fit")
+@engine_options("vllm_version", "dtype", "trust_remote_code")
+def fit_command(
+    engine: EngineOptions,
+    model: str | None = typer.Option(None, "--model", "-m",
+                                      help="The model to serve (default: the workload's engine.model)."),
+    workload_path: Path | None = typer.Option(None, "--workload", "-w", help="The traffic: a workload file with a "
+                                              "request mix (docs/workload.md)."),
+    rate: str | None = typer.Option(None, "--rate", help="Scale the workload's arrivals to this rate, e.g. 5/s."),
+    concurrency: str | None = typer.Option(None, "--concurrency", metavar="REQUESTS@TOKENS",
+                                           help="A memory goal: this many requests of this many tokens at once."),
+    slo: str | None = typer.Option(None, "--slo", help="Objectives at the workload's rate, e.g. "
+                                   "ttft_p95=500ms,tpot_p95=60ms,preemptions=0 (latencies are estimates)."),
+    gpus: str | None = typer.Option(None, "--gpus", help="GPUs to try, from `kvplan gpus`, e.g. "
+                                    "l4-24gb,a100-sxm-80gb,h100-sxm-80gb."),
+    tensor_parallel: str = typer.Option("1", "--tp", "--tensor-parallel-size",
+                                        help="Tensor-parallel sizes, e.g. 1,2,4."),
+    pipeline_parallel: str = typer.Option("1", "--pp", "--pipeline-parallel-size", help="Pipeline-parallel sizes."),
+    kv_cache_dtypes: str = typer.Option("auto", "--kv-cache-dtype", help="KV-cache dtypes, e.g. auto,fp8."),
+    utilizations: str | None = typer.Option(None, "--gpu-memory-utilization",
+                                            help="Utilizations to try (default: the release's, 0.9 for 0.17.1)."),
+    kv_cache_memories: str | None = typer.Option(None, "--kv-cache-memory", help="KV-cache bytes per GPU to try "
+                                                 "instead of utilizations, e.g. 20GiB,40GiB (vLLM's "
+                                                 "--kv-cache-memory-bytes)."),
+    max_num_seqs: str | None = typer.Option(None, "--max-num-seqs", help="max_num_seqs values (default vLLM's)."),
+    max_num_batched_tokens: str | None = typer.Option(None, "--max-num-batched-tokens",
+                                                      help="max_num_batched_tokens values (default vLLM's)."),
+    max_model_len: str | None = typer.Option(
+        None, "--max-model-len", help="max_model_len candidates; the longest that fits is kept (default: the "
+        "model's limit, else the shortest power of two that holds the traffic)."),
+    prices: str | None = typer.Option(None, "--price", help="Your price per GPU-hour, e.g. h100-sxm-80gb=2.5,"
+                                      "l4-24gb=0.8 (kvplan has no prices of its own)."),
+    seed: int | None = typer.Option(None, "--seed", help="Random seed of the workload (default: the workload's)."),
+    executor_name: str = EXECUTOR,
+    ray_address: str | None = RAY_ADDRESS,
+    workers: int | None = WORKERS,
+    json_output: bool = JSON,
+    report: Path | None = typer.Option(None, "--report", help="Write a self-contained HTML report to FILE "
+                                       "(cost against sustained rate, the Pareto front highlighted)."),
+) -> None:
+    """Search GPUs, parallelism, KV dtype and vLLM's knobs for the configurations that meet a target.
+
+    Plans every configuration first (exact, cheap), simulates only those that fit, and ranks them by
+    GPU-hours (or your cost) per million requests at the highest rate that keeps the objectives.
+
+    Exit codes: 0 a configuration meets the target, 1 none does, 2 bad input."""
+    workload = load_workload(workload_path) if workload_path is not None else None
+    if report is not None:
+        check_output("--report", report, workload.inputs if workload else (), "an input of the workload")
+    chosen = model or (workload.engine.model if workload is not None else None)
+    if chosen is None:
+        raise KvplanError("give --model (or a workload whose engine names the model)")
+    if seed is not None and seed < 0:
+        raise KvplanError(f"--seed must be >= 0, got {seed}")
+    gpu_keys = _gpu_keys(gpus)
+    memories = tuple(parse_optional_bytes(text.strip(), "--kv-cache-memory") or 0
+                     for text in (kv_cache_memories.split(",") if kv_cache_memories else ()))
+    if any(memory <= 0 for memory in memories):
+        raise KvplanError("--kv-cache-memory: every size must be positive")
+    utilization_list = parse_list(utilizations, "--gpu-memory-utilization", positive_float)
+    if memories and utilization_list:
+        raise KvplanError("--kv-cache-memory fixes the KV memory, so --gpu-memory-utilization has no effect: "
+                          "give one of them")
+    if any(value > 1 for value in utilization_list):
+        raise KvplanError("--gpu-memory-utilization: every value must be in (0, 1]")
+    space = SearchSpace(
+        gpus=gpu_keys,
+        tensor_parallel_sizes=parse_list(tensor_parallel, "--tp", positive_int),
+        pipeline_parallel_sizes=parse_list(pipeline_parallel, "--pp", positive_int),
+        kv_cache_dtypes=parse_list(kv_cache_dtypes, "--kv-cache-dtype", str),
+        gpu_memory_utilizations=utilization_list or (None,),
+        kv_cache_memories=memories,
+        max_num_seqs=parse_list(max_num_seqs, "--max-num-seqs", positive_int) or (None,),
+        max_num_batched_tokens=parse_list(max_num_batched_tokens, "--max-num-batched-tokens", positive_int) or (None,),
+        max_model_lens=parse_list(max_model_len, "--max-model-len", positive_int),
+    )
+    request = FitRequest(
+        model=chosen, space=space, workload=workload, rate=parse_rate(rate), concurrency=parse_concurrency(concurrency),
+        slo=parse_slo(slo), prices=parse_prices(prices), release=engine.release() or _workload_release(workload),
+        dtype=engine.dtype or "auto", trust_remote_code=engine.trust_remote_code, seed=seed,
+    )
+
+    from kvplan.cli.work_progress import work_progress
+    from kvplan.usecases.executors import make_executor
+    from kvplan.usecases.fit.search import fit
+
+    with make_executor(executor_name, workers, ray_address) as executor, work_progress() as progress:
+        result = fit(request, executor, progress=progress.update)
+
+    if report is not None:
+        from kvplan.report.fit_html import render_fit_html
+
+        _write(report, render_fit_html(result))
+        print(f"kvplan: wrote the report to {report}", file=sys.stderr)
+    if json_output:
+        from kvplan.report.fit_json import fit_document
+        from kvplan.report.jsonout import emit_json
+
+        emit_json(fit_document(result))
+    else:
+        from rich.console import Console
+
+        from kvplan.report.fit_console import render_fit
+
+        render_fit(result, Console(highlight=False, width=None if sys.stdout.isatty() else REPORT_WIDTH))
+    if not result.found:
+        raise typer.Exit(EXIT_FINDING)
+
+
+def _gpu_keys(text: str | None) -> tuple[str, ...]:
+    from kvplan.gpus.catalog import get_gpu
+
+    if text is None:
+        raise KvplanError("give --gpus, the GPUs to try (`kvplan gpus` lists them), e.g. --gpus l4-24gb,h100-sxm-80gb")
+    keys = tuple(get_gpu(key).key for key in parse_list(text, "--gpus", str))
+    if len(set(keys)) != len(keys):
+        raise KvplanError("--gpus: a GPU is given twice")
+    return keys
+
+
+def _workload_release(workload: Workload | None) -> Release:
+    named = None if workload is None else dict(workload.engine.settings).get("vllm_version")
+    return DEFAULT_RELEASE if named is None else release_named(named)
+
+
+def _write(path: Path, text: str) -> None:
+    try:
+        path.write_text(text, encoding="utf-8")
+    except OSError as error:
+        raise KvplanError(f"cannot write {path}: {error.strerror}") from None

@@ -1,0 +1,120 @@
+"""`kvplan fit` for people: the ranked table, each configuration's `vllm serve` line, one line per
+rejected family, and what the search did."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from kvplan.units import human_bytes
+from kvplan.usecases.fit.request import format_seconds
+from kvplan.usecases.fit.result import FitConfiguration, FitResult, RejectedFamily
+
+REASONS = {
+    "does_not_fit": "does not fit",
+    "refused": "refused",
+    "short_of_concurrency": "too little KV cache",
+    "slo_missed": "objectives missed",
+}
+
+
+def _rate(value: float | None, lower_bound: bool = False) -> str:
+    if value is None:
+        return "-"
+    return f"{'>= ' if lower_bound else ''}{value:.3g}"
+
+
+def _seconds(value: float | None) -> str:
+    return "-" if value is None else format_seconds(value)
+
+
+def _gpus(c: FitConfiguration | RejectedFamily) -> str:
+    if isinstance(c, RejectedFamily):
+        tp, pp = c.tensor_parallel_size, c.pipeline_parallel_size
+    else:
+        tp, pp = c.configuration.tensor_parallel_size, c.configuration.pipeline_parallel_size
+    layout = f"TP{tp}" + (f" PP{pp}" if pp > 1 else "")
+    return f"{tp * pp} ({layout})"
+
+
+def _table(result: FitResult) -> Table:
+    with_workload = result.request.workload is not None
+    prices = bool(result.request.prices)
+    table = Table(title="Configurations that meet the target, best first", title_justify="left")
+    columns = ["#", "GPU", "GPUs", "KV", "util", "max len", "seqs", "KV tokens/GPU"]
+    if result.request.concurrency is not None:
+        columns.append(f"conc.@{result.request.concurrency.tokens:,}")
+    if with_workload:
+        columns += ["rate/s", "TTFT p95", "TPOT p95", "preempt."]
+        columns.append("cost/M req" if prices else "GPU-h/M req")
+    elif prices:
+        columns.append("cost/h")
+    columns.append("front")
+    for column in columns:
+        table.add_column(column, justify="left" if column in ("GPU", "KV") else "right", no_wrap=column == "GPU")
+    for rank, c in enumerate(result.configurations, start=1):
+        configuration, point, check = c.configuration, c.point, c.check
+        utilization = configuration.gpu_memory_utilization
+        memory = (f"{utilization:g}" if utilization is not None else
+                  (human_bytes(configuration.kv_cache_memory_bytes) if configuration.kv_cache_memory_bytes
+                   else f"{configuration.release.gpu_memory_utilization:g}"))
+        row = [str(rank), configuration.gpu or "-", _gpus(c), configuration.kv_cache_dtype, memory,
+               f"{configuration.max_model_len:,}" if configuration.max_model_len else "-",
+               str(configuration.max_num_seqs or "-"), f"{point.kv_cache_tokens:,}" if point.kv_cache_tokens else "-"]
+        if result.request.concurrency is not None:
+            row.append(f"{point.concurrency_at_target:.2f}" if point.concurrency_at_target is not None else "-")
+        if with_workload:
+            assert check is not None
+            row += [_rate(check.max_sustained_rate, not check.max_rate_bounded), _seconds(check.ttft_p95_s),
+                    _seconds(check.tpot_p95_s), str(check.preemptions)]
+            per_million = c.cost_per_million_requests if prices else c.gpu_hours_per_million_requests
+            row.append("-" if per_million is None else f"{per_million:.4g}")
+        elif prices:
+            row.append("-" if c.cost_per_hour is None else f"{c.cost_per_hour:.4g}")
+        row.append("*" if c.pareto else "")
+        table.add_row(*(escape(cell) for cell in row))
+    return table
+
+
+def render_fit(result: FitResult, console: Console) -> None:
+    request = result.request
+    traffic = []
+    if request.workload is not None:
+        rate = f" at {request.rate:g} req/s" if request.rate is not None else ""
+        traffic.append(f"workload {request.workload.name}{rate}")
+    if request.concurrency is not None:
+        traffic.append(request.concurrency.describe())
+    objectives = ", ".join(bound.describe() for bound in request.slo) or "bounded queueing"
+    console.print(f"[bold]kvplan fit[/bold] {escape(request.model)} (vLLM {request.release.version}): "
+                  f"{escape('; '.join(traffic))}; objectives: {escape(objectives)}")
+    if result.configurations:
+        console.print(_table(result))
+        console.print("vLLM command lines (kvplan simulate takes the same flags, with --gpu):")
+        for rank, c in enumerate(result.configurations, start=1):
+            gpu = escape(f"[{c.configuration.gpu}]")
+            console.print(f"  {rank}. {gpu} {escape(c.configuration.vllm_serve_args())}", soft_wrap=True)
+    else:
+        console.print("[bold]No configuration meets the target.[/bold]")
+    if result.rejected:
+        console.print("Rejected families (GPU, GPUs, KV dtype):")
+        for family in result.rejected:
+            console.print(f"  {escape(family.gpu)} x{_gpus(family)} {escape(family.kv_cache_dtype)}: "
+                          f"{REASONS[family.reason]}: {escape(family.detail)}", soft_wrap=True)
+    counts = result.counts
+    simulated = (f"; simulated {counts.simulated} in {counts.simulation_runs} runs"
+                 if request.workload is not None else "")
+    console.print(
+        f"Searched {counts.configurations} configurations: planned {counts.planned} "
+        f"({counts.profile_runs} profile runs), {counts.inferred} decided without a plan of their own, "
+        f"{counts.skipped_lengths} with a shorter max_model_len not needed{simulated} "
+        f"({result.executor} executor, {result.workers} worker{'s' if result.workers != 1 else ''}).")
+    console.print(
+        "Exact for vLLM " + request.release.version + ": blocks, KV tokens and concurrency, from the KV memory "
+        "per GPU (predicted by the profile run on the fake backend unless --kv-cache-memory is given). "
+        "Estimates, from the step-time model: rate/s (the highest sustained arrival rate that keeps the "
+        "objectives), TTFT, TPOT and preemptions at the workload's rate, and GPU-hours (or cost) per million "
+        "requests at that highest rate." + (" Costs use your --price figures." if request.prices else "")
+        + " front: on the Pareto front of cost per hour against rate.")
+    for note in result.notes:
+        console.print(f"note: {escape(note)}", soft_wrap=True)

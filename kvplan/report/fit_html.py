@@ -1,0 +1,149 @@
+"""`kvplan fit --report fit.html`: one self-contained file (inline CSS and SVG, no scripts, nothing
+fetched): cost against sustained rate for every configuration that meets the target, the Pareto
+front highlighted, then the ranked table with each `vllm serve` line and the rejected families."""
+
+from __future__ import annotations
+
+import html
+from typing import Any
+
+from kvplan.report.fit_console import REASONS
+from kvplan.report.sim_html import CSS, nice_ticks
+from kvplan.usecases.fit.request import format_seconds
+from kvplan.usecases.fit.result import FitConfiguration, FitResult
+
+WIDTH, HEIGHT = 920, 380
+LEFT, RIGHT, TOP, BOTTOM = 72, 24, 20, 48
+FRONT, OTHER = "#d62728", "#8a8a8a"
+EXTRA_CSS = """
+.front { color: #d62728; font-weight: 600; } code { font-size: 0.82rem; white-space: pre-wrap; }
+td.args { text-align: left; }
+"""
+
+
+def _esc(value: Any) -> str:
+    return html.escape(str(value))
+
+
+def _axes(result: FitResult) -> tuple[str, str, bool]:
+    """(x title, y title, whether y is money)."""
+    x_title = ("highest sustained rate, requests/s (estimate)" if result.request.workload is not None
+               else f"requests of {result.request.concurrency.tokens:,} tokens at once"
+               if result.request.concurrency is not None else "capacity")
+    money = bool(result.request.prices)
+    return x_title, "cost per hour (your prices)" if money else "GPUs", money
+
+
+def capacity(c: FitConfiguration) -> float:
+    if c.check is not None:
+        return c.check.max_sustained_rate or 0.0
+    return c.point.concurrency_at_target or 0.0
+
+
+def hourly(c: FitConfiguration, money: bool) -> float:
+    return c.cost_per_hour if money and c.cost_per_hour is not None else float(c.configuration.num_gpus)
+
+
+def cost_chart(result: FitResult) -> str:
+    """The scatter of cost per hour (GPUs without prices) against capacity, front joined."""
+    x_title, y_title, money = _axes(result)
+    points = [(capacity(c), hourly(c, money), rank, c.pareto)
+              for rank, c in enumerate(result.configurations, start=1)]
+    x_ticks = nice_ticks(max((x for x, *_ in points), default=1.0) * 1.05, 6)
+    y_ticks = nice_ticks(max((y for _, y, *_ in points), default=1.0) * 1.1)
+    x_top, y_top = x_ticks[-1] or 1.0, y_ticks[-1] or 1.0
+    plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
+
+    def px(x: float) -> float:
+        return LEFT + plot_w * x / x_top
+
+    def py(y: float) -> float:
+        return TOP + plot_h * (1 - y / y_top)
+
+    parts = [f'<svg width="{WIDTH}" height="{HEIGHT}" viewBox="0 0 {WIDTH} {HEIGHT}" '
+             'xmlns="http://www.w3.org/2000/svg" role="img" aria-label="cost against sustained rate">']
+    for tick in y_ticks:
+        parts.append(f'<line x1="{LEFT}" x2="{WIDTH - RIGHT}" y1="{py(tick):.1f}" y2="{py(tick):.1f}" stroke="#eee"/>'
+                     f'<text x="{LEFT - 6}" y="{py(tick) + 4:.1f}" text-anchor="end" font-size="11">{tick:g}</text>')
+    for tick in x_ticks:
+        parts.append(f'<text x="{px(tick):.1f}" y="{HEIGHT - BOTTOM + 16}" text-anchor="middle" font-size="11">'
+                     f'{tick:g}</text>')
+    parts.append(f'<line x1="{LEFT}" x2="{WIDTH - RIGHT}" y1="{py(0):.1f}" y2="{py(0):.1f}" stroke="#444"/>'
+                 f'<line x1="{LEFT}" x2="{LEFT}" y1="{TOP}" y2="{py(0):.1f}" stroke="#444"/>')
+    parts.append(f'<text x="{LEFT + plot_w / 2:.1f}" y="{HEIGHT - 8}" text-anchor="middle" font-size="12">'
+                 f'{_esc(x_title)}</text>')
+    parts.append(f'<text x="14" y="{TOP + plot_h / 2:.1f}" text-anchor="middle" font-size="12" '
+                 f'transform="rotate(-90 14 {TOP + plot_h / 2:.1f})">{_esc(y_title)}</text>')
+    front = sorted((x, y) for x, y, _, on in points if on)
+    if len(front) > 1:
+        path = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in front)
+        parts.append(f'<polyline points="{path}" fill="none" stroke="{FRONT}" stroke-width="1.5" '
+                     'stroke-dasharray="4 3"/>')
+    for x, y, rank, on in points:
+        color = FRONT if on else OTHER
+        parts.append(f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="{6 if on else 4}" fill="{color}">'
+                     f'<title>#{rank}: {x:.4g}, {y:.4g}</title></circle>'
+                     f'<text x="{px(x) + 8:.1f}" y="{py(y) - 6:.1f}" font-size="11" fill="{color}">#{rank}</text>')
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def _rate(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3g}"
+
+
+def render_fit_html(result: FitResult) -> str:
+    request = result.request
+    money = bool(request.prices)
+    title = f"kvplan fit: {request.model}"
+    objectives = ", ".join(bound.describe() for bound in request.slo) or "bounded queueing"
+    traffic = []
+    if request.workload is not None:
+        traffic.append(f"workload {request.workload.name}"
+                       + (f" at {request.rate:g} requests/s" if request.rate is not None else ""))
+    if request.concurrency is not None:
+        traffic.append(request.concurrency.describe())
+    out = [f"<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{_esc(title)}</title>"
+           f"<style>{CSS}{EXTRA_CSS}</style></head><body>",
+           f"<h1>{_esc(title)}</h1>",
+           f"<p class=\"sub\">vLLM {_esc(request.release.version)} &middot; {_esc('; '.join(traffic))} &middot; "
+           f"objectives: {_esc(objectives)}</p>"]
+    if result.configurations:
+        out.append("<h2>Cost against sustained rate</h2>")
+        out.append(cost_chart(result))
+        out.append(f"<p class=\"note\"><span class=\"front\">Red</span>: the Pareto front (no other configuration "
+                   f"is both {'cheaper per hour' if money else 'on fewer GPUs'} and faster). Rates and latencies are "
+                   "estimates from the step-time model; blocks and KV tokens are exact for the release, from the "
+                   "KV memory per GPU.</p>")
+        out.append("<h2>Configurations, best first</h2><table><tr><th>#</th><th>GPU</th><th>GPUs</th>"
+                   "<th>KV tokens/GPU</th><th>max rate/s (est.)</th><th>TTFT p95 (est.)</th>"
+                   f"<th>{'cost' if money else 'GPU-hours'} per M requests (est.)</th><th>vllm serve</th></tr>")
+        for rank, c in enumerate(result.configurations, start=1):
+            check = c.check
+            per_million = c.cost_per_million_requests if money else c.gpu_hours_per_million_requests
+            css = ' class="front"' if c.pareto else ""
+            out.append(
+                f"<tr><td{css}>{rank}</td><td>{_esc(c.configuration.gpu)}</td><td>{c.configuration.num_gpus}</td>"
+                f"<td>{'-' if c.point.kv_cache_tokens is None else f'{c.point.kv_cache_tokens:,}'}</td>"
+                f"<td>{_rate(None if check is None else check.max_sustained_rate)}</td>"
+                f"<td>{'-' if check is None or check.ttft_p95_s is None else format_seconds(check.ttft_p95_s)}</td>"
+                f"<td>{'-' if per_million is None else f'{per_million:.4g}'}</td>"
+                f"<td class=\"args\"><code>{_esc(c.configuration.vllm_serve_args())}</code></td></tr>")
+        out.append("</table>")
+    else:
+        out.append("<p class=\"stalled\">No configuration meets the target.</p>")
+    if result.rejected:
+        out.append("<h2>Rejected families</h2><table class=\"kv\"><tr><th>family</th><th>why</th></tr>")
+        for family in result.rejected:
+            name = (f"{family.gpu} x{family.num_gpus} (TP{family.tensor_parallel_size} "
+                    f"PP{family.pipeline_parallel_size}) {family.kv_cache_dtype}")
+            out.append(f"<tr><td>{_esc(name)}</td><td>{_esc(REASONS[family.reason])}: {_esc(family.detail)}</td></tr>")
+        out.append("</table>")
+    counts = result.counts
+    out.append(f"<p class=\"note\">Searched {counts.configurations} configurations: planned {counts.planned}, "
+               f"{counts.inferred} decided without a plan of their own, simulated {counts.simulated} in "
+               f"{counts.simulation_runs} runs.</p>")
+    for note in result.notes:
+        out.append(f"<p class=\"note\">{_esc(note)}</p>")
+    out.append("</body></html>\n")
+    return "\n".join(out)

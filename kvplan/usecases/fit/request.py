@@ -1,0 +1,240 @@
+"""What `kvplan fit` is asked: a model, the traffic (a workload, a concurrency goal, or both), a
+service-level objective, and the space to search; parsed from the command line's text here, so
+that every mistake is one line (exit 2)."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from kvplan.errors import KvplanError
+from kvplan.semantics.releases import DEFAULT_RELEASE, Release
+from kvplan.usecases.simulate.metrics import RunMetrics, Summary
+from kvplan.usecases.simulate.workload import Workload
+
+LATENCY_METRICS = ("ttft", "tpot", "e2e", "queueing")
+STATISTICS = ("mean", "p50", "p95", "p99", "max")
+COUNT_METRICS = ("preemptions",)
+# the rate search of fit stops when its bracket is within 10% (simulate's --find-max-rate: 2%): the
+# step-time model is an estimate, and every step of the bisection is a run of the whole workload
+RATE_PRECISION = 1.1
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class SloBound:
+    """One objective: `key` is e.g. ttft_p95 (seconds, an estimate) or preemptions (a count)."""
+
+    key: str
+    limit: float
+
+    @property
+    def is_latency(self) -> bool:
+        return self.key not in COUNT_METRICS
+
+    def value(self, metrics: RunMetrics) -> float | None:
+        """The run's figure for this objective (None when the run has none)."""
+        if self.key == "preemptions":
+            return float(metrics.preemptions.total)
+        metric, statistic = self.key.rsplit("_", 1)
+        summary: Summary | None = getattr(metrics.latency, f"{metric}_s_estimate")
+        return None if summary is None else getattr(summary, statistic)
+
+    def met(self, value: float | None) -> bool:
+        return value is not None and value <= self.limit
+
+    @property
+    def limit_text(self) -> str:
+        return format_seconds(self.limit) if self.is_latency else f"{self.limit:g}"
+
+    def describe(self) -> str:
+        return f"{self.key} <= {self.limit_text}"
+
+
+@dataclass(frozen=True)
+class ConcurrencyTarget:
+    """`--concurrency 32@8192`: this many requests of this many tokens in the KV cache at once."""
+
+    requests: int
+    tokens: int
+
+    def describe(self) -> str:
+        return f"{self.requests:,} requests of {self.tokens:,} tokens at once"
+
+
+@dataclass(frozen=True)
+class SearchSpace:
+    """The axes; every combination is a configuration. A knob's None is vLLM's default. For
+    max_model_len the candidates are tried from the largest and the largest that fits is kept."""
+
+    gpus: tuple[str, ...]
+    tensor_parallel_sizes: tuple[int, ...] = (1,)
+    pipeline_parallel_sizes: tuple[int, ...] = (1,)
+    kv_cache_dtypes: tuple[str, ...] = ("auto",)
+    gpu_memory_utilizations: tuple[float | None, ...] = (None,)
+    kv_cache_memories: tuple[int, ...] = ()           # replaces the utilizations when given
+    max_num_seqs: tuple[int | None, ...] = (None,)
+    max_num_batched_tokens: tuple[int | None, ...] = (None,)
+    max_model_lens: tuple[int, ...] = ()               # () : the model's limit, else what the traffic needs
+
+    @property
+    def memory_points(self) -> int:
+        return len(self.kv_cache_memories) or len(self.gpu_memory_utilizations)
+
+
+@dataclass(frozen=True)
+class FitRequest:
+    model: str
+    space: SearchSpace
+    workload: Workload | None = None
+    rate: float | None = None                          # requests/s: the workload's arrivals scaled to it
+    concurrency: ConcurrencyTarget | None = None
+    slo: tuple[SloBound, ...] = ()
+    prices: tuple[tuple[str, float], ...] = ()         # (GPU key, price per GPU-hour), the user's
+    release: Release = DEFAULT_RELEASE
+    dtype: str = "auto"
+    trust_remote_code: bool = False
+    seed: int | None = None
+    rate_precision: float = RATE_PRECISION
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    def price_of(self, gpu: str) -> float | None:
+        return dict(self.prices).get(gpu)
+
+
+# ---------------------------------------------------------------------------- parsing the text
+
+
+def format_seconds(value: float) -> str:
+    return f"{value * 1e3:.4g} ms" if value < 1 else f"{value:.4g} s"
+
+
+_DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:e[-+]?[0-9]+)?)\s*(ms|s|us)?\s*$", re.IGNORECASE)
+
+
+def parse_seconds(text: str, where: str) -> float:
+    match = _DURATION.match(text)
+    if match is None:
+        raise KvplanError(f"{where}: {text!r} is not a duration; write e.g. 500ms or 0.5s")
+    value = float(match.group(1)) * {"ms": 1e-3, "us": 1e-6, "s": 1.0, None: 1.0}[
+        match.group(2).lower() if match.group(2) else None]
+    if not math.isfinite(value) or value <= 0:
+        raise KvplanError(f"{where}: {text!r} must be a positive duration")
+    return value
+
+
+def parse_slo(text: str | None) -> tuple[SloBound, ...]:
+    """`ttft_p95=500ms,tpot_p95=60ms,preemptions=0`."""
+    if text is None or not text.strip():
+        return ()
+    known = [f"{m}_{s}" for m in LATENCY_METRICS for s in STATISTICS] + list(COUNT_METRICS)
+    bounds: dict[str, SloBound] = {}
+    for part in text.split(","):
+        key, sep, value = part.partition("=")
+        key = key.strip().lower()
+        if not sep or not value.strip():
+            raise KvplanError(f"--slo: {part.strip()!r}: write KEY=VALUE, e.g. ttft_p95=500ms")
+        if key not in known:
+            raise KvplanError(f"--slo: unknown objective {key!r}; one of {', '.join(known)}")
+        if key in bounds:
+            raise KvplanError(f"--slo: {key} is given twice")
+        if key in COUNT_METRICS:
+            try:
+                limit = float(int(value.strip()))
+            except ValueError:
+                raise KvplanError(f"--slo: {key} takes a whole number, got {value.strip()!r}") from None
+            if limit < 0:
+                raise KvplanError(f"--slo: {key} must be 0 or more")
+        else:
+            limit = parse_seconds(value, f"--slo {key}")
+        bounds[key] = SloBound(key, limit)
+    return tuple(bounds.values())
+
+
+def parse_concurrency(text: str | None) -> ConcurrencyTarget | None:
+    """`32@8192`: 32 requests of 8,192 tokens each."""
+    if text is None:
+        return None
+    requests, sep, tokens = text.partition("@")
+    try:
+        target = ConcurrencyTarget(_whole(requests), _whole(tokens))
+    except ValueError:
+        target = None
+    if not sep or target is None or target.requests < 1 or target.tokens < 1:
+        raise KvplanError(f"--concurrency: {text!r}: write REQUESTS@TOKENS, e.g. 32@8192")
+    return target
+
+
+def _whole(text: str) -> int:
+    return int(text.strip().replace("_", "").replace(",", ""))
+
+
+def parse_rate(text: str | None) -> float | None:
+    """`5/s`, `5` (requests per second) or `300/min`."""
+    if text is None:
+        return None
+    number, _, unit = text.strip().partition("/")
+    scale = {"": 1.0, "s": 1.0, "sec": 1.0, "min": 1 / 60, "h": 1 / 3600}.get(unit.strip().lower())
+    try:
+        value = float(number) * scale if scale is not None else math.nan
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value <= 0:
+        raise KvplanError(f"--rate: {text!r}: write requests per second, e.g. 5/s (or 300/min)")
+    return value
+
+
+def parse_prices(text: str | None) -> tuple[tuple[str, float], ...]:
+    """`h100-sxm-80gb=2.5,l4-24gb=0.8`: your price per GPU-hour (kvplan has none of its own)."""
+    if text is None or not text.strip():
+        return ()
+    from kvplan.gpus.catalog import get_gpu
+
+    prices: dict[str, float] = {}
+    for part in text.split(","):
+        key, sep, value = part.partition("=")
+        try:
+            price = float(value)
+        except ValueError:
+            price = math.nan
+        if not sep or not math.isfinite(price) or price < 0:
+            raise KvplanError(f"--price: {part.strip()!r}: write GPU=PRICE per GPU-hour, e.g. h100-sxm-80gb=2.5")
+        prices[get_gpu(key).key] = price
+    return tuple(prices.items())
+
+
+def positive_int(text: str) -> int:
+    value = int(text.replace("_", ""))
+    if value < 1:
+        raise ValueError("must be positive")
+    return value
+
+
+def positive_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value) or value <= 0:
+        raise ValueError("must be positive")
+    return value
+
+
+def parse_list(text: str | None, flag: str, read: Callable[[str], T]) -> tuple[T, ...]:
+    """A comma-separated list read item by item (`read` raises ValueError on a bad item); () when
+    not given."""
+    if text is None:
+        return ()
+    values: list[T] = []
+    for part in text.split(","):
+        item = part.strip()
+        if not item:
+            raise KvplanError(f"{flag}: an empty item in {text!r}; separate values with commas")
+        try:
+            value = read(item)
+        except ValueError:
+            raise KvplanError(f"{flag}: {item!r} is not a positive number") from None
+        if value in values:
+            raise KvplanError(f"{flag}: {item} is given twice")
+        values.append(value)
+    return tuple(values)

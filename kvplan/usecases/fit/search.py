@@ -1,0 +1,536 @@
+"""`kvplan fit`'s search, in two rounds through an executor.
+
+1. Plan (exact, cheap). One task per planning group (a GPU, TP, PP, KV dtype, max_num_seqs and
+   max_num_batched_tokens): its max_model_len candidates from the longest, and for each its KV
+   memory points (utilizations or byte counts) by bisection, since more KV memory never turns a
+   fitting configuration into one that does not fit. Points below the boundary are decided without
+   a plan; a shorter max_model_len is not tried once a longer one fits (it runs the same traffic
+   identically and only refuses more).
+2. Simulate (estimates), only what fits: the workload at its rate, judged against the objectives
+   and for bounded queueing, then the highest rate that still passes (doubling then bisection).
+
+The executor runs the tasks of each round in parallel; everything they take and give is frozen
+data."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from itertools import product
+
+from kvplan.errors import KvplanError
+from kvplan.semantics.kv.sizing import max_concurrency
+from kvplan.semantics.kv.specs import SizingLimits
+from kvplan.units import format_gib
+from kvplan.usecases.configuration import Configuration
+from kvplan.usecases.executors import Executor, Outcome
+from kvplan.usecases.fit.request import FitRequest, SearchSpace, SloBound, format_seconds
+from kvplan.usecases.fit.result import (
+    FitConfiguration,
+    FitCounts,
+    FitResult,
+    PlannedPoint,
+    RateCheck,
+    RejectedFamily,
+    RejectReason,
+)
+from kvplan.usecases.plan import PlanRequest, settle
+from kvplan.usecases.simulate.capacity_search import highest_passing, sustained
+from kvplan.usecases.simulate.driver import run
+from kvplan.usecases.simulate.workload import Workload, plan_conversations
+
+# halvings below the workload's rate before a configuration is said to miss the objectives at any rate
+DOWNWARD_STEPS = 4
+UPWARD_STEPS = 12
+
+Progress = Callable[[str, int, int], None]   # (round, done, total)
+
+
+# ---------------------------------------------------------------------------- the traffic
+
+
+def nominal_rate(workload: Workload) -> float:
+    """The workload's offered rate (requests/s); fit scales arrivals from it."""
+    if workload.is_explicit or workload.arrival is None:
+        raise KvplanError(f"{workload.name}: kvplan fit needs a request mix (classes and arrival), not a request list")
+    rate = workload.arrival.nominal_rate
+    if rate is None:
+        raise KvplanError(f"{workload.name}: arrival process {workload.arrival.process!r} has no rate to scale; "
+                          "use poisson, constant, bursts or timestamps")
+    return rate
+
+
+def longest_request(workload: Workload, seed: int) -> int:
+    """Prompt plus output tokens of the workload's longest request (a later turn holds the whole
+    conversation before it)."""
+    longest = 0
+    for plan in plan_conversations(workload, seed):
+        shared = workload.classes[plan.class_index].shared_prefix
+        position = shared.tokens if shared is not None else 0
+        for turn in plan.turns:
+            position += turn.user_tokens + turn.output_tokens
+            longest = max(longest, position)
+    return longest
+
+
+def length_candidates(request: FitRequest, seed: int) -> tuple[tuple[int | None, ...], int | None]:
+    """max_model_len candidates, longest first (None: the model's own limit), and the length the
+    traffic needs."""
+    needs = []
+    if request.workload is not None:
+        needs.append(longest_request(request.workload, seed))
+    if request.concurrency is not None:
+        needs.append(request.concurrency.tokens)
+    need = max(needs) if needs else None
+    given = request.space.max_model_lens
+    if given:
+        usable = tuple(sorted((length for length in given if need is None or length >= need), reverse=True))
+        if not usable:
+            raise KvplanError(f"--max-model-len: every value is shorter than the {need:,} tokens the traffic needs")
+        return usable, need
+    if need is None:
+        return (None,), None
+    # the model's limit (vLLM's default), else the shortest power of two that holds the traffic
+    limit = settle(PlanRequest(model=request.model, release=request.release,
+                               trust_remote_code=request.trust_remote_code)).max_model_len
+    shorter = 1 << (need - 1).bit_length()
+    return ((None, shorter) if shorter < limit else (None,)), need
+
+
+# ---------------------------------------------------------------------------- round 1: plan
+
+
+@dataclass(frozen=True)
+class PlanGroup:
+    """The configurations of one planning group: `base` with each length and memory point."""
+
+    base: Configuration
+    lengths: tuple[int | None, ...]              # longest first
+    utilizations: tuple[float | None, ...]       # ascending (empty when memories are given)
+    memories: tuple[int, ...]                    # ascending KV bytes per GPU
+    concurrency: tuple[int, int] | None          # (requests, tokens)
+
+    def point(self, length: int | None, index: int) -> Configuration:
+        if self.memories:
+            return replace(self.base, max_model_len=length, kv_cache_memory_bytes=self.memories[index])
+        return replace(self.base, max_model_len=length, gpu_memory_utilization=self.utilizations[index])
+
+    @property
+    def size(self) -> int:
+        return len(self.memories) or len(self.utilizations)
+
+
+@dataclass(frozen=True)
+class GroupPlan:
+    points: tuple[PlannedPoint, ...]             # one per memory point, at the length kept
+    planned: int
+    skipped_lengths: int
+    profile_runs: int
+
+
+def plan_point(configuration: Configuration, concurrency: tuple[int, int] | None) -> PlannedPoint:
+    """`kvplan plan` for one configuration, and whether it holds the concurrency goal."""
+    from kvplan.usecases.planner import process_planner
+
+    try:
+        result = process_planner().plan(configuration.plan_request())
+    except KvplanError as error:
+        return PlannedPoint(configuration, "refused", reason=str(error))
+    summary = result.summary
+    planned = PlannedPoint(
+        configuration.settled(summary), "fits", kv_cache_memory_bytes=result.kv_cache_memory_bytes,
+        memory_source=result.memory_source, weights_per_gpu_bytes=summary.weights_per_gpu_bytes)
+    if not result.fits or result.kv_config is None:
+        fix = result.suggested_fix
+        return replace(planned, status="does_not_fit",
+                       reason=(summary.error or "does not fit") + (f"; {fix}" if fix else ""))
+    device, weights, given = (result.setup.device.total_bytes, summary.weights_per_gpu_bytes,
+                              configuration.kv_cache_memory_bytes)
+    if given is not None and device and weights is not None and weights + given > device:
+        # vLLM trusts --kv-cache-memory-bytes; the weights and the cache alone overflow this GPU
+        return replace(planned, status="does_not_fit", reason=(
+            f"the weights ({format_gib(weights)} GiB per GPU) and the KV cache ({format_gib(given)} GiB) need more "
+            f"than the GPU's {format_gib(device)} GiB"))
+    planned = replace(planned, num_gpu_blocks=summary.num_blocks, kv_cache_tokens=summary.gpu_kv_cache_tokens,
+                      max_concurrency=summary.max_concurrency)
+    if concurrency is None:
+        return planned
+    requests, tokens = concurrency
+    limits = SizingLimits(max_model_len=tokens, max_num_batched_tokens=summary.max_num_batched_tokens)
+    at_target = max_concurrency(result.kv_config, limits)
+    planned = replace(planned, concurrency_at_target=at_target)
+    if at_target < requests:
+        return replace(planned, status="short_of_concurrency",
+                       reason=f"holds {at_target:.2f} requests of {tokens:,} tokens, not {requests:,}")
+    if summary.max_num_seqs < requests:
+        return replace(planned, status="short_of_concurrency",
+                       reason=f"max_num_seqs {summary.max_num_seqs} runs fewer than {requests:,} requests at once")
+    return planned
+
+
+def plan_group(group: PlanGroup) -> GroupPlan:
+    from kvplan.usecases.planner import process_planner
+
+    runs_before = process_planner().profile_runs
+    planned = 0
+    last: tuple[PlannedPoint, ...] = ()
+    for tried, length in enumerate(group.lengths):
+        made: dict[int, PlannedPoint] = {}
+
+        def judge(index: int, length: int | None = length, made: dict[int, PlannedPoint] = made) -> PlannedPoint:
+            nonlocal planned
+            if index not in made:
+                planned += 1
+                made[index] = plan_point(group.point(length, index), group.concurrency)
+            return made[index]
+
+        top = group.size - 1
+        if judge(top).meets_memory:
+            low, high = -1, top                   # low does not meet (or is below the list), high meets
+            while high - low > 1:
+                middle = (low + high) // 2
+                if judge(middle).meets_memory:
+                    high = middle
+                else:
+                    low = middle
+            points = tuple(judge(index) if index >= high or index in made else _inferred(made, index)
+                           for index in range(group.size))
+            return GroupPlan(points, planned, len(group.lengths) - tried - 1,
+                             process_planner().profile_runs - runs_before)
+        last = tuple(made[index] if index in made else _inferred(made, index)
+                     for index in range(group.size))
+    return GroupPlan(last, planned, 0, process_planner().profile_runs - runs_before)
+
+
+def plan_groups(groups: tuple[PlanGroup, ...]) -> tuple[GroupPlan, ...]:
+    """Several groups in one task (and one process, whose planner keeps the profile run)."""
+    return tuple(plan_group(group) for group in groups)
+
+
+def _profile_key(base: Configuration) -> tuple[object, ...]:
+    return (base.gpu, base.tensor_parallel_size, base.pipeline_parallel_size, base.max_num_seqs,
+            base.max_num_batched_tokens)
+
+
+def _inferred(made: dict[int, PlannedPoint], index: int) -> PlannedPoint:
+    """A point below one that was planned and failed: it has less KV memory, so it fails too."""
+    above = min(i for i in made if i > index and not made[i].meets_memory)
+    source = made[above]
+    configuration = source.configuration
+    return replace(source, configuration=configuration, inferred=True,
+                   reason=f"less KV memory than a configuration that already fails ({source.reason})",
+                   kv_cache_memory_bytes=None, num_gpu_blocks=None, kv_cache_tokens=None, max_concurrency=None,
+                   concurrency_at_target=None)
+
+
+# ---------------------------------------------------------------------------- round 2: simulate
+
+
+@dataclass(frozen=True)
+class RateTask:
+    point: PlannedPoint
+    workload: Workload
+    base_factor: float                 # the requested rate over the workload's own
+    nominal_rate: float
+    slo: tuple[SloBound, ...]
+    precision: float
+    seed: int | None
+
+
+@dataclass(frozen=True)
+class _Trial:
+    passes: bool
+    sustained: bool
+    stalled: bool
+    values: tuple[tuple[str, float | None], ...]
+    missed: tuple[str, ...]
+    ttft_p95_s: float | None
+    tpot_p95_s: float | None
+    preemptions: int
+    num_requests: int
+    num_finished: int
+
+
+def check_rates(task: RateTask) -> RateCheck:
+    """The workload on one configuration: the objectives at its rate, then the highest rate that
+    passes them (upwards from a pass, downwards from a miss)."""
+    point = task.point
+    setup = point.configuration.prepare(task.workload, kv_cache_memory_bytes=point.kv_cache_memory_bytes,
+                                        seed=task.seed)
+    trials: dict[float, _Trial] = {}
+
+    def trial(factor: float) -> bool:
+        if factor not in trials:
+            outcome = run(setup, rate_factor=task.base_factor * factor)
+            metrics = outcome.metrics
+            held, _, _ = sustained(outcome)
+            values = tuple((bound.key, bound.value(metrics)) for bound in task.slo)
+            missed = tuple(_missed(bound, value) for bound, (_, value) in zip(task.slo, values, strict=True)
+                           if not bound.met(value))
+            if not held:
+                missed += ("queueing grows over the run (more arrivals than the engine serves)",)
+            ttft = metrics.latency.ttft_s_estimate
+            tpot = metrics.latency.tpot_s_estimate
+            trials[factor] = _Trial(
+                passes=held and not missed, sustained=held, stalled=metrics.stalled, values=values, missed=missed,
+                ttft_p95_s=None if ttft is None else ttft.p95, tpot_p95_s=None if tpot is None else tpot.p95,
+                preemptions=metrics.preemptions.total, num_requests=metrics.num_requests,
+                num_finished=metrics.num_finished)
+        return trials[factor].passes
+
+    low, high = highest_passing(trial, steps=UPWARD_STEPS if trial(1.0) else DOWNWARD_STEPS,
+                                precision=task.precision)
+    at_rate = trials[1.0]
+    rate = task.nominal_rate * task.base_factor
+    return RateCheck(
+        rate=rate, meets=at_rate.passes, figures=at_rate.values, missed=at_rate.missed,
+        ttft_p95_s=at_rate.ttft_p95_s, tpot_p95_s=at_rate.tpot_p95_s, preemptions=at_rate.preemptions,
+        sustained=at_rate.sustained, stalled=at_rate.stalled, num_requests=at_rate.num_requests,
+        num_finished=at_rate.num_finished,
+        max_sustained_rate=None if low is None else rate * low, max_rate_bounded=high is not None,
+        lowest_rate_tried=rate * min(trials), runs=len(trials),
+    )
+
+
+def _missed(bound: SloBound, value: float | None) -> str:
+    if value is None:
+        return f"{bound.key}: no figure (no request finished)"
+    shown = format_seconds(value) if bound.is_latency else f"{value:g}"
+    return f"{bound.key} {shown} > {bound.limit_text}"
+
+
+# ---------------------------------------------------------------------------- the whole search
+
+
+def fit(request: FitRequest, executor: Executor, progress: Progress | None = None) -> FitResult:
+    """Search the space; see the module's docstring."""
+    space = request.space
+    if not space.gpus:
+        raise KvplanError("--gpus: give at least one GPU of `kvplan gpus`")
+    if request.workload is None and request.concurrency is None:
+        raise KvplanError("give the traffic: --workload W.json, --concurrency REQUESTS@TOKENS, or both")
+    if request.slo and request.workload is None:
+        raise KvplanError("--slo needs --workload: the objectives are judged by simulating its traffic")
+    if request.rate is not None and request.workload is None:
+        raise KvplanError("--rate scales a workload's arrivals: give --workload too")
+    missing = [gpu for gpu in space.gpus if request.prices and request.price_of(gpu) is None]
+    if missing:
+        raise KvplanError(f"--price: no price for {', '.join(missing)}; give one for every GPU of --gpus "
+                          "(kvplan has no prices of its own)")
+    request = replace(request, space=_with_workload_defaults(request))
+    space = request.space
+    nominal = nominal_rate(request.workload) if request.workload is not None else 0.0
+    seed = request.seed if request.seed is not None else (request.workload.seed if request.workload else 0)
+    lengths, need = length_candidates(request, seed)
+    notes = list(request.notes)
+    if need is not None:
+        notes.append(f"the longest request of the traffic is {need:,} tokens; max_model_len is the longest "
+                     "candidate that fits: " + ", ".join("the model's limit" if length is None else f"{length:,}"
+                                                         for length in lengths))
+
+    groups = _groups(request, lengths)
+    # one task per profile run: the groups that differ only in KV dtype share their non-KV memory
+    bundles: dict[tuple[object, ...], list[PlanGroup]] = {}
+    for group in groups:
+        bundles.setdefault(_profile_key(group.base), []).append(group)
+    tasks = [tuple(bundle) for bundle in bundles.values()]
+    say = progress or (lambda _round, _done, _total: None)
+    say("planning", 0, len(tasks))
+    done = [0]
+
+    def planned_one(_outcome: Outcome[tuple[GroupPlan, ...]]) -> None:
+        done[0] += 1
+        say("planning", done[0], len(tasks))
+
+    points: list[PlannedPoint] = []
+    planned = skipped = profile_runs = 0
+    for bundle, outcome in zip(tasks, executor.map(plan_groups, tasks, on_outcome=planned_one), strict=True):
+        for index, group in enumerate(bundle):
+            if outcome.value is None:
+                points.extend(PlannedPoint(group.point(lengths[-1], i), "refused", reason=outcome.error)
+                              for i in range(group.size))
+                continue
+            plan = outcome.value[index]
+            points.extend(plan.points)
+            planned += plan.planned
+            skipped += plan.skipped_lengths * group.size
+            profile_runs += plan.profile_runs
+
+    checks: dict[int, RateCheck | str] = {}
+    runs = 0
+    if request.workload is not None:
+        base = request.rate / nominal if request.rate is not None else 1.0
+        fitting = [index for index, point in enumerate(points) if point.meets_memory]
+        rate_tasks = [RateTask(points[index], request.workload, base, nominal, request.slo, request.rate_precision,
+                               seed) for index in fitting]
+        say("simulating", 0, len(rate_tasks))
+        done[0] = 0
+
+        def simulated_one(_outcome: Outcome[RateCheck]) -> None:
+            done[0] += 1
+            say("simulating", done[0], len(rate_tasks))
+
+        checked_all = executor.map(check_rates, rate_tasks, on_outcome=simulated_one)
+        for index, checked in zip(fitting, checked_all, strict=True):
+            checks[index] = checked.value if checked.value is not None else str(checked.error)
+            runs += checked.value.runs if checked.value is not None else 0
+
+    configurations, rejected, ranked_by = _assemble(request, points, checks)
+    total = len(groups) * len(lengths) * space.memory_points
+    counts = FitCounts(
+        configurations=total, planned=planned, inferred=sum(1 for p in points if p.inferred), skipped_lengths=skipped,
+        profile_runs=profile_runs, simulated=len(checks), simulation_runs=runs,
+    )
+    return FitResult(request, configurations, rejected, counts, ranked_by, executor.name, executor.workers,
+                     tuple(notes))
+
+
+def _with_workload_defaults(request: FitRequest) -> SearchSpace:
+    """The workload's own max_num_seqs, max_num_batched_tokens and max_model_len stand in for lists
+    the command line leaves out."""
+    space = request.space
+    settings = dict(request.workload.engine.settings) if request.workload is not None else {}
+    if space.max_num_seqs == (None,) and "max_num_seqs" in settings:
+        space = replace(space, max_num_seqs=(settings["max_num_seqs"],))
+    if space.max_num_batched_tokens == (None,) and "max_num_batched_tokens" in settings:
+        space = replace(space, max_num_batched_tokens=(settings["max_num_batched_tokens"],))
+    if not space.max_model_lens and "max_model_len" in settings:
+        space = replace(space, max_model_lens=(settings["max_model_len"],))
+    return space
+
+
+def _groups(request: FitRequest, lengths: tuple[int | None, ...]) -> list[PlanGroup]:
+    space = request.space
+    concurrency = None if request.concurrency is None else (request.concurrency.requests,
+                                                            request.concurrency.tokens)
+    groups = []
+    for gpu, tp, pp, kv_dtype, seqs, tokens in product(
+            space.gpus, space.tensor_parallel_sizes, space.pipeline_parallel_sizes, space.kv_cache_dtypes,
+            space.max_num_seqs, space.max_num_batched_tokens):
+        base = Configuration(
+            model=request.model, release=request.release, gpu=gpu, tensor_parallel_size=tp, pipeline_parallel_size=pp,
+            kv_cache_dtype=kv_dtype, dtype=request.dtype, max_num_seqs=seqs, max_num_batched_tokens=tokens,
+            trust_remote_code=request.trust_remote_code,
+        )
+        if request.workload is not None:
+            # max_model_len is the length search's; the workload's own is among its candidates
+            base = replace(base.with_workload_settings(request.workload), max_model_len=None)
+        utilizations = tuple(sorted(space.gpu_memory_utilizations,
+                                    key=lambda u: request.release.gpu_memory_utilization if u is None else u))
+        groups.append(PlanGroup(base, lengths, () if space.kv_cache_memories else utilizations,
+                                tuple(sorted(space.kv_cache_memories)), concurrency))
+    return groups
+
+
+def _assemble(request: FitRequest, points: list[PlannedPoint], checks: dict[int, RateCheck | str]
+              ) -> tuple[tuple[FitConfiguration, ...], tuple[RejectedFamily, ...], str]:
+    prices = bool(request.prices)
+    passing: list[FitConfiguration] = []
+    for index, point in enumerate(points):
+        check = checks.get(index)
+        if not point.meets_memory or isinstance(check, str) or (request.workload is not None and
+                                                                 (check is None or not check.meets)):
+            continue
+        configuration = point.configuration
+        price = request.price_of(configuration.gpu or "")
+        per_hour = None if price is None else price * configuration.num_gpus
+        rate = None if check is None else check.max_sustained_rate
+        gpu_hours = None if not rate else configuration.num_gpus * 1e6 / (rate * 3600)
+        passing.append(FitConfiguration(
+            point, check, per_hour, gpu_hours, None if gpu_hours is None or price is None else gpu_hours * price,
+            pareto=False))
+
+    if request.workload is not None:
+        ranked_by = "cost_per_million_requests" if prices else "gpu_hours_per_million_requests"
+
+        def key(c: FitConfiguration) -> tuple[float, ...]:
+            cost = c.cost_per_million_requests if prices else c.gpu_hours_per_million_requests
+            rate = c.check.max_sustained_rate if c.check and c.check.max_sustained_rate else 0.0
+            return (cost if cost is not None else float("inf"), -rate, c.configuration.num_gpus)
+    else:
+        ranked_by = "cost_per_hour" if prices else "num_gpus"
+
+        def key(c: FitConfiguration) -> tuple[float, ...]:
+            hourly = c.cost_per_hour if prices and c.cost_per_hour is not None else float(c.configuration.num_gpus)
+            return (hourly, -(c.point.concurrency_at_target or 0.0))
+
+    passing.sort(key=key)
+    front = _pareto(passing, prices)
+    ranked = tuple(replace(c, pareto=i in front) for i, c in enumerate(passing))
+    return ranked, _rejected(request, points, checks, {_family(c.configuration) for c in ranked}), ranked_by
+
+
+def _capacity(c: FitConfiguration) -> float:
+    if c.check is not None:
+        return c.check.max_sustained_rate or 0.0
+    return c.point.concurrency_at_target or 0.0
+
+
+def _pareto(configurations: list[FitConfiguration], prices: bool) -> set[int]:
+    """Indices of the configurations no other beats on both hourly cost (GPUs without prices) and
+    capacity (sustained rate, else concurrency)."""
+    def hourly(c: FitConfiguration) -> float:
+        return c.cost_per_hour if prices and c.cost_per_hour is not None else float(c.configuration.num_gpus)
+
+    front = set()
+    for i, c in enumerate(configurations):
+        dominated = any(hourly(o) <= hourly(c) and _capacity(o) >= _capacity(c)
+                        and (hourly(o) < hourly(c) or _capacity(o) > _capacity(c))
+                        for o in configurations if o is not c)
+        if not dominated:
+            front.add(i)
+    return front
+
+
+def _family(configuration: Configuration) -> tuple[str, int, int, str]:
+    return (configuration.gpu or "", configuration.tensor_parallel_size, configuration.pipeline_parallel_size,
+            configuration.kv_cache_dtype)
+
+
+def _rejected(request: FitRequest, points: list[PlannedPoint], checks: dict[int, RateCheck | str],
+              served: set[tuple[str, int, int, str]]) -> tuple[RejectedFamily, ...]:
+    families: dict[tuple[str, int, int, str], list[int]] = {}
+    for index, point in enumerate(points):
+        families.setdefault(_family(point.configuration), []).append(index)
+    rejected = []
+    for family, indices in families.items():
+        if family in served:
+            continue
+        rejected.append(_why(request, family, [(points[i], checks.get(i)) for i in indices]))
+    order = {gpu: i for i, gpu in enumerate(request.space.gpus)}
+    return tuple(sorted(rejected, key=lambda r: (r.cost_per_hour if r.cost_per_hour is not None else r.num_gpus,
+                                                 r.num_gpus, order.get(r.gpu, 0), r.kv_cache_dtype)))
+
+
+def _why(request: FitRequest, family: tuple[str, int, int, str],
+         tried: list[tuple[PlannedPoint, RateCheck | str | None]]) -> RejectedFamily:
+    gpu, tp, pp, kv_dtype = family
+    price = request.price_of(gpu)
+    reason: RejectReason
+    simulated = [(p, c) for p, c in tried if isinstance(c, RateCheck)]
+    failed_runs = [(p, c) for p, c in tried if isinstance(c, str)]
+    check: RateCheck | None = None
+    if simulated:
+        point, check = max(simulated, key=lambda pc: (pc[1].max_sustained_rate or 0.0, -len(pc[1].missed)))
+        reason = "slo_missed"
+        detail = f"misses the objectives at {check.rate:.3g} req/s (est.): " + "; ".join(check.missed)
+        if check.max_sustained_rate is not None:
+            detail += f"; they hold up to {check.max_sustained_rate:.3g} req/s"
+        else:
+            detail += f"; missed at every rate tried, down to {check.lowest_rate_tried:.3g} req/s"
+    elif failed_runs:
+        point, error = failed_runs[0]
+        reason, detail = "refused", f"the simulation refused it: {error}"
+    elif any(p.status == "short_of_concurrency" for p, _ in tried):
+        point = max((p for p, _ in tried if p.status == "short_of_concurrency"),
+                    key=lambda p: p.concurrency_at_target or 0.0)
+        reason, detail = "short_of_concurrency", str(point.reason)
+    elif any(p.status == "does_not_fit" for p, _ in tried):
+        planned = [p for p, _ in tried if p.status == "does_not_fit" and not p.inferred]
+        point = planned[-1] if planned else next(p for p, _ in tried if p.status == "does_not_fit")
+        reason, detail = "does_not_fit", str(point.reason)
+    else:
+        point = tried[0][0]
+        reason, detail = "refused", str(point.reason)
+    return RejectedFamily(gpu, tp, pp, kv_dtype, reason, detail, point, check,
+                          None if price is None else price * tp * pp)

@@ -1,0 +1,83 @@
+"""`kvplan plan` for many configurations of one model, at the cost of one profile run per distinct
+non-KV memory.
+
+`plan_for_device` predicts the KV memory of a named GPU with a profile run on the fake backend
+(about a second or two each). What that run measures (weights, activation peak, non-torch memory)
+depends on the model, its dtype, the GPU, the parallel layout and the profile batch
+(`max_num_batched_tokens`, `max_num_seqs`), never on `gpu_memory_utilization`, the KV-cache dtype,
+`max_model_len` or the block size. `Planner` keeps each run's budget and gives every other
+configuration that shares it the KV memory that budget leaves at its own utilization, then sizes
+the cache with `plan`: the same numbers `plan_for_device` gives, which a test checks."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from kvplan.errors import KvplanError
+from kvplan.semantics.memory.budget import MemoryBudget
+from kvplan.usecases.plan import PlanRequest, PlanResult, plan, settle
+
+
+@dataclass(frozen=True)
+class _Measured:
+    budgets: tuple[MemoryBudget, ...]      # one per pipeline stage's rank
+    warnings: tuple[str, ...]
+    refusal: str | None
+
+
+class Planner:
+    """Plans as `plan_for_device` makes them; one instance per process keeps the profile runs."""
+
+    def __init__(self) -> None:
+        self._measured: dict[PlanRequest, _Measured] = {}
+        self.profile_runs = 0
+
+    def plan(self, request: PlanRequest) -> PlanResult:
+        if request.kv_cache_memory_bytes is not None or (request.gpu is None and request.gpu_memory_bytes is None):
+            return plan(request)
+        from kvplan.usecases.profile import PREDICTED_MEMORY
+
+        setup = settle(request)
+        measured = self._measure(request, setup.batch.max_num_batched_tokens, setup.batch.max_num_seqs)
+        if measured.refusal is not None:
+            raise KvplanError(measured.refusal)
+        # each rank's KV memory at this utilization; the smallest bounds the pool, as in run_profile
+        per_rank = tuple(replace(budget, utilization=request.utilization, kv_cache_memory_override=None)
+                         .available_kv_bytes for budget in measured.budgets)
+        result = plan(replace(request, kv_cache_memory_bytes=min(per_rank)), setup,
+                      kv_cache_memory_per_worker=per_rank)
+        return replace(result, memory_source=PREDICTED_MEMORY, warnings=measured.warnings)
+
+    def _measure(self, request: PlanRequest, max_num_batched_tokens: int, max_num_seqs: int) -> _Measured:
+        # what the profile run depends on, and nothing else
+        key = replace(request, gpu_memory_utilization=1.0, kv_cache_dtype="auto", max_model_len=None,
+                      block_size=None, enable_prefix_caching=None, num_gpu_blocks_override=None,
+                      max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs)
+        if key not in self._measured:
+            from kvplan.errors import require_profile_extra
+            from kvplan.usecases.profile import ProfileRequest, run_profile
+
+            require_profile_extra("predicting the KV memory of a GPU (no --kv-cache-memory given)")
+            try:
+                profile = run_profile(ProfileRequest(plan=request, backend="fake", allocate=False))
+            except KvplanError as error:  # kept too: the same key is refused the same way
+                self._measured[key] = _Measured((), (), str(error))
+                return self._measured[key]
+            self.profile_runs += 1
+            if profile.plan is None or not profile.ranks:
+                refusal = f"the profile run refused this configuration: {profile.finding or 'no plan'}"
+                self._measured[key] = _Measured((), (), refusal)
+            else:
+                self._measured[key] = _Measured(tuple(rank.budget for rank in profile.ranks), profile.warnings, None)
+        return self._measured[key]
+
+
+_PROCESS_PLANNER: Planner | None = None
+
+
+def process_planner() -> Planner:
+    """The planner of this process (each worker of an executor has its own)."""
+    global _PROCESS_PLANNER
+    if _PROCESS_PLANNER is None:
+        _PROCESS_PLANNER = Planner()
+    return _PROCESS_PLANNER

@@ -1,0 +1,257 @@
+"""The grid file of `kvplan sweep` (TOML): the axes, whose every combination is a cell, and the
+commands each cell runs. docs/sweep.md is the reference.
+
+    commands = ["plan", "simulate"]         # any of plan, profile, simulate
+
+    [axes]
+    models = ["meta-llama/Llama-3.1-8B-Instruct"]
+    gpus = ["l4-24gb", "h100-sxm-80gb"]
+    vllm_releases = ["0.17.1", "0.33.0"]
+    tensor_parallel_size = [1, 2]
+    kv_cache_dtype = ["auto", "fp8"]
+    workloads = ["../workloads/chat-5rps.json"]
+
+    [simulate]
+    find_max_rate = false
+
+Every mistake is one line naming the field (exit 2)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import tomllib
+from collections.abc import Callable
+from dataclasses import dataclass, fields
+from itertools import product
+from pathlib import Path
+from typing import Any
+
+from kvplan.errors import KvplanError
+from kvplan.parsing import FieldError, as_bool, as_int, as_list, as_number, as_object, as_str, child, reject_unknown
+from kvplan.semantics.config.cache import utilization_problem
+from kvplan.semantics.releases import DEFAULT_RELEASE, RELEASES, release_named
+from kvplan.units import parse_bytes
+from kvplan.usecases.configuration import Configuration
+from kvplan.usecases.simulate.workload import Workload, load_workload
+
+COMMANDS = ("plan", "profile", "simulate")
+TOP_KEYS = ("description", "commands", "axes", "simulate")
+SIMULATE_KEYS = ("find_max_rate", "seed", "step_time_ms")
+MAX_CELLS = 1_000_000
+
+
+def _positive_int(value: Any, path: str) -> int:
+    return as_int(value, path, minimum=1)
+
+
+def _utilization(value: Any, path: str) -> float:
+    number = as_number(value, path)
+    problem = utilization_problem(number)
+    if problem is not None:
+        raise FieldError(path, problem)
+    return number
+
+
+def _bytes(value: Any, path: str) -> int:
+    if isinstance(value, str):
+        try:
+            return parse_bytes(value, path)
+        except KvplanError as error:
+            raise FieldError(path, str(error)) from None
+    return as_int(value, path, minimum=1)
+
+
+def _gpu(value: Any, path: str) -> str:
+    from kvplan.gpus.catalog import get_gpu
+
+    try:
+        return get_gpu(as_str(value, path)).key
+    except FieldError:
+        raise
+    except KvplanError as error:
+        raise FieldError(path, str(error)) from None
+
+
+def _release(value: Any, path: str) -> str:
+    text = as_str(value, path)
+    if text not in RELEASES:
+        raise FieldError(path, f"one of {', '.join(RELEASES)} (the releases kvplan reproduces), got {text!r}")
+    return text
+
+
+def _scheduling(value: Any, path: str) -> str:
+    text = as_str(value, path)
+    if text not in ("sync", "async"):
+        raise FieldError(path, f"sync or async, got {text!r}")
+    return text
+
+
+# axis -> (the Configuration field it sets, or "" for models/gpus/releases/workloads, the reader)
+AXES: dict[str, tuple[str, Callable[[Any, str], Any]]] = {
+    "models": ("model", as_str),
+    "vllm_releases": ("release", _release),
+    "gpus": ("gpu", _gpu),
+    "tensor_parallel_size": ("tensor_parallel_size", _positive_int),
+    "pipeline_parallel_size": ("pipeline_parallel_size", _positive_int),
+    "kv_cache_dtype": ("kv_cache_dtype", as_str),
+    "dtype": ("dtype", as_str),
+    "gpu_memory_utilization": ("gpu_memory_utilization", _utilization),
+    "kv_cache_memory": ("kv_cache_memory_bytes", _bytes),
+    "block_size": ("block_size", _positive_int),
+    "max_model_len": ("max_model_len", _positive_int),
+    "max_num_seqs": ("max_num_seqs", _positive_int),
+    "max_num_batched_tokens": ("max_num_batched_tokens", _positive_int),
+    "enable_prefix_caching": ("enable_prefix_caching", as_bool),
+    "enable_chunked_prefill": ("enable_chunked_prefill", as_bool),
+    "scheduling": ("scheduling", _scheduling),
+    "workloads": ("", as_str),
+}
+
+
+@dataclass(frozen=True)
+class SimulateOptions:
+    find_max_rate: bool = False
+    seed: int | None = None
+    step_time_ms: float | None = None
+
+
+@dataclass(frozen=True)
+class GridWorkload:
+    given: str                  # the path as the grid writes it
+    sha256: str                 # of the file's bytes: a resumed cell holds only for the same traffic
+    workload: Workload
+
+
+@dataclass(frozen=True)
+class Cell:
+    index: int                  # in the grid's order
+    cell_id: str                # from everything that decides its row: resume skips rows with this id
+    configuration: Configuration
+    workload: GridWorkload | None
+    commands: tuple[str, ...]
+    simulate: SimulateOptions
+
+
+@dataclass(frozen=True)
+class Grid:
+    name: str
+    commands: tuple[str, ...]
+    axes: tuple[tuple[str, tuple[Any, ...]], ...]     # in AXES order, only those given
+    workloads: tuple[GridWorkload, ...]
+    simulate: SimulateOptions
+    inputs: tuple[Path, ...]                          # the grid and every file it reads
+
+    @property
+    def size(self) -> int:
+        count = 1
+        for _, values in self.axes:
+            count *= len(values)
+        return count
+
+    def cells(self) -> list[Cell]:
+        names = [name for name, _ in self.axes]
+        workloads = {w.given: w for w in self.workloads}
+        cells = []
+        for index, values in enumerate(product(*(values for _, values in self.axes))):
+            chosen = dict(zip(names, values, strict=True))
+            settings: dict[str, Any] = {AXES[name][0]: value for name, value in chosen.items()
+                                        if AXES[name][0] and name != "vllm_releases"}
+            workload = workloads.get(chosen["workloads"]) if "workloads" in chosen else None
+            named = chosen.get("vllm_releases")
+            if named is None and workload is not None:
+                named = dict(workload.workload.engine.settings).get("vllm_version")
+            configuration = Configuration(release=release_named(named or DEFAULT_RELEASE.version), **settings)
+            if workload is not None:
+                configuration = configuration.with_workload_settings(workload.workload)
+            cells.append(Cell(index, _cell_id(configuration, workload, self.commands, self.simulate), configuration,
+                              workload, self.commands, self.simulate))
+        return cells
+
+
+def _cell_id(configuration: Configuration, workload: GridWorkload | None, commands: tuple[str, ...],
+             simulate: SimulateOptions) -> str:
+    inputs = {field.name: getattr(configuration, field.name) for field in fields(configuration)}
+    inputs["release"] = configuration.release.version
+    document = {"configuration": inputs, "workload": None if workload is None else [workload.given, workload.sha256],
+                "commands": list(commands),
+                "simulate": None if "simulate" not in commands else [simulate.find_max_rate, simulate.seed,
+                                                                     simulate.step_time_ms]}
+    return hashlib.sha256(json.dumps(document, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def load_grid(path: Path) -> Grid:
+    shown = path.name
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise KvplanError(f"{shown}: file not found") from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise KvplanError(f"{shown}: cannot read it ({error})") from None
+    try:
+        document = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        raise KvplanError(f"{shown}: not valid TOML ({error})") from None
+    try:
+        return parse_grid(document, path)
+    except FieldError as error:
+        raise KvplanError(f"{shown}: {error}") from None
+
+
+def parse_grid(document: dict[str, Any], path: Path) -> Grid:
+    reject_unknown(document, "", TOP_KEYS)
+    raw_commands = as_list(document.get("commands", ["plan"]), "commands")
+    commands = []
+    for i, item in enumerate(raw_commands):
+        command = as_str(item, child("commands", i))
+        if command not in COMMANDS:
+            raise FieldError(child("commands", i), f"one of {', '.join(COMMANDS)}, got {command!r}")
+        if command in commands:
+            raise FieldError(child("commands", i), f"{command} is given twice")
+        commands.append(command)
+    axes_doc = as_object(document.get("axes"), "axes")
+    reject_unknown(axes_doc, "axes", AXES)
+    axes = []
+    for name, (_, read) in AXES.items():
+        if name not in axes_doc:
+            continue
+        where = child("axes", name)
+        values = []
+        for i, raw in enumerate(as_list(axes_doc[name], where)):
+            value = read(raw, child(where, i))
+            if value in values:
+                raise FieldError(child(where, i), f"{value!r} is given twice")
+            values.append(value)
+        axes.append((name, tuple(values)))
+    given = dict(axes)
+    if "models" not in given:
+        raise FieldError("axes.models", "required: the models to try")
+    if "gpu_memory_utilization" in given and "kv_cache_memory" in given:
+        raise FieldError("axes.kv_cache_memory", "fixes the KV memory, so gpu_memory_utilization would have no "
+                                                 "effect: give one of them")
+    if "gpus" not in given and "kv_cache_memory" not in given:
+        raise FieldError("axes", "give gpus or kv_cache_memory: a plan needs the GPU or the KV memory")
+    if ("simulate" in commands) != ("workloads" in given):
+        raise FieldError("axes.workloads", "required by the simulate command" if "simulate" in commands
+                         else "given, but simulate is not among the commands")
+    simulate_doc = as_object(document.get("simulate", {}), "simulate")
+    reject_unknown(simulate_doc, "simulate", SIMULATE_KEYS)
+    simulate = SimulateOptions(
+        find_max_rate=as_bool(simulate_doc.get("find_max_rate", False), "simulate.find_max_rate"),
+        seed=None if "seed" not in simulate_doc else as_int(simulate_doc["seed"], "simulate.seed", minimum=0),
+        step_time_ms=None if "step_time_ms" not in simulate_doc else as_number(
+            simulate_doc["step_time_ms"], "simulate.step_time_ms", positive=True),
+    )
+    workloads = []
+    for given_path in given.get("workloads", ()):
+        file = (path.parent / given_path)
+        try:
+            data = file.read_bytes()
+        except OSError as error:
+            raise FieldError("axes.workloads", f"{given_path}: cannot read it ({error.strerror})") from None
+        workloads.append(GridWorkload(given_path, hashlib.sha256(data).hexdigest(), load_workload(file)))
+    grid = Grid(path.name, tuple(commands), tuple(axes), tuple(workloads), simulate,
+                (path, *(p for w in workloads for p in w.workload.inputs)))
+    if grid.size > MAX_CELLS:
+        raise FieldError("axes", f"{grid.size:,} cells; kvplan sweeps at most {MAX_CELLS:,} at once")
+    return grid

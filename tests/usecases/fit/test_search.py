@@ -1,0 +1,97 @@
+"""fit's search: the plan round's bisection decides exactly what planning every point would, the
+lengths and the ranking follow their rules."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from kvplan.errors import KvplanError
+from kvplan.usecases.configuration import Configuration
+from kvplan.usecases.executors import InProcessExecutor
+from kvplan.usecases.fit.request import FitRequest, SearchSpace
+from kvplan.usecases.fit.result import FitConfiguration, PlannedPoint, RateCheck
+from kvplan.usecases.fit.search import PlanGroup, _pareto, fit, length_candidates, plan_group, plan_point
+from kvplan.usecases.simulate.workload import parse_workload
+from tests.usecases.simulate.factories import mix
+
+LLAMA = "meta-llama/Llama-3.1-8B-Instruct"   # 128 KiB of KV cache per token: 131,072 tokens need 16 GiB
+GIB = 1 << 30
+
+
+def group(memories, lengths=(None,), concurrency=None, **knobs):
+    return PlanGroup(Configuration(model=LLAMA, **knobs), lengths, (), tuple(memories), concurrency)
+
+
+def test_bisection_decides_what_planning_every_point_decides():
+    memories = [g * GIB for g in range(2, 34, 2)]          # 16 points; 16 GiB is the first that fits
+    planned = plan_group(group(memories, lengths=(None, 16384)))
+    one_by_one = [plan_point(replace(Configuration(model=LLAMA), kv_cache_memory_bytes=m), None) for m in memories]
+    assert [p.status for p in planned.points] == [p.status for p in one_by_one]
+    assert [p.status for p in planned.points].index("fits") == 7
+    # the points below the boundary were not planned, and the shorter length was not needed
+    assert sum(p.inferred for p in planned.points) >= 4
+    assert planned.planned == 16 - sum(p.inferred for p in planned.points)
+    assert planned.skipped_lengths == 1
+    assert all(p.configuration.max_model_len == 131072 for p in planned.points)
+    fitting = [p for p in planned.points if p.meets_memory]
+    assert [p.num_gpu_blocks for p in fitting] == [p.num_gpu_blocks for p in one_by_one[7:]]
+
+
+def test_a_shorter_length_is_tried_when_the_longest_does_not_fit():
+    planned = plan_group(group([2 * GIB, 3 * GIB], lengths=(None, 16384)))
+    assert [p.status for p in planned.points] == ["fits", "fits"]
+    assert {p.configuration.max_model_len for p in planned.points} == {16384}
+    nothing = plan_group(group([GIB], lengths=(None, 65536)))
+    assert nothing.points[0].status == "does_not_fit" and "max_model_len" in nothing.points[0].reason
+
+
+def test_concurrency_goal_is_judged_on_the_pool():
+    # 32 requests of 8,192 tokens: 32 x 512 blocks of 16 tokens = 16,384 blocks = 32 GiB at 2 MiB per block
+    planned = plan_group(group([30 * GIB, 32 * GIB, 34 * GIB], lengths=(8192,), concurrency=(32, 8192),
+                               max_num_seqs=64))
+    assert [p.status for p in planned.points] == ["short_of_concurrency", "fits", "fits"]
+    assert planned.points[1].concurrency_at_target == pytest.approx(32.0, abs=0.01)
+    few_seqs = plan_group(group([34 * GIB], lengths=(8192,), concurrency=(32, 8192), max_num_seqs=16))
+    assert few_seqs.points[0].status == "short_of_concurrency" and "max_num_seqs 16" in few_seqs.points[0].reason
+
+
+def test_refusals_are_results():
+    refused = plan_point(Configuration(model=LLAMA, kv_cache_memory_bytes=20 * GIB, tensor_parallel_size=3), None)
+    assert refused.status == "refused" and "divisible" in refused.reason
+
+
+def test_lengths_from_the_traffic():
+    workload = parse_workload(mix(), None, "w.json")       # prompts up to 64 + 120 tokens, outputs up to 40
+    request = FitRequest(model=LLAMA, space=SearchSpace(gpus=("l4-24gb",)), workload=workload)
+    lengths, need = length_candidates(request, seed=11)
+    assert need <= 64 + 120 + 40 and lengths == (None, 256)
+    given = replace(request, space=SearchSpace(gpus=("l4-24gb",), max_model_lens=(128, 4096, 1024)))
+    assert length_candidates(given, seed=11)[0] == (4096, 1024)
+    with pytest.raises(KvplanError, match="shorter than"):
+        length_candidates(replace(request, space=SearchSpace(gpus=("l4-24gb",), max_model_lens=(64,))), seed=11)
+
+
+def _configuration(gpus: int, rate: float) -> FitConfiguration:
+    point = PlannedPoint(Configuration(model=LLAMA, tensor_parallel_size=gpus), "fits")
+    check = RateCheck(rate=1, meets=True, figures=(), missed=(), ttft_p95_s=0.1, tpot_p95_s=0.01, preemptions=0,
+                      sustained=True, stalled=False, num_requests=10, num_finished=10, max_sustained_rate=rate,
+                      max_rate_bounded=True, lowest_rate_tried=1, runs=3)
+    return FitConfiguration(point, check, None, None, None, pareto=False)
+
+
+def test_the_pareto_front():
+    configurations = [_configuration(1, 5.0), _configuration(1, 4.0), _configuration(2, 12.0),
+                      _configuration(2, 4.0), _configuration(4, 11.0)]
+    assert _pareto(configurations, prices=False) == {0, 2}
+
+
+def test_fit_needs_traffic_and_prices_for_every_gpu():
+    space = SearchSpace(gpus=("l4-24gb", "h100-sxm-80gb"), kv_cache_memories=(20 * GIB,))
+    with InProcessExecutor() as executor:
+        with pytest.raises(KvplanError, match="give the traffic"):
+            fit(FitRequest(model=LLAMA, space=space), executor)
+        with pytest.raises(KvplanError, match="no price for h100-sxm-80gb"):
+            fit(FitRequest(model=LLAMA, space=space, concurrency=None, prices=(("l4-24gb", 1.0),),
+                           workload=parse_workload(mix(), None, "w.json")), executor)

@@ -1,0 +1,76 @@
+"""The grid file: axes into cells in a fixed order, ids that change with what decides a row, and
+one line per mistake."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from kvplan.errors import KvplanError
+from kvplan.usecases.sweep.grid import load_grid
+from tests.usecases.simulate.factories import mix
+
+GRID = """
+commands = ["plan", "simulate"]
+[axes]
+models = ["Qwen/Qwen2-0.5B-Instruct"]
+vllm_releases = ["0.17.1", "0.33.0"]
+gpus = ["l4-24"]
+kv_cache_memory = ["1GiB", 2147483648]
+max_num_seqs = [8, 32]
+workloads = ["w.json"]
+[simulate]
+seed = 3
+"""
+
+
+def write(tmp_path: Path, text: str = GRID, workload: dict | None = None) -> Path:
+    (tmp_path / "w.json").write_text(json.dumps(workload or mix()))
+    path = tmp_path / "grid.toml"
+    path.write_text(text)
+    return path
+
+
+def test_cells_are_the_product_in_axis_order(tmp_path):
+    grid = load_grid(write(tmp_path))
+    cells = grid.cells()
+    assert grid.size == len(cells) == 8
+    assert [(c.configuration.release.version, c.configuration.kv_cache_memory_bytes, c.configuration.max_num_seqs)
+            for c in cells[:3]] == [("0.17.1", 1 << 30, 8), ("0.17.1", 1 << 30, 32), ("0.17.1", 2 << 30, 8)]
+    assert {c.configuration.gpu for c in cells} == {"l4-24gb"}
+    assert len({c.cell_id for c in cells}) == 8
+    assert cells[0].workload.given == "w.json" and cells[0].simulate.seed == 3
+    assert grid.inputs == (tmp_path / "grid.toml", tmp_path / "w.json")
+
+
+def test_ids_follow_what_decides_the_row(tmp_path):
+    first = [c.cell_id for c in load_grid(write(tmp_path)).cells()]
+    assert first == [c.cell_id for c in load_grid(write(tmp_path)).cells()]
+    # another workload file content, another seed or other commands: other rows
+    changed = [c.cell_id for c in load_grid(write(tmp_path, workload=mix(seed=12))).cells()]
+    reseeded = [c.cell_id for c in load_grid(write(tmp_path, GRID.replace("seed = 3", "seed = 4"))).cells()]
+    assert not set(first) & set(changed) and not set(first) & set(reseeded)
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("[axes]\ngpus = ['l4-24gb']", "axes.models: required"),
+    ("[axes]\nmodels = ['m']", "give gpus or kv_cache_memory"),
+    ("[axes]\nmodels = ['m']\ngpus = ['l4-24gb']\nbatch = [1]", "axes.batch: unknown key"),
+    ("[axes]\nmodels = ['m']\ngpus = ['tpu']", "axes.gpus[0]: unknown GPU"),
+    ("[axes]\nmodels = ['m']\ngpus = ['l4-24gb', 'l4-24gb']", "axes.gpus[1]: 'l4-24gb' is given twice"),
+    ("[axes]\nmodels = ['m']\ngpus = ['l4-24gb']\nvllm_releases = ['0.10.0']", "vllm_releases[0]: one of"),
+    ("[axes]\nmodels = ['m']\ngpus = ['l4-24gb']\ngpu_memory_utilization = [1.5]", "gpu_memory_utilization[0]"),
+    ("[axes]\nmodels = ['m']\ngpus = ['l4-24gb']\ntensor_parallel_size = [0]", "must be >= 1"),
+    ("[axes]\nmodels = ['m']\nkv_cache_memory = ['1GiB']\ngpu_memory_utilization = [0.9]", "give one of them"),
+    ("commands = ['simulate']\n[axes]\nmodels = ['m']\ngpus = ['l4-24gb']", "required by the simulate command"),
+    ("[axes]\nmodels = ['m']\ngpus = ['l4-24gb']\nworkloads = ['w.json']", "simulate is not among the commands"),
+    ("commands = ['plan', 'replay']\n[axes]\nmodels = ['m']\ngpus = ['l4-24gb']", "commands[1]: one of"),
+    ("[axes]\nmodels = []\ngpus = ['l4-24gb']", "axes.models: expected a non-empty list"),
+    ("[axes\n", "not valid TOML"),
+])
+def test_mistakes_name_the_field(tmp_path, text, message):
+    with pytest.raises(KvplanError, match=message.replace("[", r"\[").replace("]", r"\]")) as error:
+        load_grid(write(tmp_path, text))
+    assert str(error.value).startswith("grid.toml: ")

@@ -1,0 +1,79 @@
+"""The executors: outcomes in item order, a failing task recorded and never the end of the run,
+a dying worker costing only its own task."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from kvplan.errors import KvplanError
+from kvplan.usecases.executors import InProcessExecutor, LocalExecutor, cores, error_text, make_executor
+
+
+def square_or_fail(value: int) -> int:
+    if value == 3:
+        raise KvplanError("three is\nrefused")
+    if value == 5:
+        raise ZeroDivisionError("division by zero")
+    return value * value
+
+
+def die_on_four(value: int) -> int:
+    if value == 4:
+        os._exit(17)  # the worker process dies without a word, as under the OOM killer
+    return value + 100
+
+
+def check(outcomes, expected_values, expected_errors):
+    assert [o.index for o in outcomes] == list(range(len(expected_values)))
+    assert [o.value for o in outcomes] == expected_values
+    assert [o.error for o in outcomes] == expected_errors
+
+
+EXPECTED = ([0, 1, 4, None, 16, None, 36], [None, None, None, "three is refused", None,
+                                               "ZeroDivisionError: division by zero", None])
+
+
+def test_in_process_runs_every_item_in_order_and_records_failures():
+    heard = []
+    with InProcessExecutor() as executor:
+        outcomes = executor.map(square_or_fail, list(range(7)), on_outcome=heard.append)
+    check(outcomes, *EXPECTED)
+    assert [o.index for o in heard] == list(range(7))
+
+
+def test_the_process_pool_gives_the_same_outcomes():
+    heard = []
+    with LocalExecutor(2) as executor:
+        outcomes = executor.map(square_or_fail, list(range(7)), on_outcome=heard.append)
+        # the pool is kept between maps
+        again = executor.map(square_or_fail, [6, 2])
+    check(outcomes, *EXPECTED)
+    assert sorted(o.index for o in heard) == list(range(7))
+    assert [o.value for o in again] == [36, 4]
+
+
+def test_a_worker_that_dies_fails_its_task_only():
+    with LocalExecutor(2) as executor:
+        outcomes = executor.map(die_on_four, list(range(8)))
+    assert [o.value for o in outcomes] == [100, 101, 102, 103, None, 105, 106, 107]
+    assert "worker process died" in outcomes[4].error
+
+
+def test_make_executor_checks_its_options():
+    assert isinstance(make_executor("local", 1), InProcessExecutor)
+    local = make_executor("local")
+    assert local.workers == cores()
+    local.close()
+    with pytest.raises(KvplanError, match="--executor takes local or ray"):
+        make_executor("dask")
+    with pytest.raises(KvplanError, match="--workers must be at least 1"):
+        make_executor("local", 0)
+    with pytest.raises(KvplanError, match="--ray-address applies only with --executor ray"):
+        make_executor("local", None, "auto")
+
+
+def test_error_text_is_one_line():
+    assert error_text(KvplanError("a\n  b")) == "a b"
+    assert error_text(ValueError()) == "ValueError:"
