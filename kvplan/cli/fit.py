@@ -7,7 +7,8 @@ from pathlib import Path
 
 import typer
 
-from kvplan.cli.options import EngineOptions, check_output, engine_options, parse_optional_bytes
+from kvplan.cli.options import EngineOptions, engine_options, parse_optional_bytes
+from kvplan.cli.outputs import prepare_outputs
 from kvplan.cli.root import JSON, app
 from kvplan.errors import EXIT_FINDING, KvplanError
 from kvplan.semantics.releases import DEFAULT_RELEASE, Release, release_named
@@ -79,8 +80,7 @@ def fit_command(
 
     Exit codes: 0 a configuration meets the target, 1 none does, 2 bad input."""
     workload = load_workload(workload_path) if workload_path is not None else None
-    if report is not None:
-        check_output("--report", report, workload.inputs if workload else (), "an input of the workload")
+    prepare_outputs([("--report", report)], workload.inputs if workload else ())
     chosen = model or (workload.engine.model if workload is not None else None)
     if chosen is None:
         raise KvplanError("give --model (or a workload whose engine names the model)")

@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 
 from kvplan.cli.fit import EXECUTOR, RAY_ADDRESS, WORKERS
-from kvplan.cli.options import check_output
+from kvplan.cli.outputs import prepare_outputs
 from kvplan.cli.root import JSON, app
 from kvplan.errors import EXIT_FINDING
 from kvplan.report import sweep_table
@@ -34,7 +34,7 @@ def sweep_command(
     error, 2 bad grid or options."""
     grid = load_grid(grid_path)
     kind = sweep_table.table_format(output)
-    check_output("-o", output, grid.inputs, "an input of the grid")
+    prepare_outputs([("-o", output)], grid.inputs)
     previous = sweep_table.read_table(output) if output.exists() else []
     previous = sweep_table.merged(previous, sweep_table.read_journal(output), {})
     if retry_failed:
