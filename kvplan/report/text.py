@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import re
 
-from rich.markup import escape
-
 _SURROGATE = re.compile("[\ud800-\udfff]")
 # XML 1.0 chars: tab, newline, carriage return, U+0020-U+D7FF, U+E000-U+FFFD, U+10000-U+10FFFF
 _NOT_XML = re.compile("[^\t\n\r\u0020-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
@@ -30,4 +28,6 @@ def markup_text(text: str) -> str:
 
 def plain(text: object) -> str:
     """User text inside rich markup: escaped, so that `[bold]` or `[/]` in a name prints as written."""
+    from rich.markup import escape  # JSON output imports this module and never needs rich
+
     return escape(valid_text(str(text)))
