@@ -28,7 +28,6 @@ def markup_text(text: str) -> str:
 
 def plain(text: object) -> str:
     """User text inside rich markup: escaped, so that `[bold]` or `[/]` in a name prints as written."""
-    # imported here: JSON output (plan --json) reaches this module and never needs rich
-    from rich.markup import escape
+    from rich.markup import escape  # JSON output imports this module and never needs rich
 
     return escape(valid_text(str(text)))

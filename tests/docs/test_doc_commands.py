@@ -39,12 +39,6 @@ SKIP = {
         "commits to the reader's repository",
 }
 
-# Fails on main until issue 12's `--save` creates a missing directory: the test expects that failure
-# (so that this line goes when the fix lands), then makes the directory and runs the command again.
-SAVES_INTO_A_MISSING_DIRECTORY = (
-    "kvplan profile --model Qwen/Qwen2-0.5B-Instruct --gpu l4-24gb --save profiles/qwen2-0.5b-l4.json")
-
-
 @dataclass(frozen=True)
 class DocCommand:
     page: str
@@ -162,10 +156,6 @@ def test_the_commands_of_a_page_run_as_written(page, tmp_path, monkeypatch, kvpl
         cuts = [index for index, word in enumerate(words) if word == "|"]
         first, *piped = (words[start + 1:end] for start, end in zip([-1, *cuts], [*cuts, len(words)], strict=True))
         assert first[0] == "kvplan", f"{command}: not a kvplan command; run it here or add it to SKIP with why"
-        if command.text == SAVES_INTO_A_MISSING_DIRECTORY:
-            code, _, err = kvplan(*first[1:])
-            assert code == 2 and "does not exist" in err, "--save makes its directory now: drop the workaround"
-            (tmp_path / "profiles").mkdir()
         code, out, err = kvplan(*first[1:])
         assert code == 0, f"{command}: exit {code}\n{err}"
         for tool, *args in piped:
