@@ -11,6 +11,7 @@ from kvplan.cli.options import EngineOptions, engine_options, parse_optional_byt
 from kvplan.cli.outputs import prepare_outputs
 from kvplan.cli.root import JSON, app
 from kvplan.errors import EXIT_FINDING, KvplanError
+from kvplan.files import write_output_text
 from kvplan.semantics.releases import DEFAULT_RELEASE, Release, release_named
 from kvplan.usecases.fit.request import (
     FitRequest,
@@ -124,7 +125,7 @@ def fit_command(
     if report is not None:
         from kvplan.report.fit_html import render_fit_html
 
-        _write(report, render_fit_html(result))
+        write_output_text(report, render_fit_html(result))
         print(f"kvplan: wrote the report to {report}", file=sys.stderr)
     if json_output:
         from kvplan.report.fit_json import fit_document
@@ -155,10 +156,3 @@ def _gpu_keys(text: str | None) -> tuple[str, ...]:
 def _workload_release(workload: Workload | None) -> Release:
     named = None if workload is None else dict(workload.engine.settings).get("vllm_version")
     return DEFAULT_RELEASE if named is None else release_named(named)
-
-
-def _write(path: Path, text: str) -> None:
-    try:
-        path.write_text(text, encoding="utf-8")
-    except OSError as error:
-        raise KvplanError(f"cannot write {path}: {error.strerror}") from None

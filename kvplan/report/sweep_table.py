@@ -11,8 +11,6 @@ from __future__ import annotations
 import contextlib
 import csv
 import json
-import os
-import tempfile
 import types
 import typing
 from collections.abc import Iterable, Iterator
@@ -21,6 +19,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from kvplan.errors import KvplanError
+from kvplan.files import atomic_output
 from kvplan.usecases.sweep.cells import COLUMNS, SweepRow
 
 FORMATS = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl"}
@@ -136,43 +135,26 @@ def _json_lines(stream: TextIO, shown: str) -> Iterator[Record]:
 
 
 def write_table(path: Path, rows: list[Record]) -> None:
-    """All rows at once: a temporary file beside `path`, renamed into place only when complete."""
+    """All rows at once, through `atomic_output`: the table replaces `path` only when complete."""
     kind = table_format(path)
-    directory = path.parent if str(path.parent) else Path(".")
-    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=directory)
-    os.close(handle)
     try:
-        if kind == "parquet":
-            pyarrow = _pyarrow()
-            arrow = {int: pyarrow.int64(), float: pyarrow.float64(), str: pyarrow.string(), bool: pyarrow.bool_()}
-            schema = pyarrow.schema([(column, arrow[COLUMN_TYPES[column]]) for column in COLUMNS])
-            pyarrow.parquet.write_table(pyarrow.Table.from_pylist(rows, schema=schema), temporary)
-        else:
-            with open(temporary, "w", encoding="utf-8", newline="") as stream:
-                if kind == "csv":
-                    writer = csv.DictWriter(stream, fieldnames=COLUMNS, lineterminator="\n")
-                    writer.writeheader()
-                    for row in rows:
-                        writer.writerow({k: _csv_text(v) for k, v in row.items()})
-                else:
-                    for row in rows:
-                        stream.write(json.dumps(row, ensure_ascii=False) + "\n")
-        os.chmod(temporary, _mode_for(path))
-        os.replace(temporary, path)
+        with atomic_output(path) as stream:
+            if kind == "parquet":
+                pyarrow = _pyarrow()
+                arrow = {int: pyarrow.int64(), float: pyarrow.float64(), str: pyarrow.string(), bool: pyarrow.bool_()}
+                schema = pyarrow.schema([(column, arrow[COLUMN_TYPES[column]]) for column in COLUMNS])
+                # Parquet is bytes: written to the text stream's own binary file
+                pyarrow.parquet.write_table(pyarrow.Table.from_pylist(rows, schema=schema), stream.buffer)
+            elif kind == "csv":
+                writer = csv.DictWriter(stream, fieldnames=COLUMNS, lineterminator="\n")
+                writer.writeheader()
+                for row in rows:
+                    writer.writerow({k: _csv_text(v) for k, v in row.items()})
+            else:
+                for row in rows:
+                    stream.write(json.dumps(row, ensure_ascii=False) + "\n")
     except OSError as error:
         raise KvplanError(f"cannot write {path}: {error.strerror}") from None
-    finally:
-        Path(temporary).unlink(missing_ok=True)
-
-
-def _mode_for(path: Path) -> int:
-    """The permissions of the file replaced, else what a plain open() would give (mkstemp's are 0600)."""
-    try:
-        return path.stat().st_mode & 0o777
-    except OSError:
-        umask = os.umask(0)
-        os.umask(umask)
-        return 0o666 & ~umask
 
 
 def _csv_text(value: Any) -> str:

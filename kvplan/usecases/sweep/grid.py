@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 from itertools import product
@@ -28,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from kvplan.errors import KvplanError
+from kvplan.files import parse_toml, read_input_bytes, read_input_text
 from kvplan.parsing import FieldError, as_bool, as_int, as_list, as_number, as_object, as_str, child, reject_unknown
 from kvplan.semantics.config.cache import utilization_problem
 from kvplan.semantics.releases import DEFAULT_RELEASE, RELEASES, release_named
@@ -182,16 +182,7 @@ def _cell_id(configuration: Configuration, workload: GridWorkload | None, comman
 
 def load_grid(path: Path) -> Grid:
     shown = path.name
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise KvplanError(f"{shown}: file not found") from None
-    except (OSError, UnicodeDecodeError) as error:
-        raise KvplanError(f"{shown}: cannot read it ({error})") from None
-    try:
-        document = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as error:
-        raise KvplanError(f"{shown}: not valid TOML ({error})") from None
+    document = parse_toml(read_input_text(path, shown), shown)
     try:
         return parse_grid(document, path)
     except FieldError as error:
@@ -244,11 +235,8 @@ def parse_grid(document: dict[str, Any], path: Path) -> Grid:
     )
     workloads = []
     for given_path in given.get("workloads", ()):
-        file = (path.parent / given_path)
-        try:
-            data = file.read_bytes()
-        except OSError as error:
-            raise FieldError("axes.workloads", f"{given_path}: cannot read it ({error.strerror})") from None
+        file = path.parent / given_path
+        data = read_input_bytes(file, f"axes.workloads: {given_path}")
         workloads.append(GridWorkload(given_path, hashlib.sha256(data).hexdigest(), load_workload(file)))
     grid = Grid(path.name, tuple(commands), tuple(axes), tuple(workloads), simulate,
                 (path, *(p for w in workloads for p in w.workload.inputs)))
