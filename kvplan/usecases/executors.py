@@ -125,11 +125,7 @@ class LocalExecutor(Executor):
 
     def _start(self) -> concurrent.futures.ProcessPoolExecutor:
         if self._pool is None:
-            # a process that has run torch may hold OpenMP threads a forked child would wait on
-            # forever: its workers come from a clean server process instead
-            method = "forkserver" if "torch" in sys.modules else "fork"
-            self._pool = concurrent.futures.ProcessPoolExecutor(
-                max_workers=self.workers, mp_context=multiprocessing.get_context(method))
+            self._pool = concurrent.futures.ProcessPoolExecutor(max_workers=self.workers, mp_context=_context())
             # with fork the pool starts every worker at its first task
             self._pool.submit(int).result()
         return self._pool
@@ -141,30 +137,47 @@ class LocalExecutor(Executor):
     def map(self, function: Callable[[T], R], items: Sequence[T],
             on_outcome: OnOutcome | None = None) -> list[Outcome[R]]:
         results: dict[int, Outcome[R]] = {}
-        todo = list(range(len(items)))
-        # a worker that dies (killed, out of memory) breaks the pool and every task in it: the
-        # unfinished tasks run once more in a fresh pool, and fail with that error the second time
-        for attempt in range(2):
-            pool = self._start()
-            futures = {pool.submit(guarded, function, index, items[index]): index for index in todo}
-            broken: list[int] = []
-            for future in concurrent.futures.as_completed(futures):
-                index = futures[future]
-                try:
-                    outcome = future.result()
-                except BrokenProcessPool as error:
-                    if attempt == 0:
-                        broken.append(index)
-                        continue
-                    outcome = Outcome(index, None, f"the worker process died ({error_text(error)})")
-                results[index] = outcome
-                if on_outcome is not None:
-                    on_outcome(outcome)
-            if not broken:
-                break
-            self.close()
-            todo = sorted(broken)
+
+        def record(outcome: Outcome[R]) -> None:
+            results[outcome.index] = outcome
+            if on_outcome is not None:
+                on_outcome(outcome)
+
+        # A worker that dies (killed, out of memory) breaks the pool and fails every unfinished task
+        # in it, not only its own: those run once more in a fresh pool, which a passing accident
+        # does not break again. A task that breaks that pool too is found by running the rest one
+        # at a time, each alone in a worker, so that only the task that kills its worker fails.
+        broken = self._run_pooled(function, items, list(range(len(items))), record)
+        if broken:
+            broken = self._run_pooled(function, items, broken, record)
+        for index in broken:
+            record(self._run_alone(function, index, items[index]))
         return [results[index] for index in range(len(items))]
+
+    def _run_pooled(self, function: Callable[[T], R], items: Sequence[T], todo: list[int],
+                    record: Callable[[Outcome[R]], None]) -> list[int]:
+        """Run `todo` in the pool; returns the tasks the pool broke under (the pool is gone then)."""
+        pool = self._start()
+        futures = {pool.submit(guarded, function, index, items[index]): index for index in todo}
+        broken: list[int] = []
+        for future in concurrent.futures.as_completed(futures):
+            try:
+                record(future.result())
+            except BrokenProcessPool:
+                broken.append(futures[future])
+        if broken:
+            self.close()
+        return sorted(broken)
+
+    def _run_alone(self, function: Callable[[T], R], index: int, item: T) -> Outcome[R]:
+        """One task in a pool of its own worker: if the worker dies, the task is the cause."""
+        pool = concurrent.futures.ProcessPoolExecutor(max_workers=1, mp_context=_context())
+        try:
+            return pool.submit(guarded, function, index, item).result()
+        except BrokenProcessPool as error:
+            return Outcome(index, None, f"the worker process died ({error_text(error)})")
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
 
     def close(self) -> None:
         if self._pool is not None:
@@ -194,6 +207,7 @@ class RayExecutor(Executor):
                 raise KvplanError(
                     f"--ray-address {address}: no Ray cluster to connect to ({error_text(error)}); start one with "
                     "`ray start --head` or give the head's HOST:PORT") from None
+            _raylet_messages_to_stderr()
         cluster_cpus = int(ray.cluster_resources().get("CPU", 1))
         self.workers = workers or max(1, cluster_cpus)
         self._remote: Any = ray.remote(num_cpus=1)(guarded)
@@ -227,6 +241,30 @@ class RayExecutor(Executor):
     def close(self) -> None:
         if self._owns_connection and self._ray.is_initialized():
             self._ray.shutdown()
+
+
+def _raylet_messages_to_stderr() -> None:
+    """Ray's driver prints the cluster's error messages (a task's worker killed for memory) on
+    stdout, where `--json` output goes: send them to stderr with kvplan's own messages."""
+    try:
+        from ray._private import worker
+    except ImportError:  # another Ray layout: its messages stay where Ray puts them
+        return
+    printer = getattr(worker, "print_to_stdstream", None)
+    if printer is None or getattr(printer, "to_stderr", False):
+        return
+
+    def print_to_stderr(data: dict[str, Any], ignore_prefix: bool) -> None:
+        printer({**data, "is_err": True}, ignore_prefix)
+
+    print_to_stderr.to_stderr = True  # type: ignore[attr-defined]
+    worker.print_to_stdstream = print_to_stderr
+
+
+def _context() -> multiprocessing.context.BaseContext:
+    # a process that has run torch may hold OpenMP threads a forked child would wait on forever:
+    # its workers come from a clean server process instead
+    return multiprocessing.get_context("forkserver" if "torch" in sys.modules else "fork")
 
 
 def _check_reachable(address: str, timeout_s: float = 5.0) -> None:

@@ -54,11 +54,17 @@ def test_the_process_pool_gives_the_same_outcomes():
     assert [o.value for o in again] == [36, 4]
 
 
-def test_a_worker_that_dies_fails_its_task_only():
-    with LocalExecutor(2) as executor:
-        outcomes = executor.map(die_on_four, list(range(8)))
-    assert [o.value for o in outcomes] == [100, 101, 102, 103, None, 105, 106, 107]
+@pytest.mark.parametrize("workers", [2, 3])
+def test_a_worker_that_dies_fails_its_task_only(workers):
+    heard = []
+    with LocalExecutor(workers) as executor:
+        outcomes = executor.map(die_on_four, list(range(12)), on_outcome=heard.append)
+        # the executor goes on with a fresh pool
+        again = executor.map(die_on_four, [1, 2])
+    assert [o.value for o in outcomes] == [100, 101, 102, 103, None, *range(105, 112)]
     assert "worker process died" in outcomes[4].error
+    assert sorted(o.index for o in heard) == list(range(12))  # every outcome heard once
+    assert [o.value for o in again] == [101, 102]
 
 
 def test_make_executor_checks_its_options():
@@ -77,3 +83,40 @@ def test_make_executor_checks_its_options():
 def test_error_text_is_one_line():
     assert error_text(KvplanError("a\n  b")) == "a b"
     assert error_text(ValueError()) == "ValueError:"
+
+
+def fake_ray(monkeypatch):
+    """A stand-in for Ray's driver API: just enough to connect, and its stdout/stderr printer."""
+    import sys
+    import types
+
+    ray = types.ModuleType("ray")
+    private = types.ModuleType("ray._private")
+    worker = types.ModuleType("ray._private.worker")
+
+    def print_to_stdstream(data, ignore_prefix):
+        print(*data["lines"], file=sys.stderr if data["is_err"] else sys.stdout)
+
+    worker.print_to_stdstream = print_to_stdstream
+    state = {"up": False}
+    ray.is_initialized = lambda: state["up"]
+    ray.init = lambda **kwargs: state.update(up=True)
+    ray.shutdown = lambda: state.update(up=False)
+    ray.cluster_resources = lambda: {"CPU": 3}
+    ray.remote = lambda **kwargs: (lambda function: function)
+    ray._private, private.worker = private, worker
+    for name, module in (("ray", ray), ("ray._private", private), ("ray._private.worker", worker)):
+        monkeypatch.setitem(sys.modules, name, module)
+    return worker
+
+
+def test_the_clusters_error_messages_go_to_stderr(monkeypatch, capsys):
+    worker = fake_ray(monkeypatch)
+    with make_executor("ray") as executor:
+        assert executor.workers == 3
+        # what Ray's error listener thread does when the cluster kills a task's worker
+        worker.print_to_stdstream({"lines": ["(raylet) Task failed due to oom"], "pid": "raylet",
+                                   "is_err": False}, ignore_prefix=False)
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert "failed due to oom" in err
