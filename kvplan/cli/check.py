@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 from pathlib import Path
 
 import typer
 
-from kvplan.cli.options import REVISION, checked, network_access
+from kvplan.cli.options import REVISION, EngineOptions, checked, engine_flags, network_access, read_engine_options
 from kvplan.cli.outputs import prepare_outputs
 from kvplan.cli.root import app
 from kvplan.hub import hub_access
@@ -32,6 +33,7 @@ def check_command(
         "it check uses no network."),
     offline: bool = typer.Option(False, "--offline", help="Never use the network (the default of check)."),
     revision: str | None = typer.Option(None, "--revision", help="Hub revision of the target's model."),
+    vllm_version: str | None = engine_flags(("vllm_version",))["vllm_version"].typer_option(),
 ) -> None:
     """Evaluate a spec's assertions on a saved profile or a plan; no GPU and no network needed.
 
@@ -40,17 +42,21 @@ def check_command(
     checked(REVISION, "--revision")(revision)
     access = network_access(may_fetch=allow_network, offline=offline, revision=revision,
                             refusal="kvplan check uses no network unless --allow-network is given")
+    engine = read_engine_options({"vllm_version": vllm_version})
     with hub_access(access):
-        _check(spec_path, junit, json_output, trust_remote_code)
+        _check(spec_path, junit, json_output, trust_remote_code, engine)
 
 
-def _check(spec_path: Path, junit: Path | None, json_output: bool, trust_remote_code: bool) -> None:
+def _check(spec_path: Path, junit: Path | None, json_output: bool, trust_remote_code: bool,
+           engine: EngineOptions) -> None:
     from kvplan.report.check_json import check_record
     from kvplan.report.check_markdown import append_step_summary
     from kvplan.usecases.check.evaluate import evaluate, spec_inputs
     from kvplan.usecases.check.spec import load_spec
 
     spec = load_spec(spec_path)
+    if engine.vllm_version is not None:
+        spec = dataclasses.replace(spec, release=engine.release_or_default())
     inputs = spec_inputs(spec)
     summary = Path(os.environ[SUMMARY_VARIABLE]) if os.environ.get(SUMMARY_VARIABLE) else None
     prepare_outputs([("--junit", junit)], inputs)

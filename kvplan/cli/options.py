@@ -33,7 +33,7 @@ from kvplan.semantics.engine.trace_format import (
     SCHEDULING_MODE,
     VLLM_VERSION,
 )
-from kvplan.semantics.releases import RELEASES, Release, Scheduling, release_named
+from kvplan.semantics.releases import NEWEST_RELEASE, RELEASES, Release, Scheduling, default_release, release_named
 from kvplan.units import parse_count
 from kvplan.usecases.plan_settings import DTYPE, GPU, KV_CACHE_DTYPE, MEMORY, MODEL, PARALLEL, UTILIZATION
 
@@ -76,6 +76,10 @@ class EngineOptions:
         """The release --vllm-version names; None: the file's, else the default."""
         return None if self.vllm_version is None else release_named(self.vllm_version)
 
+    def release_or_default(self) -> Release:
+        """The release --vllm-version names, else the default (`semantics.releases.default_release`)."""
+        return self.release() or default_release()
+
     def plan_request(self) -> PlanRequest:
         """The request `plan` and `profile` size the cache for: vLLM's defaults where unset."""
         from kvplan.usecases.plan import PlanRequest
@@ -86,7 +90,7 @@ class EngineOptions:
             kv_cache_memory_bytes=self.kv_cache_memory,
             gpu=self.gpu,
             gpu_memory_bytes=self.gpu_memory,
-            gpu_memory_utilization=_given(self.gpu_memory_utilization, defaults.gpu_memory_utilization),
+            gpu_memory_utilization=self.gpu_memory_utilization,   # None: the release's default
             block_size=self.block_size,
             max_model_len=self.max_model_len,
             max_num_batched_tokens=self.max_num_batched_tokens,
@@ -99,6 +103,7 @@ class EngineOptions:
             trust_remote_code=self.trust_remote_code,
             enable_prefix_caching=self.enable_prefix_caching,
             enable_chunked_prefill=_given(self.enable_chunked_prefill, defaults.enable_chunked_prefill),
+            release=self.release_or_default(),
         )
 
 
@@ -209,7 +214,7 @@ _OPTIONS: dict[str, Flag] = {
         lambda text: parse_optional_bytes(text, "--gpu-memory")),
     "gpu_memory_utilization": _flag(float | None, _declared(
         None, "--gpu-memory-utilization",
-        help="vLLM's gpu_memory_utilization in (0, 1]; default 0.9, vLLM's."),
+        help="vLLM's gpu_memory_utilization in (0, 1]; default the release's (0.9 in 0.17.1, 0.92 in 0.33.0)."),
         checked(UTILIZATION, "--gpu-memory-utilization")),
     "kv_cache_memory": _flag(str | None, _declared(
         None, "--kv-cache-memory",
@@ -251,7 +256,7 @@ _OPTIONS: dict[str, Flag] = {
         checked(PARALLEL, "--pipeline-parallel-size")),
     "enable_prefix_caching": _flag(bool | None, _declared(
         None, "--enable-prefix-caching/--no-enable-prefix-caching",
-        help="vLLM's prefix caching. Default: on, except for Mamba hybrids (as vLLM 0.17.1).")),
+        help="vLLM's prefix caching. Default: on, except for Mamba hybrids in vLLM 0.17.1.")),
     "enable_chunked_prefill": _flag(bool | None, _declared(
         None, "--enable-chunked-prefill/--no-enable-chunked-prefill", help="vLLM's chunked prefill (default on).")),
     "trust_remote_code": _flag(bool, _declared(
@@ -265,7 +270,9 @@ _OPTIONS: dict[str, Flag] = {
         checked(REVISION, "--revision")),
     "vllm_version": _flag(str | None, _declared(
         None, "--vllm-version", metavar="|".join(RELEASES),
-        help="The vLLM release whose rules to follow (default: the file's, else the default release)."),
+        help="The vLLM release whose rules to follow. Default: the input file's vllm_version, else the "
+        f"installed vllm's version when kvplan reproduces it, else {NEWEST_RELEASE.version} "
+        "(`kvplan version` says which)."),
         checked(VLLM_VERSION, "--vllm-version")),
     "scheduling": _flag(str | None, _declared(
         None, "--scheduling", metavar="|".join(get_args(Scheduling)),
@@ -285,7 +292,7 @@ PLANNING = (
     "model", "kv_cache_memory", "gpu", "gpu_memory", "gpu_memory_utilization", "block_size", "max_model_len",
     "max_num_batched_tokens", "max_num_seqs", "kv_cache_dtype", "dtype", "tensor_parallel_size",
     "pipeline_parallel_size", "num_gpu_blocks_override", "enable_prefix_caching", "enable_chunked_prefill",
-    "trust_remote_code", "offline", "revision",
+    "trust_remote_code", "offline", "revision", "vllm_version",
 )
 SCHEDULING = (
     "num_gpu_blocks", "block_size", "enable_prefix_caching", "max_num_batched_tokens", "max_num_seqs",

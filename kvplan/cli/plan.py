@@ -13,7 +13,7 @@ from kvplan.usecases.check.quick import QUICK_ASSERTS, parse_quick_asserts, quic
 @app.command("plan", context_settings=QUICK_ASSERTS, epilog=quick_help("plan"))
 @engine_options(*PLANNING)
 def plan_command(ctx: typer.Context, engine: EngineOptions, json_output: bool = JSON) -> None:
-    """Size the KV cache from a model config, exactly as vLLM 0.17.1 would.
+    """Size the KV cache from a model config, exactly as the chosen vLLM release would.
 
     With --kv-cache-memory it needs no torch and answers in well under a second; with only --gpu
     (or --gpu-memory) the non-KV memory is predicted by the profile run on the fake backend."""

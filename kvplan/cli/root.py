@@ -8,7 +8,7 @@ JSON = typer.Option(False, "--json", help="Print one JSON document on stdout and
 
 app = typer.Typer(
     name="kvplan",
-    help="KV-cache capacity planning, profiling and simulation, exact to vLLM 0.17.1.",
+    help="KV-cache capacity planning, profiling and simulation, exact to vLLM 0.17.1 and 0.33.0 (--vllm-version).",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -29,4 +29,4 @@ def _root(
     version: bool = typer.Option(False, "--version", is_eager=True, callback=_print_version,
                                  help="Print kvplan's version and exit (as `kvplan version`)."),
 ) -> None:
-    """KV-cache capacity planning, profiling and simulation, exact to vLLM 0.17.1."""
+    """KV-cache capacity planning, profiling and simulation, exact to vLLM 0.17.1 and 0.33.0 (--vllm-version)."""

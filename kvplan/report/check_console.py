@@ -7,12 +7,14 @@ from rich.console import Console
 from rich.table import Table
 
 from kvplan.report.check_markdown import requirement
+from kvplan.report.console import semantics_line
 from kvplan.report.text import plain as escape
 from kvplan.usecases.check.assertions import format_margin, format_value
 from kvplan.usecases.check.evaluate import CheckReport
 
 
 def render_check(report: CheckReport, console: Console) -> None:
+    console.print(semantics_line(report.release))
     if report.target is not None:
         console.print(f"[bold]target:[/] {escape(report.target.label)}")
     table = Table(title=f"kvplan check {escape(report.name)}", title_justify="left")

@@ -9,8 +9,17 @@ from rich.table import Table
 from rich.text import Text
 
 from kvplan.gpus.catalog import GpuSpec
+from kvplan.semantics.config.scheduler import BatchLimits
+from kvplan.semantics.releases import Release
 
 stdout = Console(highlight=False)
+
+
+
+def semantics_line(release: Release) -> str:
+    """The first line of every console output: whose rules the numbers follow."""
+    return f"vLLM {release.version} semantics"
+
 
 # the narrowest a wrapping column may get before the table gives way to one block per row
 _NARROWEST_TEXT_COLUMN = 6
@@ -52,7 +61,11 @@ def _print_catalog(
             console.print(Text(f"  {header}: {cell}"))
 
 
-def render_gpus(gpus: list[GpuSpec], console: Console | None = None) -> None:
+def render_gpus(gpus: list[GpuSpec], defaults: list[BatchLimits], release: Release,
+                console: Console | None = None) -> None:
+    """The catalog, then the batch defaults `vllm serve` of the release picks for each GPU."""
+    console = console or stdout
+    console.print(semantics_line(release))
     headers = ("key", "name", "total bytes (torch)", "GiB", "bf16 TFLOP/s", "GB/s", "cc")
     rows = [
         (
@@ -62,12 +75,18 @@ def render_gpus(gpus: list[GpuSpec], console: Console | None = None) -> None:
         )
         for gpu in gpus
     ]
-    console = console or stdout
     _print_catalog(console, "GPU catalog", headers, set(headers) - {"key", "name"}, rows)
     console.print("~ approximate: no exact byte count was found; totals move a little with the driver.")
+    batch_headers = ("key", "max_num_batched_tokens", "max_num_seqs")
+    batch_rows = [(gpu.key, f"{batch.max_num_batched_tokens:,}", f"{batch.max_num_seqs:,}")
+                  for gpu, batch in zip(gpus, defaults, strict=True)]
+    _print_catalog(console, f"What `vllm serve` {release.version} picks on each GPU", batch_headers,
+                   set(batch_headers[1:]), batch_rows)
 
 
-def render_models(entries: list, console: Console | None = None) -> None:
+def render_models(entries: list, release: Release, console: Console | None = None) -> None:
+    console = console or stdout
+    console.print(semantics_line(release))
     headers = ("model", "architecture", "layers", "layer kinds", "max len", "dtype", "KV B/token")
     rows = []
     for entry in entries:
@@ -78,5 +97,5 @@ def render_models(entries: list, console: Console | None = None) -> None:
             f"{entry.max_model_len:,}", entry.dtype,
             f"{per_token:,}" if isinstance(per_token, int) else f"{per_token:,.1f}",
         ))
-    _print_catalog(console or stdout, "Bundled models (vLLM defaults: TP 1, block 16, KV dtype auto)", headers,
+    _print_catalog(console, "Bundled models (vLLM defaults: TP 1, block 16, KV dtype auto)", headers,
                    {"layers", "max len", "dtype", "KV B/token"}, rows)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
+from kvplan.report.console import semantics_line
 from kvplan.report.plan_json import pipeline_stages
 from kvplan.report.text import plain
 from kvplan.semantics.kv.layout import view_shape
@@ -95,6 +96,7 @@ def _stages_table(result: PlanResult) -> Table:
 def render_plan(result: PlanResult, console: Console | None = None) -> None:
     console = console or Console(highlight=False)
     summary, sizing = result.summary, result.sizing
+    console.print(semantics_line(result.request.release))
     console.print(_settings_table(result))
     console.print(_groups_table(result))
     if result.request.pipeline_parallel_size > 1:

@@ -7,6 +7,7 @@ from rich.console import Console
 from rich.table import Table
 
 from kvplan.measure.backend import AllocationReport
+from kvplan.report.console import semantics_line
 from kvplan.report.text import plain as escape
 from kvplan.semantics.kv.specs import AttentionSpec
 from kvplan.units import format_gib, human_bytes, significant
@@ -185,6 +186,7 @@ def _workload_check(check: WorkloadCheck | None, console: Console) -> None:
 def render_profile(result: ProfileResult, workload: WorkloadCheck | None = None, workload_requested: bool = False,
                    console: Console | None = None) -> None:
     console = console or Console(highlight=False)
+    console.print(semantics_line(result.options.plan.release))
     console.print(_title(result))
     console.print(_breakdown(result))
     ranks = _ranks(result)

@@ -4,9 +4,14 @@ every policy that differs between releases. Code reads the policy from the `Rele
 the code that applies them, in a table keyed by the policy's value, so a new release is a new row
 here plus, where its behaviour is new, one more entry in such a table.
 
+Which release applies is one rule, here: --vllm-version, else the input file's `vllm_version`, else
+`default_release()`: the release of the `vllm` package installed beside kvplan (read from its package
+metadata, never imported) when kvplan reproduces it, otherwise the newest (`NEWEST_RELEASE`).
+
 Where each policy is applied:
 
     gpu_memory_utilization        default of PlanRequest (plan, profile, check) and of workloads' engine.model
+    batch_defaults                semantics/config/scheduler.py (BATCH_DEFAULTS: the GPU tiers of the batch limits)
     non_kv_memory                 semantics/memory/budget.py (NON_KV_MEMORY)
     cuda_graphs_in_budget         semantics/memory/budget.py (the CUDA-graph pool taken from the KV budget)
     sampler_passes                measure/dummy_run.py (dummy sampler runs in the profile run)
@@ -43,6 +48,8 @@ when its reachable blocks fit."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache
+from importlib import metadata
 from typing import Literal
 
 from kvplan.errors import KvplanError
@@ -56,6 +63,9 @@ FreedUnhashedBlocks = Literal["tail", "head"]
 Admission = Literal["first_chunk", "whole_prompt"]
 # prefix-cache statistics count every lookup (a blocked queue head again at every step), or admissions only
 PrefixStats = Literal["every_lookup", "on_admission"]
+# the GPU tiers of the batch defaults: 70 GiB and more but not A100 is large, or also a 160 GiB tier
+# (the API server gets 16384 tokens) with GB10 kept small
+BatchDefaults = Literal["two_tiers", "three_tiers"]
 # sync: a batch's output is processed in the step that scheduled it (`--no-async-scheduling`); async: the
 # next batch is scheduled before it, with two batches in flight (`vllm serve`'s default in both releases)
 Scheduling = Literal["sync", "async"]
@@ -97,6 +107,7 @@ MambaPrefillCheckpoints = Literal["none", "mamba2_and_gdn"]
 class Release:
     version: str
     gpu_memory_utilization: float                  # vLLM's default --gpu-memory-utilization
+    batch_defaults: BatchDefaults                  # the GPU tiers of the default batch limits
     non_kv_memory: NonKvMemory                     # how the profile run's terms add up to non-KV memory
     cuda_graphs_in_budget: bool                    # the CUDA-graph pool is taken from the KV budget
     sampler_passes: int                            # dummy sampler runs in the profile run
@@ -125,6 +136,7 @@ class Release:
 VLLM_0_17_1 = Release(
     version="0.17.1",
     gpu_memory_utilization=0.9,
+    batch_defaults="two_tiers",
     non_kv_memory="weights_peak_non_torch",
     cuda_graphs_in_budget=False,
     sampler_passes=1,
@@ -157,6 +169,7 @@ VLLM_0_17_1 = Release(
 VLLM_0_33_0 = Release(
     version="0.33.0",
     gpu_memory_utilization=0.92,
+    batch_defaults="three_tiers",
     non_kv_memory="weights_peak_non_torch",
     cuda_graphs_in_budget=True,
     sampler_passes=2,
@@ -182,7 +195,44 @@ VLLM_0_33_0 = Release(
 )
 
 RELEASES: dict[str, Release] = {release.version: release for release in (VLLM_0_17_1, VLLM_0_33_0)}
-DEFAULT_RELEASE = VLLM_0_17_1
+NEWEST_RELEASE = VLLM_0_33_0
+
+
+def installed_vllm_version() -> str | None:
+    """The version of the `vllm` distribution installed beside kvplan, from its package metadata
+    (vllm itself is never imported); None when there is none."""
+    try:
+        return metadata.version("vllm")
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def release_for_installed(installed: str | None) -> Release:
+    """The default rule: the installed vllm's release when kvplan reproduces it (a local build
+    suffix such as `+cu128` is ignored), otherwise the newest release kvplan reproduces."""
+    public = None if installed is None else installed.split("+", 1)[0]
+    return RELEASES.get(public or "", NEWEST_RELEASE)
+
+
+@cache
+def default_release() -> Release:
+    """The release a command follows when neither --vllm-version nor the input file names one."""
+    return release_for_installed(installed_vllm_version())
+
+
+# The default rule's release in this process, for parameters that default to it
+DEFAULT_RELEASE = default_release()
+
+
+def default_release_reason() -> str:
+    """Why `default_release()` is what it is, in words (`kvplan version`)."""
+    installed = installed_vllm_version()
+    chosen = default_release().version
+    if installed is None:
+        return f"no vllm package is installed, so the newest release kvplan reproduces ({chosen})"
+    if release_for_installed(installed) is not NEWEST_RELEASE or installed.split("+", 1)[0] == chosen:
+        return f"the installed vllm is {installed}"
+    return f"the installed vllm {installed} is not a release kvplan reproduces, so the newest ({chosen})"
 
 
 def release_named(version: str) -> Release:

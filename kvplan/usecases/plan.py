@@ -17,14 +17,14 @@ from kvplan.semantics.config.cache import resolve_disable_hybrid_kv_cache_manage
 from kvplan.semantics.config.model import long_max_model_len_warning, resolve_model_dtype, verify_max_model_len
 from kvplan.semantics.config.parallel import verify_tensor_parallel
 from kvplan.semantics.config.quantization import check_quantization_capability, quantization_method
-from kvplan.semantics.config.scheduler import BatchLimits, resolve_batch_limits, verify_batch_limits
+from kvplan.semantics.config.scheduler import BatchLimits, batch_defaults, resolve_batch_limits, verify_batch_limits
 from kvplan.semantics.engine.groups import KVCacheGroup, groups_from_kv_cache_config
 from kvplan.semantics.kv.layer_specs import CacheLayout, CacheSettings, build_worker_specs, resolve_cache_layout
 from kvplan.semantics.kv.sizing import SizingResult, kv_bytes_per_token, size_kv_cache
 from kvplan.semantics.kv.specs import KVCacheConfig, KVCacheSpec, SizingLimits
 from kvplan.semantics.models.resolve import ResolvedConfig, resolve_config
 from kvplan.semantics.models.shape import ModelShape
-from kvplan.semantics.releases import DEFAULT_RELEASE, Release
+from kvplan.semantics.releases import Release, default_release
 from kvplan.semantics.weights import WeightEstimate
 
 
@@ -52,7 +52,7 @@ class PlanRequest:
     enable_chunked_prefill: bool = True
     disable_hybrid_kv_cache_manager: bool | None = None
     with_weights: bool = True
-    release: Release = DEFAULT_RELEASE
+    release: Release = field(default_factory=default_release)
 
     def __post_init__(self) -> None:
         if self.gpu_memory_utilization is None:
@@ -269,8 +269,8 @@ def settle(request: PlanRequest) -> SettledConfig:
     verify_tensor_parallel(shape, request.tensor_parallel_size)
     batch = resolve_batch_limits(
         max_model_len, request.max_num_batched_tokens, request.max_num_seqs,
-        gpu_total_bytes=device.total_bytes, gpu_name=device.name,
-        enable_chunked_prefill=request.enable_chunked_prefill,
+        gpu_total_bytes=device.total_bytes, gpu_name=device.name, gpu_capability=device.capability,
+        enable_chunked_prefill=request.enable_chunked_prefill, release=request.release,
     )
     logs.extend(verify_batch_limits(
         batch.max_num_batched_tokens, batch.max_num_seqs, max_model_len, request.enable_chunked_prefill
@@ -379,14 +379,20 @@ class CatalogEntry:
     kv_bytes_per_token: int | float
 
 
-def catalog_entries() -> list[CatalogEntry]:
+def gpu_batch_defaults(gpus: list[GpuSpec], release: Release) -> list[BatchLimits]:
+    """What `vllm serve` of the release takes per step on each GPU when no limit is given."""
+    return [BatchLimits(*batch_defaults(gpu.total_bytes, gpu.name, "openai_api_server", gpu.compute_capability,
+                                        release=release)) for gpu in gpus]
+
+
+def catalog_entries(release: Release) -> list[CatalogEntry]:
     from collections import Counter
 
     from kvplan.semantics.models.catalog import catalog_ids
 
     entries = []
     for model_id in catalog_ids():
-        setup = settle(PlanRequest(model=model_id))
+        setup = settle(PlanRequest(model=model_id, release=release))
         kinds: Counter[str] = Counter(layer.kind for layer in setup.shape.layers)
         entries.append(CatalogEntry(
             model_id=model_id, architecture=setup.shape.architecture,

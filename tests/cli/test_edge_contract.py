@@ -192,7 +192,8 @@ def test_markup_in_a_model_path_on_the_profile_progress_line(tmp_path, monkeypat
     write(tmp_path / "[/] x" / "config.json", TINY)
     monkeypatch.chdir(tmp_path)
     code, out, err = run_cli(["profile", "--model", "[/] x", "--gpu", "l4-24gb", "--backend", "fake"])
-    assert code == 0 and out.startswith("[/] x on NVIDIA L4"), err
+    semantics, title = out.splitlines()[:2]
+    assert code == 0 and semantics.endswith(" semantics") and title.startswith("[/] x on NVIDIA L4"), err
 
 
 def test_a_terminal_that_cannot_print_a_name_gets_its_escape(tmp_path):

@@ -6,6 +6,8 @@ import json
 import subprocess
 import sys
 
+from kvplan.semantics.releases import default_release
+
 REQUIRED = (
     "schema_version", "weights_bytes", "activation_peak_bytes", "non_torch_bytes", "requested_bytes",
     "available_kv_bytes", "num_blocks", "page_size_bytes", "plan", "backend", "provenance",
@@ -21,7 +23,7 @@ def test_json_is_the_whole_record_and_nothing_else(kvplan, tiny_model_dir):
     assert isinstance(record["schema_version"], int) and record["kind"] == "kvplan.profile"
     assert record["plan"]["kind"] == "kvplan.plan" and record["plan"]["num_blocks"] == record["num_blocks"]
     provenance = record["provenance"]
-    assert provenance["vllm_semantics"] == "0.17.1" and len(provenance["config_sha256"]) == 64
+    assert provenance["vllm_semantics"] == default_release().version and len(provenance["config_sha256"]) == 64
     assert provenance["torch_version"] and provenance["transformers_version"]
 
 

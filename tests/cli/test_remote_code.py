@@ -75,7 +75,9 @@ def edited_profile(evil_model: Path, directory: Path) -> Path:
 def test_a_saved_profile_cannot_turn_on_remote_code(evil_model: Path, tmp_path: Path) -> None:
     edited_profile(evil_model, tmp_path)
     spec = tmp_path / "spec.toml"
-    spec.write_text('[target]\nprofile = "profile.json"\n\n[[assert]]\nmax_model_len_fits = 1024\n')
+    # the example profile was saved under 0.17.1
+    spec.write_text('vllm_version = "0.17.1"\n[target]\nprofile = "profile.json"\n\n[[assert]]\n'
+                    'max_model_len_fits = 1024\n')
     marker = evil_model / "MARKER"
     done = kvplan("check", str(spec), cwd=tmp_path)
     assert not marker.exists(), done.stderr

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from kvplan.cli import run_app
+from kvplan.semantics.releases import default_release
 from tests.golden import GOLDEN_CASES, GoldenCase
 
 
@@ -63,14 +64,19 @@ def test_a_hybrid_trace_prints_every_groups_tables(capsys, case: GoldenCase) -> 
 
 def test_the_default_is_what_vllm_serve_does(capsys, traces_dir: Path) -> None:
     code, out, _ = kvplan(capsys, "replay", str(traces_dir / "example.json"), "--summary-only")
+    default = json.loads(out)["summary"]
+    assert code == 0 and (default["vllm_semantics"], default["scheduling"]) == (default_release().version, "async")
+    code, out, _ = kvplan(capsys, "replay", str(traces_dir / "example.json"), "--summary-only",
+                          "--vllm-version", "0.17.1")
     summary = json.loads(out)["summary"]
-    assert code == 0 and (summary["vllm_semantics"], summary["scheduling"]) == ("0.17.1", "async")
+    assert (summary["vllm_semantics"], summary["scheduling"]) == ("0.17.1", "async")
     assert summary["num_steps"] == 33 and summary["prefix_cache_queries"] == 682  # the 0.17.1 async records'
     code, out, _ = kvplan(capsys, "replay", str(traces_dir / "example.json"), "--summary-only",
                           "--vllm-version", "0.33.0")
     summary = json.loads(out)["summary"]
     assert (summary["vllm_semantics"], summary["scheduling"]) == ("0.33.0", "async")
     assert summary["num_steps"] == 33 and summary["prefix_cache_queries"] == 442  # the 0.33.0 async records'
+    assert default == (summary if default_release().version == "0.33.0" else default)
 
 
 def test_the_trace_may_name_its_release_and_mode(capsys, tmp_path: Path, traces_dir: Path) -> None:
@@ -164,14 +170,16 @@ SYNC_0_17_1 = ("--vllm-version", "0.17.1", "--scheduling", "sync")
 
 
 @pytest.mark.parametrize(("name", "flags", "facts"), [
-    ("example", SYNC_0_17_1, ("0.17.1, sync scheduling", "steps", "32", "preemptions", "hit rate", "35.3%",
+    ("example", SYNC_0_17_1, ("0.17.1 semantics, sync scheduling", "steps", "32", "preemptions", "hit rate", "35.3%",
                               "peak blocks", "13 / 13")),
-    ("example", (), ("0.17.1, async scheduling", "steps", "33", "hit rate", "35.2%")),
-    ("example", ("--vllm-version", "0.33.0"), ("0.33.0, async scheduling", "steps", "33", "hit rate", "36.2%")),
+    ("example", ("--vllm-version", "0.17.1"), ("0.17.1 semantics, async scheduling", "steps", "33", "hit rate",
+                                              "35.2%")),
+    ("example", ("--vllm-version", "0.33.0"), ("0.33.0 semantics, async scheduling", "steps", "33", "hit rate",
+                                              "36.2%")),
     ("hybrid-606", SYNC_0_17_1, ("steps", "107", "KV cache groups", "full attention, mamba all")),
-    ("hybrid-606", ("--vllm-version", "0.17.1"), ("0.17.1, async scheduling", "steps", "117")),
+    ("hybrid-606", ("--vllm-version", "0.17.1"), ("0.17.1 semantics, async scheduling", "steps", "117")),
     # 0.33.0 has no Mamba "all": the model's groups run "align"
-    ("hybrid-606", ("--vllm-version", "0.33.0"), ("0.33.0, async scheduling", "steps", "134",
+    ("hybrid-606", ("--vllm-version", "0.33.0"), ("0.33.0 semantics, async scheduling", "steps", "134",
                                                   "full attention, mamba align")),
 ])
 def test_a_terminal_gets_a_summary_not_records(traces_dir: Path, name: str, flags: tuple[str, ...],

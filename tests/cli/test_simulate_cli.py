@@ -5,6 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from kvplan.semantics.releases import default_release
 from tests.usecases.simulate.factories import mix
 
 CHECK_NO_TORCH = (
@@ -41,7 +42,7 @@ def test_json_is_data_only_deterministic_and_torch_free(tmp_path):
     document = json.loads(first.stdout)
     assert document["schema_version"] == 1 and document["kind"] == "kvplan.simulation"
     # vllm serve of the default release unless the workload or --vllm-version / --scheduling say otherwise
-    assert document["vllm_semantics"] == document["engine"]["vllm_version"] == "0.17.1"
+    assert document["vllm_semantics"] == document["engine"]["vllm_version"] == default_release().version
     assert document["engine"]["scheduling"] == "async"
     assert document["timing"]["estimate"] is True
     assert document["num_finished"] == document["num_requests"] == 40

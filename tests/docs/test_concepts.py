@@ -23,7 +23,7 @@ def kvplan(*args: str) -> str:
 
 
 def plan_json(*args: str) -> dict:
-    return json.loads(kvplan("plan", "--model", QWEN, "--json", *args))
+    return json.loads(kvplan("plan", "--model", QWEN, "--json", "--vllm-version", "0.17.1", *args))
 
 
 FLAT = " ".join(TEXT.split())  # line breaks in the page are spaces
@@ -87,7 +87,8 @@ def replay(name: str, tmp_path: Path) -> list[dict]:
     assert match, f"no trace {name!r} in docs/concepts.md"
     path = tmp_path / f"{name}.json"
     path.write_text(match.group(1))
-    return [json.loads(line) for line in kvplan("replay", str(path), "--json").splitlines()]
+    return [json.loads(line) for line in
+            kvplan("replay", str(path), "--json", "--vllm-version", "0.17.1").splitlines()]
 
 
 def test_the_prefix_caching_trace(tmp_path):

@@ -13,6 +13,7 @@ from rich.console import Console
 from kvplan.report.fit_console import render_fit
 from kvplan.report.fit_html import render_fit_html
 from kvplan.report.fit_json import fit_document
+from kvplan.semantics.releases import default_release
 from kvplan.usecases.configuration import Configuration
 from kvplan.usecases.fit.request import FitRequest, SearchSpace, SloBound
 from kvplan.usecases.fit.result import FitConfiguration, FitCounts, FitResult, PlannedPoint, RateCheck, RejectedFamily
@@ -57,7 +58,8 @@ def test_json_validates_and_keeps_the_order():
     assert [c["rank"] for c in document["configurations"]] == [1, 2, 3]
     first = document["configurations"][0]
     assert first["vllm_serve_args"].startswith("vllm serve meta-llama/Llama-3.1-8B-Instruct")
-    assert first["gpu_memory_utilization"] == 0.9 and first["slo_figures"] == {"ttft_p95": 0.05}
+    assert first["gpu_memory_utilization"] == default_release().gpu_memory_utilization
+    assert first["slo_figures"] == {"ttft_p95": 0.05}
     assert document["rejected"][0]["closest"]["ttft_p95_s"] == 9.0
     assert "max_sustained_rate" in document["estimates"] and "kv_cache_tokens" in document["exact"]
 

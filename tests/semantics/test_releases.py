@@ -28,7 +28,7 @@ from kvplan.semantics.memory.budget import NON_KV_MEMORY, MemoryBudget
 from kvplan.semantics.models.architectures import CONFIG_WIDE_WINDOW
 from kvplan.semantics.models.validation import CONFIG_CLASSES
 from kvplan.semantics.releases import (
-    DEFAULT_RELEASE,
+    NEWEST_RELEASE,
     RELEASES,
     VLLM_0_17_1,
     VLLM_0_33_0,
@@ -47,6 +47,8 @@ from kvplan.semantics.releases import (
     PrefixStats,
     Scheduling,
     WindowFrees,
+    default_release,
+    release_for_installed,
     release_named,
 )
 from kvplan.usecases.plan import PlanRequest
@@ -56,11 +58,39 @@ KVPLAN = Path(__file__).resolve().parents[2] / "kvplan"
 VERSION = re.compile(r"^\d+\.\d+(\.\d+)?$")
 
 
-def test_the_table_holds_0_17_1_as_the_default():
-    assert DEFAULT_RELEASE is VLLM_0_17_1 and RELEASES == {"0.17.1": VLLM_0_17_1, "0.33.0": VLLM_0_33_0}
+def test_the_table_holds_both_releases_and_the_newest_is_0_33_0():
+    assert RELEASES == {"0.17.1": VLLM_0_17_1, "0.33.0": VLLM_0_33_0} and NEWEST_RELEASE is VLLM_0_33_0
     assert release_named("0.33.0") is VLLM_0_33_0
     with pytest.raises(KvplanError, match=r"vllm_version must be one of 0\.17\.1, 0\.33\.0"):
         release_named("0.20.0")
+
+
+@pytest.mark.parametrize(("installed", "expected"), [
+    (None, VLLM_0_33_0), ("0.17.1", VLLM_0_17_1), ("0.33.0", VLLM_0_33_0), ("0.17.1+cu128", VLLM_0_17_1),
+    ("0.20.0", VLLM_0_33_0), ("0.17.0", VLLM_0_33_0), ("0.33.0rc1", VLLM_0_33_0),
+])
+def test_the_default_is_the_installed_release_when_supported_else_the_newest(installed, expected):
+    assert release_for_installed(installed) is expected
+
+
+def test_the_default_reads_package_metadata_without_importing_vllm(monkeypatch):
+    import sys
+    from importlib import metadata
+
+    from kvplan.semantics import releases
+
+    def version(name: str) -> str:
+        assert name == "vllm"
+        return "0.17.1"
+
+    monkeypatch.setattr(metadata, "version", version)
+    default_release.cache_clear()
+    try:
+        assert default_release() is VLLM_0_17_1
+        assert releases.default_release_reason() == "the installed vllm is 0.17.1"
+    finally:
+        default_release.cache_clear()
+    assert "vllm" not in sys.modules
 
 
 def test_every_policy_value_has_its_implementation():
@@ -119,7 +149,8 @@ def test_each_hybrid_policy_of_0_33_0_is_needed_for_its_records(policy, case):
 
 def test_the_default_utilization_is_the_releases():
     other = replace(VLLM_0_17_1, version="test", gpu_memory_utilization=0.92)
-    assert PlanRequest(model="m").gpu_memory_utilization == 0.9
+    assert PlanRequest(model="m", release=VLLM_0_17_1).gpu_memory_utilization == 0.9
+    assert PlanRequest(model="m", release=VLLM_0_33_0).gpu_memory_utilization == 0.92
     assert PlanRequest(model="m", release=other).gpu_memory_utilization == 0.92
     assert PlanRequest(model="m", release=other, gpu_memory_utilization=0.5).utilization == 0.5
 
@@ -128,7 +159,7 @@ def test_the_capacity_reserve_moves_the_fitting_boundary():
     # one request of 64 tokens needs exactly 4 blocks of 8,192 bytes x 24 layers
     specs = {f"model.layers.{i}.self_attn.attn": FullAttentionSpec(16, 2, 64, "bfloat16") for i in range(24)}
     limits, exact = SizingLimits(64, 2048), 4 * 8192 * 24
-    assert size_kv_cache([specs], [exact], limits).fits
+    assert size_kv_cache([specs], [exact], limits, release=VLLM_0_17_1).fits
     reserving = replace(VLLM_0_17_1, version="test", capacity_reserve_blocks=1)
     assert not size_kv_cache([specs], [exact], limits, release=reserving).fits
     assert size_kv_cache([specs], [exact + 8192 * 24], limits, release=reserving).fits
@@ -136,7 +167,7 @@ def test_the_capacity_reserve_moves_the_fitting_boundary():
 
 def test_cuda_graphs_leave_the_budget_only_where_the_release_says(catalog_shape):
     budget = MemoryBudget(total_bytes=100, free_at_start_bytes=100, utilization=0.9, weights_bytes=10,
-                          activation_peak_bytes=5, non_torch_bytes=5, cuda_graph_bytes=7)
+                          activation_peak_bytes=5, non_torch_bytes=5, cuda_graph_bytes=7, release=VLLM_0_17_1)
     assert budget.available_kv_bytes == 90 - 20
     taking = replace(VLLM_0_17_1, version="test", cuda_graphs_in_budget=True)
     assert replace(budget, release=taking).available_kv_bytes == 90 - 20 - 7
@@ -144,7 +175,8 @@ def test_cuda_graphs_leave_the_budget_only_where_the_release_says(catalog_shape)
 
 def test_prefix_caching_of_hybrids_defaults_to_the_releases(catalog_shape):
     nemotron = catalog_shape("nvidia/Nemotron-H-56B-Base-8K")
-    assert not resolve_cache_layout(nemotron, CacheSettings(max_model_len=8192)).enable_prefix_caching
+    assert not resolve_cache_layout(
+        nemotron, CacheSettings(max_model_len=8192, release=VLLM_0_17_1)).enable_prefix_caching
     caching = replace(VLLM_0_17_1, version="test", prefix_caching_for_hybrids=True)
     assert resolve_cache_layout(nemotron, CacheSettings(max_model_len=8192, release=caching)).enable_prefix_caching
 

@@ -12,6 +12,7 @@ import pytest
 
 from kvplan.errors import ConfigRejected
 from kvplan.report.plan_json import plan_record
+from kvplan.semantics.releases import VLLM_0_17_1
 from kvplan.usecases.plan import PlanRequest, plan
 from tests.conftest import DATA
 
@@ -29,7 +30,7 @@ def request_for(case: dict) -> PlanRequest:
         model=case["model"], kv_cache_memory_bytes=args["kv_cache_memory_bytes"], block_size=args["block_size"],
         kv_cache_dtype=args["kv_cache_dtype"], tensor_parallel_size=args["tensor_parallel_size"],
         max_model_len=args["max_model_len"], max_num_batched_tokens=args["max_num_batched_tokens"],
-        max_num_seqs=args["max_num_seqs"], with_weights=False,
+        max_num_seqs=args["max_num_seqs"], with_weights=False, release=VLLM_0_17_1,
     )
 
 
@@ -83,7 +84,8 @@ def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_golden_qwen2_record_and_one_byte_less() -> None:
-    done = run_cli("--model", "Qwen/Qwen2-0.5B-Instruct", "--kv-cache-memory", "25938100224", "--json")
+    done = run_cli("--model", "Qwen/Qwen2-0.5B-Instruct", "--kv-cache-memory", "25938100224", "--json",
+                   "--vllm-version", "0.17.1")
     assert done.returncode == 0, done.stderr
     record = json.loads(done.stdout)
     assert record["schema_version"] == 1
@@ -95,20 +97,21 @@ def test_golden_qwen2_record_and_one_byte_less() -> None:
     assert "Maximum concurrency for 32,768 tokens per request: 64.42x" in record["vllm_log"]
     assert record["kv_bytes_per_token"] == 12288
     assert record["weights_bytes"] == 988_065_536
-    less = plan(PlanRequest(model="Qwen/Qwen2-0.5B-Instruct", kv_cache_memory_bytes=25938100223, with_weights=False))
+    less = plan(PlanRequest(model="Qwen/Qwen2-0.5B-Instruct", kv_cache_memory_bytes=25938100223, with_weights=False,
+                            release=VLLM_0_17_1))
     assert less.num_blocks == 131927
 
 
 def test_fp8_kv_cache_halves_the_page() -> None:
     result = plan(PlanRequest(model="Qwen/Qwen2-0.5B-Instruct", kv_cache_memory_bytes=25938100224,
-                              kv_cache_dtype="fp8", with_weights=False))
+                              kv_cache_dtype="fp8", with_weights=False, release=VLLM_0_17_1))
     record = plan_record(result)
     assert (record["page_size_bytes"], record["num_blocks"]) == (4096, 263_856)
     assert "Maximum concurrency for 32,768 tokens per request: 128.84x" in record["vllm_log"]
 
 
 def test_not_fitting_is_a_finding_with_vllms_text_and_a_fix() -> None:
-    done = run_cli("--kv-cache-memory", "300MiB", "--json")
+    done = run_cli("--kv-cache-memory", "300MiB", "--json", "--vllm-version", "0.17.1")
     assert done.returncode == 1
     record = json.loads(done.stdout)
     assert record["fits"] is False
@@ -119,7 +122,7 @@ def test_not_fitting_is_a_finding_with_vllms_text_and_a_fix() -> None:
 
 def test_auto_fit_max_model_len() -> None:
     result = plan(PlanRequest(model="Qwen/Qwen2-0.5B-Instruct", kv_cache_memory_bytes=300 * 2**20,
-                              max_model_len=-1, with_weights=False))
+                              max_model_len=-1, with_weights=False, release=VLLM_0_17_1))
     assert result.fits
     assert result.max_model_len == 25600
     assert any(line.startswith("Auto-fit max_model_len: reduced from 32768 to 25600") for line in

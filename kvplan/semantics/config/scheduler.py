@@ -1,16 +1,19 @@
-"""vLLM 0.17.1's scheduler settings (`EngineArgs` defaults, `SchedulerConfig` checks): how many tokens
-and requests one step may take, as `vllm serve` settles them.
+"""vLLM's scheduler settings (`EngineArgs` defaults, `SchedulerConfig` checks): how many tokens and
+requests one step may take, as `vllm serve` settles them. The GPU tiers of the defaults are the
+release's `batch_defaults` policy (BATCH_DEFAULTS).
 
-    batch_defaults(gpu_total_bytes, gpu_name, usage) -> (max_num_batched_tokens, max_num_seqs)
+    batch_defaults(gpu_total_bytes, gpu_name, usage, capability=None, *, release) -> (tokens, seqs)
     resolve_batch_limits(max_model_len, max_num_batched_tokens=None, max_num_seqs=None, ...) -> BatchLimits
     verify_batch_limits(max_num_batched_tokens, max_num_seqs, max_model_len, enable_chunked_prefill) -> warnings"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
 from kvplan.errors import ConfigRejected
+from kvplan.semantics.releases import BatchDefaults, Release
 
 GiB = 1 << 30
 Usage = Literal["openai_api_server", "llm_class"]
@@ -22,16 +25,42 @@ class BatchLimits:
     max_num_seqs: int
 
 
-def batch_defaults(
-    gpu_total_bytes: int | None, gpu_name: str = "", usage: Usage = "openai_api_server"
-) -> tuple[int, int]:
-    """vLLM's `get_batch_defaults` on CUDA: (max_num_batched_tokens, max_num_seqs).
+# (tokens, seqs) for the LLM class and for the API server (`vllm serve`), per tier
+_LARGEST = {"llm_class": (16384, 1024), "openai_api_server": (16384, 1024)}
+_LARGE = {"llm_class": (16384, 1024), "openai_api_server": (8192, 1024)}
+_SMALL = {"llm_class": (8192, 256), "openai_api_server": (2048, 256)}
+GB10_CAPABILITY = (12, 1)
 
-    Large GPUs other than the A100 get bigger batches; an unknown GPU counts as a small one."""
-    large = (gpu_total_bytes or 0) >= 70 * GiB and "a100" not in gpu_name.lower()
-    if large:
-        return (16384, 1024) if usage == "llm_class" else (8192, 1024)
-    return (8192, 256) if usage == "llm_class" else (2048, 256)
+
+def _two_tiers(total: int, name: str, capability: tuple[int, int] | None) -> dict[str, tuple[int, int]]:
+    """0.17.1: 70 GiB and more, except the A100, is large."""
+    return _LARGE if total >= 70 * GiB and "a100" not in name else _SMALL
+
+
+def _three_tiers(total: int, name: str, capability: tuple[int, int] | None) -> dict[str, tuple[int, int]]:
+    """0.33.0: 160 GiB and more is largest (the API server too); GB10 stays small."""
+    if total >= 160 * GiB:
+        return _LARGEST
+    if total >= 70 * GiB and "a100" not in name and capability != GB10_CAPABILITY:
+        return _LARGE
+    return _SMALL
+
+
+# Release.batch_defaults -> the GPU tiers of `EngineArgs.get_batch_defaults`
+BATCH_DEFAULTS: dict[BatchDefaults, Callable[[int, str, tuple[int, int] | None], dict[str, tuple[int, int]]]] = {
+    "two_tiers": _two_tiers,
+    "three_tiers": _three_tiers,
+}
+
+
+def batch_defaults(
+    gpu_total_bytes: int | None, gpu_name: str = "", usage: Usage = "openai_api_server",
+    capability: tuple[int, int] | None = None, *, release: Release,
+) -> tuple[int, int]:
+    """vLLM's `get_batch_defaults` on CUDA: (max_num_batched_tokens, max_num_seqs). An unknown GPU
+    counts as a small one."""
+    tiers = BATCH_DEFAULTS[release.batch_defaults](gpu_total_bytes or 0, gpu_name.lower(), capability)
+    return tiers[usage]
 
 
 def resolve_batch_limits(
@@ -41,12 +70,14 @@ def resolve_batch_limits(
     *,
     gpu_total_bytes: int | None = None,
     gpu_name: str = "",
+    gpu_capability: tuple[int, int] | None = None,
     usage: Usage = "openai_api_server",
     enable_chunked_prefill: bool = True,
     performance_mode: Literal["balanced", "interactivity", "throughput"] = "balanced",
+    release: Release,
 ) -> BatchLimits:
     """The values `EngineArgs` settles on: the user's where given, else the defaults, adjusted."""
-    default_tokens, default_seqs = batch_defaults(gpu_total_bytes, gpu_name, usage)
+    default_tokens, default_seqs = batch_defaults(gpu_total_bytes, gpu_name, usage, gpu_capability, release=release)
     tokens = default_tokens if max_num_batched_tokens is None else max_num_batched_tokens
     seqs = default_seqs if max_num_seqs is None else max_num_seqs
     if performance_mode == "throughput":

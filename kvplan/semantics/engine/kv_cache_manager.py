@@ -13,7 +13,7 @@ from kvplan.semantics.engine.coordinator import GroupBlocks, KVCacheCoordinator
 from kvplan.semantics.engine.groups import KVCacheGroup, resolve_groups
 from kvplan.semantics.engine.single_type_manager import FullAttentionManager, SingleTypeKVCacheManager
 from kvplan.semantics.engine.stats import PrefixCacheStats
-from kvplan.semantics.releases import DEFAULT_RELEASE, PrefixStats, Release, WindowFrees
+from kvplan.semantics.releases import PrefixStats, Release, WindowFrees, default_release
 
 if TYPE_CHECKING:
     from kvplan.semantics.engine.request import Request
@@ -35,11 +35,12 @@ class KVCacheManager:
 
     def __init__(self, num_gpu_blocks: int, block_size: int, max_model_len: int,
                  enable_caching: bool = True, kv_cache_groups: tuple[KVCacheGroup, ...] | None = None,
-                 enable_chunked_prefill: bool = True, release: Release = DEFAULT_RELEASE,
+                 enable_chunked_prefill: bool = True, release: Release | None = None,
                  max_in_flight_tokens: int | None = None) -> None:
         self.block_size = block_size
         self.max_model_len = max_model_len
         self.enable_caching = enable_caching
+        release = release or default_release()
         # Whether `get_computed_blocks` records its lookup (else the scheduler does, on admission).
         self._stats_at_lookup = STATS_AT_LOOKUP[release.prefix_stats]
         self._frees_processed_only = FREES_PROCESSED_ONLY[release.window_frees]

@@ -18,7 +18,7 @@ from kvplan.semantics.engine.groups import (
     MAMBA_CACHE_MODES,
     SLIDING_WINDOW,
 )
-from kvplan.semantics.releases import DEFAULT_RELEASE, RELEASES, Scheduling
+from kvplan.semantics.releases import NEWEST_RELEASE, RELEASES, Scheduling
 
 # the token-id rule gives each prefix and each request a million ids
 TOKENS_PER_ID = 1_000_000
@@ -38,8 +38,8 @@ BLOCK_SIZE = Checked(Integer(1, max(ALLOWED_BLOCK_SIZES)), _block_size_problem,
 BATCHED_TOKENS = Integer(1, limits.MAX_TOKENS, "token budget of one scheduler step")
 NUM_SEQS = Integer(1, limits.MAX_SEQS, "most requests running at once")
 MODEL_LEN = Integer(2, limits.MAX_TOKENS, "longest prompt + output of one request, in tokens")
-VLLM_VERSION = Text(choices=tuple(RELEASES), description="the vLLM release whose engine rules apply (default "
-                                                         f"{DEFAULT_RELEASE.version})")
+VLLM_VERSION = Text(choices=tuple(RELEASES), description="the vLLM release whose rules apply (default: the "
+                    f"installed vllm's release when kvplan reproduces it, else {NEWEST_RELEASE.version})")
 SCHEDULING_MODE = Text(choices=get_args(Scheduling), description="the engine loop: async (what `vllm serve` does) "
                                                                  "or sync (vLLM's --no-async-scheduling)")
 

@@ -31,7 +31,7 @@ from kvplan.semantics.kv.specs import (
     SlidingWindowSpec,
     UniformTypeKVCacheSpecs,
 )
-from kvplan.semantics.releases import DEFAULT_RELEASE, Release
+from kvplan.semantics.releases import Release
 from kvplan.units import cdiv
 
 HYBRID_DISABLED_WARNING = (
@@ -267,7 +267,7 @@ def _group_uniform_page_size(specs: Mapping[str, KVCacheSpec], padding_ratio: fl
 
 def get_kv_cache_groups(
     specs: Mapping[str, KVCacheSpec], disable_hybrid_kv_cache_manager: bool = False, *,
-    release: Release = DEFAULT_RELEASE,
+    release: Release,
 ) -> Grouping:
     """vLLM's `get_kv_cache_groups` over the merged specs of all workers."""
     layer_specs = dict(specs)

@@ -14,7 +14,7 @@ Public API:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from kvplan.errors import ConfigRejected
@@ -43,7 +43,7 @@ from kvplan.semantics.kv.specs import (
     SlidingWindowSpec,
 )
 from kvplan.semantics.models.shape import LayerShape, MambaState, ModelShape
-from kvplan.semantics.releases import DEFAULT_RELEASE, Release
+from kvplan.semantics.releases import Release, default_release
 
 
 @dataclass(frozen=True)
@@ -67,7 +67,7 @@ class CacheSettings:
     mamba_block_size: int | None = None
     gpu_capability: tuple[int, int] | None = None
     attention_backend: str | None = None
-    release: Release = DEFAULT_RELEASE
+    release: Release = field(default_factory=default_release)
 
 
 @dataclass(frozen=True)

@@ -38,7 +38,7 @@ from kvplan.semantics.kv.specs import (
     SizingLimits,
     UniformTypeKVCacheSpecs,
 )
-from kvplan.semantics.releases import DEFAULT_RELEASE, KvCapacityLog, PerRequestMemory, Release
+from kvplan.semantics.releases import KvCapacityLog, PerRequestMemory, Release
 from kvplan.units import cdiv, format_gib
 
 DOCS_HINT = "See https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more details."
@@ -123,7 +123,7 @@ PER_REQUEST_MEMORY: dict[PerRequestMemory, Callable[[Sequence[KVCacheGroupSpec],
 
 
 def max_memory_usage_bytes_from_groups(
-    groups: Sequence[KVCacheGroupSpec], limits: SizingLimits, release: Release = DEFAULT_RELEASE
+    groups: Sequence[KVCacheGroupSpec], limits: SizingLimits, release: Release
 ) -> int:
     """Bytes one `max_model_len` request needs, by the release's rule for several groups."""
     if not groups:
@@ -165,8 +165,7 @@ def _largest_fitting_len(fits: Callable[[int], bool], upper: int) -> int:
 
 
 def estimate_max_model_len_from_groups(
-    groups: Sequence[KVCacheGroupSpec], available_bytes: int, limits: SizingLimits,
-    release: Release = DEFAULT_RELEASE,
+    groups: Sequence[KVCacheGroupSpec], available_bytes: int, limits: SizingLimits, release: Release,
 ) -> int:
     return _largest_fitting_len(
         lambda n: max_memory_usage_bytes_from_groups(groups, replace(limits, max_model_len=n), release)
@@ -297,7 +296,7 @@ KV_CAPACITY_LOG: dict[KvCapacityLog, Callable[[KVCacheConfig, SizingLimits], tup
 }
 
 
-def report_lines(config: KVCacheConfig, limits: SizingLimits, release: Release = DEFAULT_RELEASE) -> tuple[str, ...]:
+def report_lines(config: KVCacheConfig, limits: SizingLimits, release: Release) -> tuple[str, ...]:
     return KV_CAPACITY_LOG[release.kv_capacity_log](config, limits)
 
 
@@ -361,7 +360,7 @@ def size_kv_cache(
     auto_fit: bool = False,
     disable_hybrid_kv_cache_manager: bool = False,
     *,
-    release: Release = DEFAULT_RELEASE,
+    release: Release,
 ) -> SizingResult:
     """vLLM's `get_kv_cache_configs` and `_report_kv_cache_config` for these workers, as `release`
     computes them.

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from kvplan.semantics.releases import DEFAULT_RELEASE, NonKvMemory, Release
+from kvplan.semantics.releases import NonKvMemory, Release, default_release
 from kvplan.units import format_gib
 
 # vLLM's margin in its --kv-cache-memory suggestion: "memory profiling may slightly underestimate"
@@ -52,7 +52,7 @@ class MemoryBudget:
     activation_peak_bytes: int
     non_torch_bytes: int
     kv_cache_memory_override: int | None = None
-    release: Release = DEFAULT_RELEASE
+    release: Release = field(default_factory=default_release)
     cuda_graph_bytes: int = 0
 
     @property

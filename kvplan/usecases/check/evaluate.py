@@ -6,11 +6,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from kvplan.errors import EXIT_FINDING, EXIT_OK
-from kvplan.semantics.releases import DEFAULT_RELEASE, Release
+from kvplan.semantics.releases import Release, default_release
 from kvplan.usecases.check.assertions import Assertion, AssertionResult
 from kvplan.usecases.check.capacity_checks import evaluate_capacity
 from kvplan.usecases.check.spec import CheckSpec
@@ -24,7 +24,7 @@ class CheckReport:
     target: Target | None
     results: tuple[AssertionResult, ...]
     notes: tuple[str, ...] = ()
-    release: Release = DEFAULT_RELEASE             # whose numbers the assertions were judged on
+    release: Release = field(default_factory=default_release)   # whose numbers the assertions were judged on
 
     @property
     def failures(self) -> tuple[AssertionResult, ...]:

@@ -24,12 +24,12 @@ from kvplan.parsing import first_unknown_key
 from kvplan.schema import check_document
 from kvplan.semantics.config.cache import utilization_problem
 from kvplan.semantics.models.resolve import model_named_in_file
-from kvplan.semantics.releases import DEFAULT_RELEASE, Release
+from kvplan.semantics.releases import Release, default_release, release_named
 from kvplan.units import parse_bytes
 from kvplan.usecases.check.assertions import KINDS, Assertion, AssertionKind, Concurrency
 from kvplan.usecases.check.spec_format import SPEC
 
-TOP_KEYS = ("schema_version", "name", "description", "target", "assert")
+TOP_KEYS = ("schema_version", "name", "description", "vllm_version", "target", "assert")
 BLOCK_KEYS = ("name", "workload", "seed", "step_time_ms")
 # [target] keys that plan on the spot (PlanRequest's settings, as `kvplan plan` names its flags)
 PLAN_SETTINGS: dict[str, str] = {
@@ -69,7 +69,7 @@ class CheckSpec:
     name: str
     target: TargetSpec | None
     blocks: tuple[AssertBlock, ...]
-    release: Release = DEFAULT_RELEASE          # the vLLM release whose numbers the check asserts
+    release: Release = field(default_factory=default_release)   # whose numbers the check asserts
 
     @property
     def needs_target(self) -> bool:
@@ -98,7 +98,9 @@ def parse_spec(document: Any, path: Path) -> CheckSpec:
     if not isinstance(raw_blocks, list) or not raw_blocks:
         raise fail("assert", "give at least one [[assert]] block of requirements")
     blocks = tuple(_parse_block(raw, index, base, shown) for index, raw in enumerate(raw_blocks))
-    spec = CheckSpec(path, str(document.get("name") or path.stem), target, blocks)
+    # checked against SPEC above: a release kvplan reproduces
+    release = release_named(document["vllm_version"]) if "vllm_version" in document else default_release()
+    spec = CheckSpec(path, str(document.get("name") or path.stem), target, blocks, release)
     if target is None and spec.needs_target:
         raise fail("target", "capacity assertions need a [target]: profile = \"profile.json\", or model "
                              "and kv_cache_memory to plan on the spot")

@@ -21,7 +21,7 @@ from kvplan.schema import (
     Text,
     schema_version,
 )
-from kvplan.semantics.engine.trace_format import SCHEMA_KEY
+from kvplan.semantics.engine.trace_format import SCHEMA_KEY, VLLM_VERSION
 from kvplan.usecases.check.assertions import KINDS, AssertionKind
 from kvplan.usecases.plan_settings import MODEL, PLANNING_SETTINGS
 from kvplan.usecases.simulate.workload_format import NO_REMOTE_CODE
@@ -79,6 +79,7 @@ SPEC = Record({
     "schema_version": Field(schema_version(SPEC_SCHEMA_VERSION)),
     "name": Field(Text()),
     "description": Field(Text(max_length=100_000, min_length=0)),
+    "vllm_version": Field(VLLM_VERSION),
     "target": Field(TARGET),
     "assert": Field(ListOf(ASSERT_BLOCK, 1, MAX_BLOCKS_PER_SPEC), required=True,
                     description="give at least one [[assert]] block of requirements"),

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from kvplan.errors import KvplanError
-from kvplan.semantics.releases import DEFAULT_RELEASE, Release
+from kvplan.semantics.releases import Release
 from kvplan.usecases.check.spec import TargetSpec
 from kvplan.usecases.plan import PlanRequest, PlanResult, PlanSummary, plan
 from kvplan.usecases.profile_summary import ProfileSummary, load_profile, profile_mismatches
@@ -68,8 +68,7 @@ class Target:
         return None if self.plan is None else self.plan.num_blocks
 
 
-def load_target(spec: TargetSpec, shown: str, release: Release = DEFAULT_RELEASE, *,
-                trust_remote_code: bool = False) -> Target:
+def load_target(spec: TargetSpec, shown: str, release: Release, *, trust_remote_code: bool = False) -> Target:
     """The spec's target; `trust_remote_code` is the command line's (`kvplan check --trust-remote-code`):
     neither the spec nor a profile's provenance can turn it on."""
     if spec.profile is not None:
@@ -110,7 +109,7 @@ def plan_result_target(result: PlanResult, label: str) -> Target:
 
 
 def profile_target(profile: ProfileSummary, path: Path | None, model: str | None = None,
-                   release: Release = DEFAULT_RELEASE, trust_remote_code: bool = False) -> Target:
+                   *, release: Release, trust_remote_code: bool = False) -> Target:
     """A profile as a target; `model` replaces the provenance's model for replanning (a config.json
     beside the spec when the profile's model is not in the catalog). The provenance is data: its
     knobs say how the profile was made, and `trust_remote_code` among them is never a setting."""
@@ -154,7 +153,7 @@ def _saved_profile(spec: TargetSpec, shown: str, release: Release, trust_remote_
         raise KvplanError(
             f"{shown}: target.profile {spec.profile.name} does not match the spec: {'; '.join(reasons)}: "
             "profile again with the spec's model and settings (`kvplan profile ... --save`), or fix the spec")
-    return profile_target(document, spec.profile, spec.model, release, trust_remote_code)
+    return profile_target(document, spec.profile, spec.model, release=release, trust_remote_code=trust_remote_code)
 
 
 def _setting_mismatches(profile: ProfileSummary, wanted: dict[str, Any]) -> list[str]:

@@ -87,6 +87,9 @@ def run_workload(path: Path, target: Target | None, seed: int | None, step_time_
 
     workload = load_workload(path)
     notes: list[str] = []
+    named = dict(workload.engine.settings).get("vllm_version")
+    if named is not None and named != release.version:
+        notes.append(f"{path.name} names vllm_version {named}; the check follows vLLM {release.version}")
     if target is not None:
         if target.plan is None or target.plan.num_blocks is None:
             return WorkloadRun(path.name, None, None, ("the target does not fit, so there is no pool to simulate on",))

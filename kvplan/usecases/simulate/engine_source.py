@@ -18,7 +18,7 @@ from kvplan.semantics.engine.config import EngineConfig
 from kvplan.semantics.engine.groups import FULL_ATTENTION, KVCacheGroup
 from kvplan.semantics.engine.trace import CONFIG_KEYS, RELEASE_KEY, parse_config
 from kvplan.semantics.kv.sizing import kv_cache_tokens
-from kvplan.semantics.releases import DEFAULT_RELEASE, Release, release_named
+from kvplan.semantics.releases import Release, default_release, release_named
 from kvplan.usecases.plan import PlanRequest, PlanSummary, plan
 from kvplan.usecases.profile_summary import load_profile
 from kvplan.usecases.replay import EngineSettings
@@ -118,7 +118,7 @@ def resolve_engine(spec: EngineSpec, overrides: EngineOverrides, where: str,
     file_settings = dict(spec.settings)
     if release is None:
         named = file_settings.get(RELEASE_KEY)
-        release = DEFAULT_RELEASE if named is None else _named_release(named, where)
+        release = default_release() if named is None else _named_release(named, where)
     file_settings[RELEASE_KEY] = release.version
     sizing_flags = {
         "--gpu-memory-utilization": overrides.gpu_memory_utilization, "--gpu-memory": overrides.gpu_memory,

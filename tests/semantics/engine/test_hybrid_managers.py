@@ -9,6 +9,7 @@ from kvplan.semantics.engine.groups import KVCacheGroup
 from kvplan.semantics.engine.hashing import RequestBlockHasher
 from kvplan.semantics.engine.kv_cache_manager import KVCacheManager
 from kvplan.semantics.engine.request import Request
+from kvplan.semantics.releases import VLLM_0_17_1
 
 FULL = KVCacheGroup()
 
@@ -27,7 +28,8 @@ def mamba(mode: str | None = None) -> KVCacheGroup:
 
 def manager(*groups: KVCacheGroup, num_gpu_blocks: int = 40, caching: bool = True,
             max_model_len: int = 1024) -> KVCacheManager:
-    return KVCacheManager(num_gpu_blocks, 16, max_model_len, enable_caching=caching, kv_cache_groups=groups)
+    return KVCacheManager(num_gpu_blocks, 16, max_model_len, enable_caching=caching, kv_cache_groups=groups,
+                          release=VLLM_0_17_1)
 
 
 def hashed(request: Request) -> Request:

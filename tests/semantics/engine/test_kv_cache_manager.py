@@ -6,13 +6,14 @@ import pytest
 
 from kvplan.semantics.engine.hashing import RequestBlockHasher
 from kvplan.semantics.engine.kv_cache_manager import KVCacheManager
+from kvplan.semantics.releases import VLLM_0_17_1
 from tests.references import block_ids
 
 BLOCK = 16
 
 
 def manager(num_gpu_blocks: int, caching: bool = True, max_model_len: int = 4096) -> KVCacheManager:
-    return KVCacheManager(num_gpu_blocks, BLOCK, max_model_len, enable_caching=caching)
+    return KVCacheManager(num_gpu_blocks, BLOCK, max_model_len, enable_caching=caching, release=VLLM_0_17_1)
 
 
 def hashed(request):

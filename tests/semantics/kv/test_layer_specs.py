@@ -10,6 +10,7 @@ from kvplan.semantics.kv.layer_specs import CacheSettings, build_worker_specs, m
 from kvplan.semantics.kv.sizing import size_kv_cache
 from kvplan.semantics.kv.specs import FullAttentionSpec, MambaSpec, MLAAttentionSpec, SizingLimits
 from kvplan.semantics.models.shape import LayerShape
+from kvplan.semantics.releases import VLLM_0_17_1
 
 GiB = 1 << 30
 QWEN3_NEXT = "Qwen/Qwen3-Next-80B-A3B-Thinking"
@@ -33,7 +34,8 @@ def pages(specs: dict) -> set[int]:
 )
 def test_hybrid_block_size_table(catalog_shape, model, tp, cache_dtype, block, page, padded) -> None:
     shape = catalog_shape(model)
-    knobs = CacheSettings(max_model_len=shape.max_model_len, cache_dtype=cache_dtype, tensor_parallel_size=tp)
+    knobs = CacheSettings(max_model_len=shape.max_model_len, cache_dtype=cache_dtype, tensor_parallel_size=tp,
+        release=VLLM_0_17_1)
     layout = resolve_cache_layout(shape, knobs)
     assert (layout.block_size, layout.block_size_rule, layout.mamba_cache_mode) == (block, "hybrid", "none")
     assert layout.mamba_block_size == shape.max_model_len and not layout.enable_prefix_caching
@@ -45,7 +47,7 @@ def test_hybrid_block_size_table(catalog_shape, model, tp, cache_dtype, block, p
 def test_mamba_state_shapes_per_rank(catalog_shape) -> None:
     gdn = catalog_shape(QWEN3_NEXT).layers[0].mamba
     mamba2 = catalog_shape(NEMOTRON_H).layers[0].mamba
-    knobs = CacheSettings(max_model_len=8192)
+    knobs = CacheSettings(max_model_len=8192, release=VLLM_0_17_1)
     assert mamba_state(gdn, 1, "bfloat16", knobs) == (((3, 8192), (32, 128, 128)), ("bfloat16", "bfloat16"))
     assert mamba_state(gdn, 2, "bfloat16", knobs)[0] == ((3, 4096), (16, 128, 128))
     assert mamba_state(gdn, 4, "bfloat16", knobs)[0] == ((3, 2048), (8, 128, 128))
@@ -70,8 +72,10 @@ def test_mamba_state_shapes_per_rank(catalog_shape) -> None:
 )
 def test_hybrid_worked_cases(catalog_shape, model, gib, cache_dtype, tp, blocks, tokens, concurrency) -> None:
     shape = catalog_shape(model)
-    knobs = CacheSettings(max_model_len=shape.max_model_len, cache_dtype=cache_dtype, tensor_parallel_size=tp)
-    result = size_kv_cache(build_worker_specs(shape, knobs), [gib * GiB], SizingLimits(shape.max_model_len, 8192))
+    knobs = CacheSettings(max_model_len=shape.max_model_len, cache_dtype=cache_dtype, tensor_parallel_size=tp,
+        release=VLLM_0_17_1)
+    result = size_kv_cache(build_worker_specs(shape, knobs), [gib * GiB], SizingLimits(shape.max_model_len, 8192),
+        release=VLLM_0_17_1)
     assert (result.num_blocks, result.gpu_kv_cache_tokens) == (blocks, tokens)
     assert result.log_lines[-1].endswith(f"tokens per request: {concurrency}")
     assert result.config.needs_kv_cache_zeroing
@@ -79,8 +83,8 @@ def test_hybrid_worked_cases(catalog_shape, model, gib, cache_dtype, tp, blocks,
 
 def test_nemotron_h_groups_and_memory_check(catalog_shape) -> None:
     shape = catalog_shape(NEMOTRON_H)
-    workers = build_worker_specs(shape, CacheSettings(max_model_len=8192))
-    result = size_kv_cache(workers, [20 * GiB], SizingLimits(8192, 8192))
+    workers = build_worker_specs(shape, CacheSettings(max_model_len=8192, release=VLLM_0_17_1))
+    result = size_kv_cache(workers, [20 * GiB], SizingLimits(8192, 8192), release=VLLM_0_17_1)
     assert [len(g.layer_names) for g in result.groups] == [9] * 6 + [10]
     assert isinstance(result.groups[0].kv_cache_spec, MambaSpec)
     # group 0 is Mamba (one state block), so the check needs group_size pages only
@@ -92,7 +96,8 @@ def test_nemotron_h_groups_and_memory_check(catalog_shape) -> None:
 
 def test_nemotron_h_pipeline_stages_follow_the_pattern(catalog_shape) -> None:
     shape = catalog_shape(NEMOTRON_H)
-    workers = build_worker_specs(shape, CacheSettings(max_model_len=8192, pipeline_parallel_size=4))
+    workers = build_worker_specs(shape, CacheSettings(max_model_len=8192, pipeline_parallel_size=4,
+        release=VLLM_0_17_1))
     pattern = "".join("M" if layer.kind == "mamba" else "*" if layer.kind == "full" else "-" for layer in shape.layers)
     bounds = [0, 29, 59, 89, 118]  # 118 layers over 4 stages: [29, 30, 30, 29]
     for specs, start, end in zip(workers, bounds, bounds[1:], strict=False):
@@ -105,16 +110,18 @@ def test_attention_pages_under_tensor_parallelism(catalog_shape) -> None:
     llama = catalog_shape("meta-llama/Llama-3.1-70B-Instruct")
     deepseek = catalog_shape("deepseek-ai/DeepSeek-V3")
     for tp, page in ((1, 65_536), (2, 32_768), (4, 16_384)):
-        (specs,) = build_worker_specs(llama, CacheSettings(max_model_len=8192, tensor_parallel_size=tp))
+        (specs,) = build_worker_specs(llama, CacheSettings(max_model_len=8192, tensor_parallel_size=tp,
+            release=VLLM_0_17_1))
         assert pages(specs) == {page}
         # the MLA latent is not split: every rank stores all of it
-        (specs,) = build_worker_specs(deepseek, CacheSettings(max_model_len=8192, tensor_parallel_size=tp))
+        (specs,) = build_worker_specs(deepseek, CacheSettings(max_model_len=8192, tensor_parallel_size=tp,
+            release=VLLM_0_17_1))
         assert pages(specs) == {18_432}
 
 
 def test_gpt_oss_divides_kv_heads_plainly(catalog_shape) -> None:
     shape = catalog_shape("openai/gpt-oss-20b")
-    (specs,) = build_worker_specs(shape, CacheSettings(max_model_len=8192, tensor_parallel_size=4))
+    (specs,) = build_worker_specs(shape, CacheSettings(max_model_len=8192, tensor_parallel_size=4, release=VLLM_0_17_1))
     assert {spec.num_kv_heads for spec in specs.values()} == {2}
     windows = [spec.sliding_window for spec in specs.values() if hasattr(spec, "sliding_window")]
     assert windows[:4] == [128, None, 128, None]  # even layers slide
@@ -122,13 +129,13 @@ def test_gpt_oss_divides_kv_heads_plainly(catalog_shape) -> None:
 
 def test_mla_block_size_on_hopper_and_without_a_gpu(catalog_shape) -> None:
     shape = catalog_shape("deepseek-ai/DeepSeek-V3")
-    on_h100 = resolve_cache_layout(shape, CacheSettings(max_model_len=8192, gpu_capability=(9, 0)))
+    on_h100 = resolve_cache_layout(shape, CacheSettings(max_model_len=8192, gpu_capability=(9, 0), release=VLLM_0_17_1))
     assert (on_h100.block_size, on_h100.block_size_rule, on_h100.mla_backend) == (64, "FLASHMLA", "FLASHMLA")
     assert on_h100.logs == ("Forcing kv cache block size to 64 for FlashMLA backend.",)
-    (specs,) = build_worker_specs(shape, CacheSettings(max_model_len=8192, gpu_capability=(9, 0)))
+    (specs,) = build_worker_specs(shape, CacheSettings(max_model_len=8192, gpu_capability=(9, 0), release=VLLM_0_17_1))
     assert pages(specs) == {64 * 576 * 2}  # 73,728 bytes
     # without --gpu the user's block size stands, even one a Hopper GPU would replace
-    no_gpu = resolve_cache_layout(shape, CacheSettings(max_model_len=8192, block_size=32))
+    no_gpu = resolve_cache_layout(shape, CacheSettings(max_model_len=8192, block_size=32, release=VLLM_0_17_1))
     assert (no_gpu.block_size, no_gpu.block_size_rule, no_gpu.mla_backend) == (32, "user", None)
     default = resolve_cache_layout(shape, CacheSettings(max_model_len=8192))
     assert (default.block_size, default.block_size_rule) == (16, "default")
@@ -136,7 +143,7 @@ def test_mla_block_size_on_hopper_and_without_a_gpu(catalog_shape) -> None:
 
 def test_sparse_mla_uses_the_packed_fp8_format(catalog_shape) -> None:
     shape = replace(catalog_shape("deepseek-ai/DeepSeek-V3"), mla_sparse=True)
-    knobs = CacheSettings(max_model_len=8192, cache_dtype="fp8")
+    knobs = CacheSettings(max_model_len=8192, cache_dtype="fp8", release=VLLM_0_17_1)
     layout = resolve_cache_layout(shape, knobs)
     assert (layout.cache_dtype, layout.kv_dtype, layout.block_size) == ("fp8_ds_mla", "uint8", 64)
     (specs,) = build_worker_specs(shape, knobs)
@@ -149,15 +156,16 @@ def test_layers_without_cache_get_no_spec(catalog_shape) -> None:
     layers = list(shape.layers)
     layers[1] = LayerShape(index=1, name="model.layers.1.mlp", kind="none")
     layers[2] = LayerShape(index=2, name="model.layers.2.odd", kind="unsupported", note="unknown mixer")
-    (specs,) = build_worker_specs(replace(shape, layers=tuple(layers)), CacheSettings(max_model_len=4096))
+    (specs,) = build_worker_specs(replace(shape, layers=tuple(layers)), CacheSettings(max_model_len=4096,
+        release=VLLM_0_17_1))
     assert len(specs) == 22 and "model.layers.1.mlp" not in specs and "model.layers.2.odd" not in specs
 
 
 def test_prefix_caching_on_a_hybrid_changes_the_mamba_mode(catalog_shape) -> None:
     nemotron = resolve_cache_layout(
-        catalog_shape(NEMOTRON_H), CacheSettings(max_model_len=8192, enable_prefix_caching=True)
+        catalog_shape(NEMOTRON_H), CacheSettings(max_model_len=8192, enable_prefix_caching=True, release=VLLM_0_17_1)
     )
     assert (nemotron.mamba_cache_mode, nemotron.block_size, nemotron.mamba_block_size) == ("all", 2176, 2176)
     qwen = resolve_cache_layout(catalog_shape(QWEN3_NEXT),
-                                CacheSettings(max_model_len=8192, enable_prefix_caching=True))
+                                CacheSettings(max_model_len=8192, enable_prefix_caching=True, release=VLLM_0_17_1))
     assert (qwen.mamba_cache_mode, qwen.block_size, qwen.mamba_block_size) == ("align", 544, 544)

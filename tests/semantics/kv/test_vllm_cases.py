@@ -16,6 +16,7 @@ from kvplan.semantics.kv.specs import (
     SizingLimits,
     SlidingWindowSpec,
 )
+from kvplan.semantics.releases import VLLM_0_17_1
 
 
 def describe(spec: GroupSpec) -> dict:
@@ -58,11 +59,11 @@ def plan(shape, args: dict, derived_max_len: float):
     verify_tensor_parallel(shape, args["tensor_parallel_size"])
     knobs = CacheSettings(
         max_model_len=max_model_len, model_dtype=model_dtype, block_size=args["block_size"],
-        cache_dtype=args["kv_cache_dtype"], tensor_parallel_size=args["tensor_parallel_size"],
+        cache_dtype=args["kv_cache_dtype"], tensor_parallel_size=args["tensor_parallel_size"], release=VLLM_0_17_1
     )
     workers = build_worker_specs(shape, knobs)
     limits = SizingLimits(max_model_len=max_model_len, max_num_batched_tokens=args["max_num_batched_tokens"])
-    result = size_kv_cache(workers, [args["kv_cache_memory_bytes"]] * len(workers), limits)
+    result = size_kv_cache(workers, [args["kv_cache_memory_bytes"]] * len(workers), limits, release=VLLM_0_17_1)
     return knobs, resolve_cache_layout(shape, knobs), workers, result
 
 

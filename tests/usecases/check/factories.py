@@ -6,6 +6,7 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
+from kvplan.semantics.releases import VLLM_0_17_1
 from kvplan.usecases.check.spec import CheckSpec, load_spec
 from kvplan.usecases.check.target import Target, plan_target
 from kvplan.usecases.plan import PlanRequest
@@ -18,7 +19,8 @@ GOLDEN_KV_BYTES = 25_938_100_224
 
 
 def qwen_target(**knobs: object) -> Target:
-    return plan_target(PlanRequest(model=QWEN, **{"kv_cache_memory_bytes": GOLDEN_KV_BYTES, **knobs}))
+    return plan_target(PlanRequest(model=QWEN, **{"kv_cache_memory_bytes": GOLDEN_KV_BYTES, "release": VLLM_0_17_1,
+                                                  **knobs}))
 
 
 def tiny_workload(**changes: object) -> dict:

@@ -11,7 +11,7 @@ import pytest
 
 from kvplan.cli.quick_asserts import verdict_exit_code
 from kvplan.errors import KvplanError
-from kvplan.semantics.releases import DEFAULT_RELEASE
+from kvplan.semantics.releases import VLLM_0_17_1
 from kvplan.usecases.check.assertions import Concurrency
 from kvplan.usecases.check.quick import parse_quick_asserts, plan_report, profile_report, simulation_report
 from kvplan.usecases.plan import PlanRequest, plan
@@ -59,7 +59,7 @@ def test_a_saved_profile_is_checked_without_a_request():
     profile = load_profile(path, path.name)
     assertions = parse_quick_asserts(["--assert-min-kv-tokens=1000000", "--assert-max-activation-peak-bytes=1GiB"],
                                      "profile")
-    report = profile_report(assertions, profile, DEFAULT_RELEASE)
+    report = profile_report(assertions, profile, VLLM_0_17_1)
     assert report.passed
     assert report.results[1].measured == profile.activation_peak_bytes == json.loads(path.read_text())[
         "activation_peak_bytes"]

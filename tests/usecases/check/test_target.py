@@ -9,12 +9,15 @@ import sys
 import pytest
 
 from kvplan.errors import KvplanError
+from kvplan.semantics.releases import VLLM_0_33_0, release_named
 from kvplan.usecases.check.spec import TargetSpec
 from kvplan.usecases.check.target import load_target
 from kvplan.usecases.plan import PlanRequest, plan
 from tests.usecases.check.factories import EXAMPLES, QWEN
 
 PROFILE = EXAMPLES / "profiles" / "qwen2-0.5b-l4.json"
+# the release whose semantics the example profile was saved under
+PROFILE_RELEASE = release_named(json.loads(PROFILE.read_text())["provenance"]["vllm_semantics"])
 
 
 def saved_profile(tmp_path, **provenance_changes) -> str:
@@ -34,7 +37,8 @@ def test_the_example_profile_is_reproduced_by_the_planner():
     document = json.loads(PROFILE.read_text())
     record = document["plan"]
     knobs = {k: v for k, v in document["provenance"]["knobs"].items() if k in PlanRequest.__dataclass_fields__}
-    replanned = plan(PlanRequest(**{**knobs, "kv_cache_memory_bytes": record["kv_cache_memory_bytes"]}))
+    replanned = plan(PlanRequest(**{**knobs, "kv_cache_memory_bytes": record["kv_cache_memory_bytes"]},
+                                 release=PROFILE_RELEASE))
     assert replanned.num_blocks == record["num_blocks"] == document["num_blocks"]
     assert replanned.sizing.gpu_kv_cache_tokens == record["gpu_kv_cache_tokens"]
 
@@ -42,7 +46,7 @@ def test_the_example_profile_is_reproduced_by_the_planner():
 def test_a_matching_profile_is_the_target(write_spec, tmp_path):
     name = saved_profile(tmp_path)
     spec = spec_with_target(write_spec, f'profile = "{name}"\nmodel = "{QWEN}"\ngpu = "l4-24gb"\nmax_model_len = 32768')
-    target = load_target(spec.target, "spec.toml")
+    target = load_target(spec.target, "spec.toml", PROFILE_RELEASE)
     assert target.kind == "profile" and target.fits
     assert target.budget.total_bytes == target.profile.total_bytes
     assert target.budget.non_kv_bytes == target.profile.non_kv_bytes
@@ -61,22 +65,31 @@ def test_a_mismatched_profile_is_refused(write_spec, tmp_path, provenance, targe
     name = saved_profile(tmp_path, **provenance)
     spec = spec_with_target(write_spec, f'profile = "{name}"\n{target}')
     with pytest.raises(KvplanError) as raised:
-        load_target(spec.target, "spec.toml")
+        load_target(spec.target, "spec.toml", PROFILE_RELEASE)
     message = str(raised.value)
     assert message.startswith("spec.toml: target.profile p.json does not match the spec: ")
     assert reason in message
     assert raised.value.exit_code == 2
 
 
+def test_a_profile_of_another_release_is_refused(write_spec, tmp_path):
+    other = next(version for version in ("0.17.1", "0.33.0") if version != PROFILE_RELEASE.version)
+    name = saved_profile(tmp_path)
+    spec = write_spec(f'vllm_version = "{other}"\n[target]\nprofile = "{name}"\n[[assert]]\nfits = true')
+    with pytest.raises(KvplanError, match=f"it follows vLLM {PROFILE_RELEASE.version} semantics, this check follows "
+                                          f"{other}"):
+        load_target(spec.target, "spec.toml", spec.release)
+
+
 def test_a_missing_profile_is_bad_input(write_spec):
     spec = spec_with_target(write_spec, 'profile = "nowhere.json"')
     with pytest.raises(KvplanError, match="no such file"):
-        load_target(spec.target, "spec.toml")
+        load_target(spec.target, "spec.toml", PROFILE_RELEASE)
 
 
 def test_planning_on_the_spot_needs_a_model():
     with pytest.raises(KvplanError, match=r"spec\.toml: target\.model: required"):
-        load_target(TargetSpec(settings={"kv_cache_memory": 10**9}), "spec.toml")
+        load_target(TargetSpec(settings={"kv_cache_memory": 10**9}), "spec.toml", VLLM_0_33_0)
 
 
 @pytest.mark.parametrize("spec", ["l4-chat.toml", "fail-tight-kv-cache.toml"])

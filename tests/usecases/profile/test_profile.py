@@ -19,6 +19,7 @@ from kvplan.measure.backend import SlotCheck
 from kvplan.measure.nvml import NvmlReport
 from kvplan.report.profile_console import render_profile
 from kvplan.report.profile_json import profile_record
+from kvplan.semantics.releases import VLLM_0_17_1
 from kvplan.units import cdiv
 from kvplan.usecases.plan import PlanRequest
 from kvplan.usecases.profile import ProfileRequest, choose_backend, run_profile
@@ -29,7 +30,7 @@ MIB = 1 << 20
 
 def options(model, **knobs) -> ProfileRequest:
     profile_knobs = {k: knobs.pop(k) for k in list(knobs) if k in ProfileRequest.__dataclass_fields__}
-    request = PlanRequest(model=str(model), **knobs)
+    request = PlanRequest(model=str(model), **{"release": VLLM_0_17_1, **knobs})
     return ProfileRequest(plan=request, **profile_knobs)
 
 
