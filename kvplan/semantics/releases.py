@@ -8,23 +8,34 @@ Which release applies is one rule, here: --vllm-version, else the input file's `
 `default_release()`: the release of the `vllm` package installed beside kvplan (read from its package
 metadata, never imported) when kvplan reproduces it, otherwise the newest (`NEWEST_RELEASE`).
 
-Where each policy is applied:
+Where each policy is applied (docs/versions.md gives every value and its effect on a number):
 
     gpu_memory_utilization        default of PlanRequest (plan, profile, check) and of workloads' engine.model
-    batch_defaults                semantics/config/scheduler.py (BATCH_DEFAULTS: the GPU tiers of the batch limits)
-    non_kv_memory                 semantics/memory/budget.py (NON_KV_MEMORY)
+    non_kv_memory                 semantics/memory/budget.py (NON_KV_MEMORY: how non-KV memory adds up)
     cuda_graphs_in_budget         semantics/memory/budget.py (the CUDA-graph pool taken from the KV budget)
+    cudagraph_capture_sizes       semantics/memory/cudagraphs.py (CAPTURE_SIZES: batch sizes graphs are captured for)
     sampler_passes                measure/dummy_run.py (dummy sampler runs in the profile run)
-    capacity_reserve_blocks       semantics/kv/sizing.py (blocks the memory check and auto-fit hold back)
-    per_request_memory            semantics/kv/sizing.py (PER_REQUEST_MEMORY)
-    group_padding_ratio           semantics/kv/grouping.py (when unequal layer types are padded to one group size)
+    batch_defaults                semantics/config/scheduler.py (BATCH_DEFAULTS: the GPU tiers of the batch limits)
+    mla_block_size                semantics/config/cache.py (MLA_BLOCK_SIZE: the block size an MLA backend sets)
+    hybrid_block_alignment        semantics/config/cache.py (HYBRID_ALIGNMENT: what the Mamba-hybrid block rounds to)
     prefix_caching_for_hybrids    semantics/kv/layer_specs.py (the default of --enable-prefix-caching for hybrids)
-    kv_capacity_log               semantics/kv/sizing.py (KV_CAPACITY_LOG: the "GPU KV cache size" lines)
+    hook_ssm_cache_dtype          semantics/kv/layer_specs.py (Nemotron-H's ssm state dtype by vLLM's model hook)
+    spec_buckets                  semantics/kv/grouping.py (SPEC_BUCKETS: which layers may share a group)
+    page_unification              semantics/kv/grouping.py (PAGE_UNIFICATION: how unequal pages are made equal)
+    group_padding_ratio           semantics/kv/grouping.py (when unequal layer types are padded to one group size)
+    in_flight_tokens              semantics/kv/sizing.py (IN_FLIGHT_TOKENS: a window request's reservation)
+    kv_tensor_layout              semantics/kv/sizing.py (KV_TENSOR_LAYOUT: the tensors the pool is made of)
+    blocks_override               semantics/kv/sizing.py (when --num-gpu-blocks-override applies)
+    capacity_reserve_blocks       semantics/kv/sizing.py (blocks the memory check and auto-fit hold back)
+    per_request_memory            semantics/kv/sizing.py (PER_REQUEST_MEMORY: one max_model_len request's bytes)
+    kv_capacity                   semantics/kv/sizing.py (KV_CAPACITY: the token and concurrency figures)
+    log_format                    semantics/kv/sizing.py, semantics/memory/budget.py (LOG_FORMATS: vLLM's wording)
     freed_unhashed_blocks         semantics/engine/block_pool.py (UNHASHED_TO_HEAD: where a freed unhashed block goes)
     admission                     semantics/engine/scheduler.py (WHOLE_PROMPT_FIRST: what must fit to admit)
     prefix_stats                  semantics/engine/kv_cache_manager.py (STATS_AT_LOOKUP: when lookups are counted)
     scheduling                    semantics/engine/scheduler.py (BATCHES_IN_FLIGHT: the loop `vllm serve` runs)
-    mamba_cache_modes             semantics/engine/groups.py (the Mamba cache modes with prefix caching on)
+    mamba_cache_modes             semantics/engine/groups.py (the Mamba cache modes with prefix caching on),
+                                  semantics/config/cache.py (MAMBA_MODE_RULES: the mode a model's config settles on)
     prefix_cache_retention        semantics/engine/single_type_manager.py (CACHES_REACHABLE_ONLY: which blocks of
                                   sliding-window and Mamba groups enter the prefix cache)
     window_frees                  semantics/engine/kv_cache_manager.py (FREES_PROCESSED_ONLY: the tokens that decide
@@ -54,9 +65,42 @@ from typing import Literal
 
 from kvplan.errors import KvplanError
 
-NonKvMemory = Literal["weights_peak_non_torch"]        # weights + torch peak increase + non-torch increase
-PerRequestMemory = Literal["first_group_times_group_size"]   # group 0's blocks for every layer of a group
-KvCapacityLog = Literal["tokens_then_concurrency"]     # "GPU KV cache size: N tokens", "Maximum concurrency ..."
+# 0.17.1: weights + torch peak increase + non-torch increase; 0.33.0: the drop in free memory from
+# start-up to after the profile run, plus the transient peak above what stays allocated
+NonKvMemory = Literal["weights_peak_non_torch", "consumed_plus_transient_peak"]
+# the batch sizes CUDA graphs are captured for: up to 512 (0.17.1), or up to 1024 on SM100-family GPUs
+# with max_num_batched_tokens and max_num_seqs added when they fit (0.33.0)
+CudagraphCaptureSizes = Literal["up_to_512", "up_to_1024_on_sm100_with_batch_limits"]
+# an MLA model's block size: forced by the backend when the requested one does not suit it, or the
+# selected backend's preferred size when none is requested (a requested one picks a backend that takes it)
+MlaBlockSize = Literal["forced_by_backend", "preferred_by_backend"]
+# the Mamba-hybrid attention block rounds to the kernel's block, or to the larger of it and the
+# configured block (MLA at least 128)
+HybridBlockAlignment = Literal["kernel_block", "kernel_or_configured_block"]
+# layers share a group when their specs are equal, or also when the specs can be merged (full attention
+# layers differing only in window or chunk size)
+SpecBuckets = Literal["equal_specs", "mergeable_specs"]
+# smaller pages are scaled up by block size only, or padded where that cannot work (Mamba; attention
+# pages that do not divide the largest)
+PageUnification = Literal["scale_block_size", "scale_or_pad"]
+# tokens a sliding-window or chunked-local request may hold beyond its window: one batch
+# (max_num_batched_tokens), or every batch in flight (max_concurrent_batches x max_num_batched_tokens)
+InFlightTokens = Literal["one_batch", "concurrent_batches"]
+# the pool's tensors: one per layer of the largest group, shared across groups; or one backing
+# allocation that every group's layers view at their own strides (groups alias from byte 0)
+KvTensorLayout = Literal["tensor_per_layer", "shared_backing"]
+# --num-gpu-blocks-override replaces the block count after the memory checks, or replaces the memory
+# before them (so an override too small for max_model_len is refused)
+BlocksOverride = Literal["after_checks", "before_checks"]
+# 0.17.1: group 0's blocks for every layer of a group; 0.33.0: every group's blocks
+PerRequestMemory = Literal["first_group_times_group_size", "sum_over_groups"]
+# the capacity figures: tokens = blocks per group x smallest block size and concurrency from the padded
+# per-request bytes; or concurrency = blocks / (sum over groups of a request's blocks) and
+# tokens = int(concurrency x max_model_len)
+KvCapacity = Literal["blocks_per_group", "concurrency_times_length"]
+# vLLM's wording: two capacity lines ("GPU KV cache size", "Maximum concurrency") and the 0.17.1 texts,
+# or one merged line and the 0.33.0 texts (memory check, auto-fit, --kv-cache-memory suggestion)
+LogFormat = Literal["separate_capacity_lines", "merged_capacity_line"]
 # freed blocks without a hash (every block with caching off) join the free queue's tail, or its head
 FreedUnhashedBlocks = Literal["tail", "head"]
 # a waiting request is admitted when its next chunk fits, or when its whole prompt fits and then the chunk
@@ -106,16 +150,30 @@ MambaPrefillCheckpoints = Literal["none", "mamba2_and_gdn"]
 @dataclass(frozen=True)
 class Release:
     version: str
+    # memory at start-up (profile)
     gpu_memory_utilization: float                  # vLLM's default --gpu-memory-utilization
-    batch_defaults: BatchDefaults                  # the GPU tiers of the default batch limits
     non_kv_memory: NonKvMemory                     # how the profile run's terms add up to non-KV memory
     cuda_graphs_in_budget: bool                    # the CUDA-graph pool is taken from the KV budget
+    cudagraph_capture_sizes: CudagraphCaptureSizes  # the batch sizes CUDA graphs are captured for
     sampler_passes: int                            # dummy sampler runs in the profile run
+    # settings vLLM settles before sizing
+    batch_defaults: BatchDefaults                  # the GPU tiers of the default batch limits
+    mla_block_size: MlaBlockSize                   # the block size an MLA backend sets
+    hybrid_block_alignment: HybridBlockAlignment   # what a Mamba hybrid's attention block rounds to
+    prefix_caching_for_hybrids: bool               # the default of prefix caching for Mamba hybrids
+    hook_ssm_cache_dtype: str                      # Nemotron-H's ssm state dtype when its config names none
+    # sizing
+    spec_buckets: SpecBuckets                      # which layers may share a KV cache group
+    page_unification: PageUnification              # how unequal page sizes are made equal
+    group_padding_ratio: float                     # pad layer types to one group size below this size ratio
+    in_flight_tokens: InFlightTokens               # what a sliding-window request reserves beyond its window
+    kv_tensor_layout: KvTensorLayout               # the tensors the pool is made of
+    blocks_override: BlocksOverride                # when --num-gpu-blocks-override applies
     capacity_reserve_blocks: int                   # blocks the memory check and auto-fit hold back
     per_request_memory: PerRequestMemory           # what one max_model_len request needs, over groups
-    group_padding_ratio: float                     # pad layer types to one group size below this size ratio
-    prefix_caching_for_hybrids: bool               # the default of prefix caching for Mamba hybrids
-    kv_capacity_log: KvCapacityLog                 # the log lines that report the pool
+    kv_capacity: KvCapacity                        # the token and concurrency figures of the pool
+    log_format: LogFormat                          # vLLM's wording of the lines kvplan repeats
+    # engine
     freed_unhashed_blocks: FreedUnhashedBlocks     # where a freed block without a hash goes
     admission: Admission                           # when a waiting request is admitted
     prefix_stats: PrefixStats                      # when prefix-cache statistics are recorded
@@ -136,15 +194,25 @@ class Release:
 VLLM_0_17_1 = Release(
     version="0.17.1",
     gpu_memory_utilization=0.9,
-    batch_defaults="two_tiers",
     non_kv_memory="weights_peak_non_torch",
     cuda_graphs_in_budget=False,
+    cudagraph_capture_sizes="up_to_512",
     sampler_passes=1,
+    batch_defaults="two_tiers",
+    mla_block_size="forced_by_backend",
+    hybrid_block_alignment="kernel_block",
+    prefix_caching_for_hybrids=False,
+    hook_ssm_cache_dtype="float16",
+    spec_buckets="equal_specs",
+    page_unification="scale_block_size",
+    group_padding_ratio=1.25,
+    in_flight_tokens="one_batch",
+    kv_tensor_layout="tensor_per_layer",
+    blocks_override="after_checks",
     capacity_reserve_blocks=0,
     per_request_memory="first_group_times_group_size",
-    group_padding_ratio=1.25,
-    prefix_caching_for_hybrids=False,
-    kv_capacity_log="tokens_then_concurrency",
+    kv_capacity="blocks_per_group",
+    log_format="separate_capacity_lines",
     freed_unhashed_blocks="tail",
     admission="first_chunk",
     prefix_stats="every_lookup",
@@ -162,22 +230,30 @@ VLLM_0_17_1 = Release(
 )
 
 # The engine's policies are 0.33.0's (trace-replay-0.33.md and, with several KV cache groups, vLLM
-# 0.33.0's coordinator and managers; checked against its records in both modes). Its non-KV
-# memory formula, per-request memory of hybrids and pool log lines are new variants, and its grouping
-# and hybrid prefix-caching default are to be checked: they come with the sizing side of issue 13, and
-# until then those five hold 0.17.1's values here.
+# 0.33.0's coordinator and managers; checked against its records in both modes); the sizing ones
+# reproduce tests/data/sizing/vllm-0.33.0-cases.json, the memory ones vllm-0.33-changes.md section 1.
 VLLM_0_33_0 = Release(
     version="0.33.0",
     gpu_memory_utilization=0.92,
-    batch_defaults="three_tiers",
-    non_kv_memory="weights_peak_non_torch",
+    non_kv_memory="consumed_plus_transient_peak",
     cuda_graphs_in_budget=True,
+    cudagraph_capture_sizes="up_to_1024_on_sm100_with_batch_limits",
     sampler_passes=2,
+    batch_defaults="three_tiers",
+    mla_block_size="preferred_by_backend",
+    hybrid_block_alignment="kernel_or_configured_block",
+    prefix_caching_for_hybrids=True,
+    hook_ssm_cache_dtype="float32",
+    spec_buckets="mergeable_specs",
+    page_unification="scale_or_pad",
+    group_padding_ratio=1.5,
+    in_flight_tokens="concurrent_batches",
+    kv_tensor_layout="shared_backing",
+    blocks_override="before_checks",
     capacity_reserve_blocks=1,
-    per_request_memory="first_group_times_group_size",
-    group_padding_ratio=1.25,
-    prefix_caching_for_hybrids=False,
-    kv_capacity_log="tokens_then_concurrency",
+    per_request_memory="sum_over_groups",
+    kv_capacity="concurrency_times_length",
+    log_format="merged_capacity_line",
     freed_unhashed_blocks="head",
     admission="whole_prompt",
     prefix_stats="on_admission",

@@ -20,8 +20,8 @@ from kvplan.semantics.config.quantization import check_quantization_capability, 
 from kvplan.semantics.config.scheduler import BatchLimits, batch_defaults, resolve_batch_limits, verify_batch_limits
 from kvplan.semantics.engine.groups import KVCacheGroup, groups_from_kv_cache_config
 from kvplan.semantics.kv.layer_specs import CacheLayout, CacheSettings, build_worker_specs, resolve_cache_layout
-from kvplan.semantics.kv.sizing import SizingResult, kv_bytes_per_token, size_kv_cache
-from kvplan.semantics.kv.specs import KVCacheConfig, KVCacheSpec, SizingLimits
+from kvplan.semantics.kv.sizing import SizingResult, kv_bytes_per_token, size_kv_cache, sizing_limits
+from kvplan.semantics.kv.specs import KVCacheConfig, KVCacheSpec
 from kvplan.semantics.models.resolve import ResolvedConfig, resolve_config
 from kvplan.semantics.models.shape import ModelShape
 from kvplan.semantics.releases import Release, default_release
@@ -325,9 +325,8 @@ def plan(request: PlanRequest, setup: SettledConfig | None = None,
             "to predict it with the profile run"
         )
     setup = setup or settle(request)
-    limits = SizingLimits(
-        max_model_len=setup.max_model_len, max_num_batched_tokens=setup.batch.max_num_batched_tokens
-    )
+    limits = sizing_limits(setup.max_model_len, setup.batch.max_num_batched_tokens,
+                           request.pipeline_parallel_size, release=request.release)
     per_worker = kv_cache_memory_per_worker or (request.kv_cache_memory_bytes,) * len(setup.worker_specs)
     sizing = size_kv_cache(
         list(setup.worker_specs),

@@ -33,8 +33,7 @@ from kvplan.measure.backend import (
 )
 from kvplan.measure.nvml import NvmlReport
 from kvplan.semantics.config.parallel import pp_layer_ranges
-from kvplan.semantics.kv.sizing import estimate_max_model_len_from_groups
-from kvplan.semantics.kv.specs import SizingLimits
+from kvplan.semantics.kv.sizing import estimate_max_model_len_from_groups, reserved_bytes, sizing_limits
 from kvplan.semantics.memory.budget import (
     KvCacheMemorySuggestion,
     MemoryBudget,
@@ -436,9 +435,10 @@ def _target(
     if not groups:
         return None
     needed = result.sizing.bytes_needed_for_one_max_len_request
-    limits = SizingLimits(int(setup.shape.max_model_len), setup.batch.max_num_batched_tokens)
-    available = budget.available_kv_bytes
     release = options.plan.release
+    limits = sizing_limits(int(setup.shape.max_model_len), setup.batch.max_num_batched_tokens,
+                           options.plan.pipeline_parallel_size, release=release)
+    available = budget.available_kv_bytes - reserved_bytes(groups, release)
     largest = estimate_max_model_len_from_groups(groups, available, limits, release) if available > 0 else 0
     return FitTarget(
         max_model_len=result.sizing.max_model_len,

@@ -1,19 +1,24 @@
 """Tiny hand-written ModelShape factories for the catalog models (values from their config.json,
-layer kinds as vLLM 0.17.1's model code assigns them), and the 40 sizing cases computed by
-vLLM 0.17.1's own functions."""
+layer kinds as vLLM's model code assigns them), and the sizing cases computed by each release's own
+functions (40 of vLLM 0.17.1, 38 of vLLM 0.33.0)."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from kvplan.semantics.models.catalog import CATALOG_DIR
-from kvplan.semantics.models.shape import LayerShape, MambaState, ModelShape
+from kvplan.semantics.models.shape import HOOK_SSM_DTYPE, LayerShape, MambaState, ModelShape
+from kvplan.semantics.releases import Release, release_named
 
-CASES_FILE = Path(__file__).resolve().parents[1] / "data" / "sizing" / "vllm-0.17.1-cases.json"
+SIZING_DIR = Path(__file__).resolve().parents[1] / "data" / "sizing"
+CASES_FILE = SIZING_DIR / "vllm-0.17.1-cases.json"
+# the sizing cases of each release, computed by its own planning functions
+CASES_FILES = {version: SIZING_DIR / f"vllm-{version}-cases.json" for version in ("0.17.1", "0.33.0")}
 
 
 def _attention_model(
@@ -75,7 +80,7 @@ def _nemotron_h() -> ModelShape:
     # vLLM's NemotronH hook: the ssm state is float16 when the config names no dtype
     mamba2 = MambaState(
         mamba_type="mamba2", conv_kernel=4, num_heads=256, head_dim=64, n_groups=8, state_size=256,
-        chunk_size=128, ssm_dtype="float16",
+        chunk_size=128, ssm_dtype=HOOK_SSM_DTYPE,
     )
 
     def layer(i: int, char: str) -> LayerShape:
@@ -148,12 +153,32 @@ def sizing_file() -> dict:
     return json.loads(CASES_FILE.read_text())
 
 
+@dataclass(frozen=True)
+class SizingCase:
+    """One case of a release's sizing file, with the file's model facts."""
+
+    release: Release
+    case: dict
+    model: dict
+
+
+def _sizing_cases() -> list[SizingCase]:
+    cases = []
+    for version, path in CASES_FILES.items():
+        document = json.loads(path.read_text())
+        cases.extend(SizingCase(release_named(version), case, document["models"][case["model"]])
+                     for case in document["cases"])
+    return cases
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "sizing_case" in metafunc.fixturenames:
-        cases = json.loads(CASES_FILE.read_text())["cases"]
-        ids = [
-            f"{i}-{case['model'].split('/')[1]}-tp{case['args']['tensor_parallel_size']}-"
-            f"{case['args']['kv_cache_dtype']}"
-            for i, case in enumerate(cases)
-        ]
+        cases = _sizing_cases()
+        counters: dict[str, int] = {}
+        ids = []
+        for golden in cases:
+            index = counters[golden.release.version] = counters.get(golden.release.version, -1) + 1
+            args = golden.case["args"]
+            ids.append(f"{golden.release.version}-{index}-{golden.case['model'].split('/')[1]}-"
+                       f"tp{args['tensor_parallel_size']}-{args['kv_cache_dtype']}")
         metafunc.parametrize("sizing_case", cases, ids=ids)

@@ -13,6 +13,8 @@ import pytest
 
 from kvplan.errors import KvplanError
 from kvplan.report.replay_records import step_record
+from kvplan.semantics.config.cache import HYBRID_ALIGNMENT, MAMBA_MODE_RULES, MLA_BLOCK_SIZE
+from kvplan.semantics.config.scheduler import BATCH_DEFAULTS
 from kvplan.semantics.engine.block_pool import UNHASHED_TO_HEAD
 from kvplan.semantics.engine.groups import MAMBA_CACHE_MODES, ONE_BLOCK_SIZE
 from kvplan.semantics.engine.kv_cache_manager import FREES_PROCESSED_ONLY, STATS_AT_LOOKUP
@@ -21,8 +23,16 @@ from kvplan.semantics.engine.replay import replay
 from kvplan.semantics.engine.scheduler import BATCHES_IN_FLIGHT, MAMBA_CHUNK_END, WHOLE_PROMPT_FIRST
 from kvplan.semantics.engine.single_type_manager import CACHES_REACHABLE_ONLY
 from kvplan.semantics.engine.trace import load_trace
+from kvplan.semantics.kv.grouping import PAGE_UNIFICATION, SPEC_BUCKETS
 from kvplan.semantics.kv.layer_specs import CacheSettings, resolve_cache_layout
-from kvplan.semantics.kv.sizing import KV_CAPACITY_LOG, PER_REQUEST_MEMORY, size_kv_cache
+from kvplan.semantics.kv.sizing import (
+    IN_FLIGHT_TOKENS,
+    KV_CAPACITY,
+    KV_TENSOR_LAYOUT,
+    LOG_FORMATS,
+    PER_REQUEST_MEMORY,
+    size_kv_cache,
+)
 from kvplan.semantics.kv.specs import FullAttentionSpec, SizingLimits
 from kvplan.semantics.memory.budget import NON_KV_MEMORY, MemoryBudget
 from kvplan.semantics.models.architectures import CONFIG_WIDE_WINDOW
@@ -33,19 +43,27 @@ from kvplan.semantics.releases import (
     VLLM_0_17_1,
     VLLM_0_33_0,
     Admission,
+    BatchDefaults,
     ConfigClasses,
     ConfigWideWindow,
     FreedUnhashedBlocks,
+    HybridBlockAlignment,
     HybridBlockSizes,
-    KvCapacityLog,
+    InFlightTokens,
+    KvCapacity,
+    KvTensorLayout,
+    LogFormat,
     MambaCacheMode,
     MambaChunkEnds,
     MambaRetirement,
+    MlaBlockSize,
     NonKvMemory,
+    PageUnification,
     PerRequestMemory,
     PrefixCacheRetention,
     PrefixStats,
     Scheduling,
+    SpecBuckets,
     WindowFrees,
     default_release,
     release_for_installed,
@@ -96,7 +114,16 @@ def test_the_default_reads_package_metadata_without_importing_vllm(monkeypatch):
 def test_every_policy_value_has_its_implementation():
     assert set(NON_KV_MEMORY) == set(get_args(NonKvMemory))
     assert set(PER_REQUEST_MEMORY) == set(get_args(PerRequestMemory))
-    assert set(KV_CAPACITY_LOG) == set(get_args(KvCapacityLog))
+    assert set(KV_CAPACITY) == set(get_args(KvCapacity))
+    assert set(LOG_FORMATS) == set(get_args(LogFormat))
+    assert set(KV_TENSOR_LAYOUT) == set(get_args(KvTensorLayout))
+    assert set(IN_FLIGHT_TOKENS) == set(get_args(InFlightTokens))
+    assert set(SPEC_BUCKETS) == set(get_args(SpecBuckets))
+    assert set(PAGE_UNIFICATION) == set(get_args(PageUnification))
+    assert set(BATCH_DEFAULTS) == set(get_args(BatchDefaults))
+    assert set(MLA_BLOCK_SIZE) == set(get_args(MlaBlockSize))
+    assert set(HYBRID_ALIGNMENT) == set(get_args(HybridBlockAlignment))
+    assert set(MAMBA_MODE_RULES) == {VLLM_0_17_1.mamba_cache_modes, VLLM_0_33_0.mamba_cache_modes}
     assert set(UNHASHED_TO_HEAD) == set(get_args(FreedUnhashedBlocks))
     assert set(WHOLE_PROMPT_FIRST) == set(get_args(Admission))
     assert set(STATS_AT_LOOKUP) == set(get_args(PrefixStats))

@@ -1,11 +1,14 @@
-"""vLLM 0.17.1's cache settings (`CacheConfig` and the platform and model hooks that change it):
-block sizes (the user's, the MLA backends', the hybrid hook's), the KV-cache dtype, the Mamba
-cache mode, and whether the hybrid KV cache manager is on.
+"""vLLM's cache settings (`CacheConfig` and the platform and model hooks that change it): block
+sizes (the user's, the MLA backends', the hybrid hook's), the KV-cache dtype, the Mamba cache
+mode, and whether the hybrid KV cache manager is on. Where the releases differ, the release's
+policy picks the rule (MLA_BLOCK_SIZE, HYBRID_ALIGNMENT, MAMBA_MODE_RULES).
 
     check_block_size(block_size) -> None
-    mla_block_size(capability, block_size, *, sparse, qk_nope_head_dim, backend=None) -> BlockSizeChoice
+    mla_block_size(capability, block_size, *, sparse, qk_nope_head_dim, backend=None, cache_dtype="auto",
+                   release) -> BlockSizeChoice
     kernel_block_alignment(capability, head_size, use_mla, backend=None) -> int
-    resolve_mamba_cache_mode(enable_prefix_caching, supports_mamba_prefix_caching, ...) -> MambaMode
+    hybrid_alignment(kernel_alignment, configured_block_size, use_mla, release) -> int
+    resolve_mamba_cache_mode(enable_prefix_caching, supports_mamba_prefix_caching, ..., *, release) -> MambaMode
     hybrid_block_size(attn_page_per_token, mamba_page, *, ...) -> HybridBlocks
     kv_cache_dtype(cache_dtype, model_dtype) -> str
     utilization_problem(value) -> what is wrong with a gpu_memory_utilization, or None
@@ -13,11 +16,13 @@ cache mode, and whether the hybrid KV cache manager is on.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from math import lcm
 from typing import Literal
 
 from kvplan.errors import ConfigRejected
+from kvplan.semantics.releases import HybridBlockAlignment, MambaCacheMode, MlaBlockSize, Release
 from kvplan.units import cdiv
 
 # vLLM's `CacheConfig.block_size` literal: the sizes a user may ask for
@@ -69,16 +74,12 @@ def _mla_backend_size(backend: str | None, block_size: int, capability: tuple[in
     return block_size
 
 
-def mla_block_size(
-    capability: tuple[int, int] | None,
-    block_size: int | None,
-    *,
-    sparse: bool,
-    qk_nope_head_dim: int,
-    backend: str | None = None,
+def _forced_by_backend(
+    capability: tuple[int, int] | None, block_size: int | None, sparse: bool, qk_nope_head_dim: int,
+    backend: str | None, cache_dtype: str,
 ) -> BlockSizeChoice:
-    """`CudaPlatform.check_and_update_config` for MLA models: a backend replaces the block size
-    only when the requested one (16 when unset) does not suit it. Sparse MLA needs 64 anywhere."""
+    """0.17.1's `CudaPlatform.check_and_update_config`: a backend replaces the block size only when the
+    requested one (16 when unset) does not suit it. Sparse MLA needs 64 anywhere."""
     requested = DEFAULT_BLOCK_SIZE if block_size is None else block_size
     chosen = backend or _default_mla_backend(capability, sparse, qk_nope_head_dim)
     size = _mla_backend_size(chosen, requested, capability)
@@ -92,6 +93,67 @@ def mla_block_size(
     return BlockSizeChoice(size, chosen, log)
 
 
+# the smallest block size each MLA backend takes (`get_preferred_block_size` when 16 is not among them)
+_PREFERRED_MLA_BLOCK = {
+    "FLASH_ATTN_MLA": 16, "TRITON_MLA": 16, "FLASHMLA": 64, "CUTLASS_MLA": 128, "FLASHINFER_MLA": 32,
+    "FLASHMLA_SPARSE": 64, "FLASHINFER_MLA_SPARSE": 32,
+}
+# FlashAttention MLA (Hopper's first choice) keeps the cache in the model's precision
+_FLASH_ATTN_MLA_CACHE_DTYPES = ("auto", "bfloat16", "float16")
+
+
+def _preferred_mla_backend(
+    capability: tuple[int, int] | None, sparse: bool, cache_dtype: str
+) -> str | None:
+    """The first MLA backend of 0.33.0's CUDA priorities that takes this GPU and cache dtype."""
+    if capability is None:
+        return None
+    if sparse:
+        return "FLASHMLA_SPARSE"
+    if capability[0] == 10:
+        return "FLASHINFER_MLA"
+    if capability[0] == 9:
+        return "FLASH_ATTN_MLA" if cache_dtype in _FLASH_ATTN_MLA_CACHE_DTYPES else "FLASHMLA"
+    return "TRITON_MLA"
+
+
+def _preferred_by_backend(
+    capability: tuple[int, int] | None, block_size: int | None, sparse: bool, qk_nope_head_dim: int,
+    backend: str | None, cache_dtype: str,
+) -> BlockSizeChoice:
+    """0.33.0's `Platform.update_block_size_for_backend`: a requested block size stays (the backend is
+    chosen to take it); otherwise the selected backend's preferred size."""
+    if block_size is not None:
+        return BlockSizeChoice(block_size, backend)
+    chosen = backend or _preferred_mla_backend(capability, sparse, cache_dtype)
+    size = _PREFERRED_MLA_BLOCK.get(chosen or "", DEFAULT_BLOCK_SIZE)
+    if size == DEFAULT_BLOCK_SIZE:
+        return BlockSizeChoice(size, chosen)
+    return BlockSizeChoice(size, chosen, f"Setting kv cache block size to {size} for {chosen} backend(s).")
+
+
+# Release.mla_block_size -> the block size an MLA model ends up with
+MLA_BLOCK_SIZE: dict[MlaBlockSize, Callable[..., BlockSizeChoice]] = {
+    "forced_by_backend": _forced_by_backend,
+    "preferred_by_backend": _preferred_by_backend,
+}
+
+
+def mla_block_size(
+    capability: tuple[int, int] | None,
+    block_size: int | None,
+    *,
+    sparse: bool,
+    qk_nope_head_dim: int,
+    backend: str | None = None,
+    cache_dtype: str = "auto",
+    release: Release,
+) -> BlockSizeChoice:
+    """The block size of an MLA model on this GPU, by the release's rule."""
+    return MLA_BLOCK_SIZE[release.mla_block_size](capability, block_size, sparse, qk_nope_head_dim, backend,
+                                                  cache_dtype)
+
+
 def kernel_block_alignment(
     capability: tuple[int, int] | None, head_size: int, use_mla: bool, backend: str | None = None
 ) -> int:
@@ -103,6 +165,20 @@ def kernel_block_alignment(
     if blackwell and head_size == 256 and backend in (None, "FLASHINFER"):
         return 32
     return 16
+
+
+# Release.hybrid_block_alignment -> (kernel alignment, configured block size, MLA) -> the multiple
+HYBRID_ALIGNMENT: dict[HybridBlockAlignment, Callable[[int, int, bool], int]] = {
+    "kernel_block": lambda kernel, configured, use_mla: kernel,
+    # 0.33.0: max(the backend's smallest kernel block, cache_config.block_size), MLA at least 128
+    "kernel_or_configured_block": lambda kernel, configured, use_mla: max(kernel, configured, 128 if use_mla else 1),
+}
+
+
+def hybrid_alignment(kernel_alignment: int, configured_block_size: int | None, use_mla: bool, release: Release) -> int:
+    """The multiple a Mamba hybrid's attention block is rounded up to."""
+    configured = DEFAULT_BLOCK_SIZE if configured_block_size is None else configured_block_size
+    return HYBRID_ALIGNMENT[release.hybrid_block_alignment](kernel_alignment, configured, use_mla)
 
 
 def utilization_problem(value: object) -> str | None:
@@ -123,13 +199,11 @@ class MambaMode:
     logs: tuple[str, ...] = ()
 
 
-def resolve_mamba_cache_mode(
-    enable_prefix_caching: bool,
-    supports_mamba_prefix_caching: bool,
-    requested: Literal["none", "align", "all"] = "none",
-    enable_chunked_prefill: bool = True,
-) -> MambaMode:
-    """`MambaModelConfig.verify_and_update_config`: caching off means one state block per request."""
+def _none_align_all(enable_prefix_caching: bool, supports_mamba_prefix_caching: bool,
+                    requested: Literal["none", "align", "all"], enable_chunked_prefill: bool,
+                    architecture: str) -> MambaMode:
+    """0.17.1's `MambaModelConfig.verify_and_update_config`: caching off means one state block per
+    request; on, "all" for models that support Mamba prefix caching, else "align"."""
     if not enable_prefix_caching:
         if requested != "none":
             return MambaMode("none", ("Mamba cache mode is set to 'none' when prefix caching is disabled",))
@@ -142,6 +216,49 @@ def resolve_mamba_cache_mode(
     if mode == "align" and not enable_chunked_prefill:
         raise ConfigRejected("Chunked prefill is required for mamba cache mode 'align'.")
     return MambaMode(mode)
+
+
+def _none_align(enable_prefix_caching: bool, supports_mamba_prefix_caching: bool,
+                requested: Literal["none", "align", "all"], enable_chunked_prefill: bool,
+                architecture: str) -> MambaMode:
+    """0.33.0: "all" is gone; prefix caching means "align" for every Mamba model."""
+    if requested == "all":
+        raise ConfigRejected("mamba_cache_mode 'all' does not exist in this vLLM release: use 'align' or 'none'")
+    if not enable_prefix_caching:
+        if requested != "none":
+            return MambaMode("none", ("Mamba cache mode is set to 'none' when prefix caching is disabled",))
+        return MambaMode("none")
+    logs: tuple[str, ...] = ()
+    mode: Literal["none", "align", "all"] = requested
+    if mode == "none":
+        mode = "align"
+        logs = (f"Mamba cache mode is set to 'align' for {architecture} by default when prefix caching is "
+                "enabled",)
+    if not enable_chunked_prefill:
+        raise ConfigRejected("Chunked prefill is required for Mamba prefix caching.")
+    return MambaMode(mode, logs)
+
+
+# Release.mamba_cache_modes (the modes with prefix caching on) -> the Mamba cache mode vLLM settles on
+MAMBA_MODE_RULES: dict[tuple[MambaCacheMode, ...],
+                        Callable[[bool, bool, Literal["none", "align", "all"], bool, str], MambaMode]] = {
+    ("align", "all"): _none_align_all,
+    ("align",): _none_align,
+}
+
+
+def resolve_mamba_cache_mode(
+    enable_prefix_caching: bool,
+    supports_mamba_prefix_caching: bool,
+    requested: Literal["none", "align", "all"] = "none",
+    enable_chunked_prefill: bool = True,
+    architecture: str = "",
+    *,
+    release: Release,
+) -> MambaMode:
+    """`MambaModelConfig.verify_and_update_config` of the release."""
+    return MAMBA_MODE_RULES[release.mamba_cache_modes](
+        enable_prefix_caching, supports_mamba_prefix_caching, requested, enable_chunked_prefill, architecture)
 
 
 @dataclass(frozen=True)

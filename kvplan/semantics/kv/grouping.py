@@ -1,14 +1,16 @@
-"""Grouping layers into KV-cache groups, as vLLM 0.17.1's `get_kv_cache_groups` does
-(`v1/core/kv_cache_utils.py`, semantics section 4).
+"""Grouping layers into KV-cache groups, as vLLM's `get_kv_cache_groups` does (0.17.1:
+`v1/core/kv_cache_utils.py`, semantics section 4; 0.33.0: `v1/core/kv_cache_planning.py`, changes doc
+section 2.7). The release decides which layers may share a group (SPEC_BUCKETS), how unequal pages
+are made equal (PAGE_UNIFICATION) and when layer types are padded to one group size.
 
 Public API:
-    get_kv_cache_groups(specs, disable_hybrid_kv_cache_manager=False, release=...) -> Grouping
+    get_kv_cache_groups(specs, disable_hybrid_kv_cache_manager=False, *, release) -> Grouping
         `specs` maps layer names (in model order) to per-layer specs. Returns the groups and the
         warnings vLLM logs on the way ("Add %d padding layers, ..."). Raises `GroupingError`
         (exit 2) where vLLM refuses the model's specs.
     merge_specs(specs) -> spec      -- the spec one group of layers shares (vLLM's `spec.merge`)
     is_uniform_type(specs) -> bool  -- `UniformTypeKVCacheSpecs.is_uniform_type`
-    unify_kv_cache_spec_page_size(specs) -> specs
+    unify_kv_cache_spec_page_size(specs, release) -> specs
     with_block_size(spec, block_size) -> spec   -- `copy_with_new_block_size`
 
 Dict order matters: buckets of equal specs keep the order of their first layer, and each
@@ -16,7 +18,7 @@ bucket is split round-robin (`layers[i::n]`) so that pipeline stages stay balanc
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from kvplan.errors import KvplanError
@@ -31,7 +33,7 @@ from kvplan.semantics.kv.specs import (
     SlidingWindowSpec,
     UniformTypeKVCacheSpecs,
 )
-from kvplan.semantics.releases import Release
+from kvplan.semantics.releases import PageUnification, Release, SpecBuckets
 from kvplan.units import cdiv
 
 HYBRID_DISABLED_WARNING = (
@@ -205,34 +207,57 @@ def unify_hybrid_kv_cache_specs(
     return unified, (HYBRID_DISABLED_WARNING,)
 
 
-def unify_kv_cache_spec_page_size(specs: dict[str, KVCacheSpec]) -> dict[str, KVCacheSpec]:
-    """Raise the block size of layers with smaller pages until every page is the largest one."""
+def _scale_block_size(name: str, spec: KVCacheSpec, max_page: int) -> KVCacheSpec:
+    """0.17.1: a smaller page grows with its block size until it is the largest page."""
+    page = spec.page_size_bytes
+    if max_page % page != 0:
+        raise GroupingError(
+            "The page size of the layer is not divisible by the maximum page size. "
+            "Cannot unify by adjusting block_size."
+        )
+    grown = with_block_size(spec, spec.block_size * (max_page // page))
+    if grown.page_size_bytes != max_page:
+        # vLLM asserts (a bare AssertionError in unify_kv_cache_spec_page_size): a Mamba state's page does
+        # not grow with its block size
+        raise GroupingError(
+            f"vLLM's engine fails at start-up (AssertionError in unify_kv_cache_spec_page_size): the "
+            f"{spec.type_name} of {name} has {page}-byte pages, which its block size cannot raise to the "
+            f"largest page ({max_page} bytes); the attention and Mamba pages must be equal"
+        )
+    return grown
+
+
+def _scale_or_pad(name: str, spec: KVCacheSpec, max_page: int) -> KVCacheSpec:
+    """0.33.0: a Mamba page is padded (its size does not follow the block size); an attention page
+    that divides the largest grows with its block size; a non-MLA one that does not is padded."""
+    if isinstance(spec, MambaSpec):
+        return replace(spec, page_size_padded=max_page)
+    if max_page % spec.page_size_bytes == 0:
+        return replace(spec, block_size=spec.block_size * (max_page // spec.page_size_bytes))
+    if isinstance(spec, AttentionSpec) and not isinstance(spec, MLAAttentionSpec):
+        return replace(spec, page_size_padded=max_page)
+    raise GroupingError(
+        f"Layer {name}: page size is not divisible by the maximum page size and cannot be padded. "
+        "Padding is only supported for non-MLA attention layers."
+    )
+
+
+# Release.page_unification -> how a layer with a smaller page is made to take the largest page
+PAGE_UNIFICATION: dict[PageUnification, Callable[[str, KVCacheSpec, int], KVCacheSpec]] = {
+    "scale_block_size": _scale_block_size,
+    "scale_or_pad": _scale_or_pad,
+}
+
+
+def unify_kv_cache_spec_page_size(specs: dict[str, KVCacheSpec], release: Release) -> dict[str, KVCacheSpec]:
+    """Make every page the largest one, by the release's rule."""
     page_sizes = {spec.page_size_bytes for spec in specs.values()}
     if len(page_sizes) <= 1:
         return specs
     max_page = max(page_sizes)
-    unified: dict[str, KVCacheSpec] = {}
-    for name, spec in specs.items():
-        page = spec.page_size_bytes
-        if page == max_page:
-            unified[name] = spec
-            continue
-        if max_page % page != 0:
-            raise GroupingError(
-                "The page size of the layer is not divisible by the maximum page size. "
-                "Cannot unify by adjusting block_size."
-            )
-        grown = with_block_size(spec, spec.block_size * (max_page // page))
-        if grown.page_size_bytes != max_page:
-            # vLLM asserts (a bare AssertionError in unify_kv_cache_spec_page_size): a Mamba state's
-            # page does not grow with its block size
-            raise GroupingError(
-                f"vLLM's engine fails at start-up (AssertionError in unify_kv_cache_spec_page_size): the "
-                f"{spec.type_name} of {name} has {page}-byte pages, which its block size cannot raise to the "
-                f"largest page ({max_page} bytes); the attention and Mamba pages must be equal"
-            )
-        unified[name] = grown
-    return unified
+    unify = PAGE_UNIFICATION[release.page_unification]
+    return {name: spec if spec.page_size_bytes == max_page else unify(name, spec, max_page)
+            for name, spec in specs.items()}
 
 
 def _groups(specs: Mapping[str, KVCacheSpec], grouped_names: list[list[str]]) -> tuple[KVCacheGroupSpec, ...]:
@@ -242,18 +267,50 @@ def _groups(specs: Mapping[str, KVCacheSpec], grouped_names: list[list[str]]) ->
     )
 
 
-def _group_uniform_page_size(specs: Mapping[str, KVCacheSpec], padding_ratio: float) -> Grouping:
+def _equal_specs(specs: Mapping[str, KVCacheSpec]) -> list[list[str]]:
+    """0.17.1: layers share a bucket when their specs are equal (in order of first appearance)."""
     buckets: dict[KVCacheSpec, list[str]] = {}
     for name, spec in specs.items():
         buckets.setdefault(spec, []).append(name)
-    sizes = [len(layers) for layers in buckets.values()]
+    return list(buckets.values())
+
+
+def _mergeable_specs(specs: Mapping[str, KVCacheSpec]) -> list[list[str]]:
+    """0.33.0: buckets of equal specs join an earlier bucket whose specs they merge with (full attention
+    layers that differ only in window or chunk size), so there are fewer groups."""
+    merged: list[tuple[list[str], list[KVCacheSpec]]] = []
+    for names in _equal_specs(specs):
+        spec = specs[names[0]]
+        for bucket_names, bucket_specs in merged:
+            try:
+                _merge([*bucket_specs, spec])
+            except (_NotMergeable, GroupingError):
+                continue
+            bucket_names.extend(names)
+            bucket_specs.append(spec)
+            break
+        else:
+            merged.append((list(names), [spec]))
+    return [names for names, _ in merged]
+
+
+# Release.spec_buckets -> which layers may share a KV cache group
+SPEC_BUCKETS: dict[SpecBuckets, Callable[[Mapping[str, KVCacheSpec]], list[list[str]]]] = {
+    "equal_specs": _equal_specs,
+    "mergeable_specs": _mergeable_specs,
+}
+
+
+def _group_uniform_page_size(specs: Mapping[str, KVCacheSpec], release: Release) -> Grouping:
+    buckets = SPEC_BUCKETS[release.spec_buckets](specs)
+    sizes = [len(layers) for layers in buckets]
     group_size = min(sizes)
     # nearly balanced types (gpt-oss + eagle: 12 sw + 13 full) pad the smaller one instead
-    if max(sizes) < group_size * padding_ratio:
+    if max(sizes) < group_size * release.group_padding_ratio:
         group_size = max(sizes)
     grouped: list[list[str]] = []
     logs: list[str] = []
-    for layers in buckets.values():
+    for layers in buckets:
         padding = group_size - len(layers) % group_size
         if padding != group_size:
             logs.append(
@@ -283,5 +340,5 @@ def get_kv_cache_groups(
             block_size=next(iter(layer_specs.values())).block_size, kv_cache_specs=layer_specs
         )
         return Grouping((KVCacheGroupSpec(tuple(layer_specs), uniform),), logs)
-    hybrid = _group_uniform_page_size(unify_kv_cache_spec_page_size(layer_specs), release.group_padding_ratio)
+    hybrid = _group_uniform_page_size(unify_kv_cache_spec_page_size(layer_specs, release), release)
     return Grouping(hybrid.groups, logs + hybrid.logs)

@@ -22,6 +22,7 @@ from kvplan.semantics.config.cache import (
     DEFAULT_BLOCK_SIZE,
     MAMBA_PREFIX_CACHING_ARCHITECTURES,
     check_block_size,
+    hybrid_alignment,
     hybrid_block_size,
     kernel_block_alignment,
     kv_cache_dtype,
@@ -42,7 +43,7 @@ from kvplan.semantics.kv.specs import (
     MLAAttentionSpec,
     SlidingWindowSpec,
 )
-from kvplan.semantics.models.shape import LayerShape, MambaState, ModelShape
+from kvplan.semantics.models.shape import HOOK_SSM_DTYPE, LayerShape, MambaState, ModelShape
 from kvplan.semantics.releases import Release, default_release
 
 
@@ -89,6 +90,8 @@ def _mamba_dtypes(state: MambaState, model_dtype: str, settings: CacheSettings) 
     conv = settings.mamba_cache_dtype if settings.mamba_cache_dtype != "auto" else state.conv_dtype
     conv = model_dtype if conv == "auto" else conv
     ssm = settings.mamba_ssm_cache_dtype if settings.mamba_ssm_cache_dtype != "auto" else state.ssm_dtype
+    if ssm == HOOK_SSM_DTYPE:
+        ssm = settings.release.hook_ssm_cache_dtype
     return conv, conv if ssm == "auto" else ssm
 
 
@@ -166,7 +169,8 @@ def resolve_cache_layout(shape: ModelShape, settings: CacheSettings) -> CacheLay
     if shape.is_hybrid and mambas:
         mamba_mode = resolve_mamba_cache_mode(
             prefix_caching, shape.architecture in MAMBA_PREFIX_CACHING_ARCHITECTURES,
-            settings.mamba_cache_mode, settings.enable_chunked_prefill,
+            settings.mamba_cache_mode, settings.enable_chunked_prefill, shape.architecture,
+            release=settings.release,
         )
         mode = mamba_mode.mode
         logs.extend(mamba_mode.logs)
@@ -176,8 +180,11 @@ def resolve_cache_layout(shape: ModelShape, settings: CacheSettings) -> CacheLay
             _mamba_page(shapes, dtypes),
             block_size=settings.block_size,
             mamba_cache_mode=mode,
-            alignment=kernel_block_alignment(
-                settings.gpu_capability, shape.head_size, shape.use_mla, settings.attention_backend
+            alignment=hybrid_alignment(
+                kernel_block_alignment(
+                    settings.gpu_capability, shape.head_size, shape.use_mla, settings.attention_backend
+                ),
+                settings.block_size, shape.use_mla, settings.release,
             ),
             max_model_len=settings.max_model_len,
             mamba_block_size=settings.mamba_block_size,
@@ -193,8 +200,9 @@ def resolve_cache_layout(shape: ModelShape, settings: CacheSettings) -> CacheLay
     mla_backend = None
     if shape.use_mla:
         choice = mla_block_size(
-            settings.gpu_capability, block_size, sparse=shape.mla_sparse,
-            qk_nope_head_dim=shape.qk_nope_head_dim, backend=settings.attention_backend,
+            settings.gpu_capability, None if rule == "default" else block_size, sparse=shape.mla_sparse,
+            qk_nope_head_dim=shape.qk_nope_head_dim, backend=settings.attention_backend, cache_dtype=cache_dtype,
+            release=settings.release,
         )
         mla_backend = choice.backend
         if choice.log is not None:

@@ -1,26 +1,32 @@
-"""Sizing the KV-cache pool from per-worker specs and memory, as vLLM 0.17.1's
-`get_kv_cache_configs` does (`v1/core/kv_cache_utils.py`, semantics sections 2.3 and 3.2).
+"""Sizing the KV-cache pool from per-worker specs and memory, as vLLM's `get_kv_cache_configs` does
+(0.17.1: `v1/core/kv_cache_utils.py`, semantics sections 2.3 and 3.2; 0.33.0:
+`v1/core/kv_cache_planning.py`, changes doc section 2). What differs between releases is read from
+the `Release` handed in, through the tables below (PER_REQUEST_MEMORY, KV_TENSOR_LAYOUT,
+KV_CAPACITY, IN_FLIGHT_TOKENS, LOG_FORMATS).
 
 Public API:
     size_kv_cache(worker_specs, available_bytes_per_worker, limits, num_gpu_blocks_override=None,
-                  auto_fit=False, disable_hybrid_kv_cache_manager=False) -> SizingResult
+                  auto_fit=False, disable_hybrid_kv_cache_manager=False, *, release) -> SizingResult
         The whole of `get_kv_cache_configs` plus its report: merge the workers' specs, group
-        them, project the groups onto each worker, auto-fit `max_model_len` (vLLM's
-        `--max-model-len -1`), check memory, size each worker, take the minimum block count.
-        A configuration that does not fit is a result with `fits=False` and vLLM's exact error
-        text in `finding` (never an exception); specs vLLM refuses raise `GroupingError`.
-    kv_cache_config_from_groups(groups, available_bytes, num_gpu_blocks_override=None)
+        them, project the groups onto each worker, apply the override (0.33.0: before the checks),
+        auto-fit `max_model_len` (vLLM's `--max-model-len -1`), check memory (0.33.0: holding
+        back one block), size each worker, take the minimum block count. A configuration that
+        does not fit is a result with `fits=False` and vLLM's exact error text in `finding`
+        (never an exception); specs vLLM refuses raise `GroupingError`.
+    sizing_limits(max_model_len, max_num_batched_tokens, pipeline_parallel_size, *, release) -> SizingLimits
+    kv_cache_config_from_groups(groups, available_bytes, num_gpu_blocks_override=None, *, release)
         -> (KVCacheConfig, log lines)                  -- one worker
     project_groups(groups, worker_specs) -> groups      -- a PP worker's share of the groups
-    max_memory_usage_bytes_from_groups(groups, limits) -> int
-    estimate_max_model_len_from_groups(groups, available_bytes, limits) -> int
-    check_enough_kv_cache_memory(available_bytes, needed_bytes, max_model_len, estimate) -> str | None
+    bytes_per_block(groups) -> int                      -- what one block of the pool costs
+    max_memory_usage_bytes_from_groups(groups, limits, release) -> int
+    estimate_max_model_len_from_groups(groups, available_bytes, limits, release) -> int
+    check_enough_kv_cache_memory(available_bytes, needed_bytes, max_model_len, estimate, release) -> str | None
     shrink_pool(config, num_blocks) -> KVCacheConfig    -- the same layout with fewer blocks
-    max_concurrency(config, limits) -> float            -- `get_max_concurrency_for_kv_cache_config`
-    gpu_kv_cache_tokens(config) -> int                  -- the "GPU KV cache size" figure
-    kv_cache_tokens(num_blocks, group_block_sizes) -> int -- the same for any pool of those groups
+    kv_capacity(config, limits, release) -> (tokens, concurrency)  -- vLLM's capacity figures
+    blocks_for_kv_tokens(tokens, group_block_sizes, blocks_per_request, max_model_len, release) -> int
+    kv_cache_tokens(num_blocks, group_block_sizes) -> int -- 0.17.1's token figure for any pool of those groups
     kv_bytes_per_token(worker_specs) -> float           -- sum of page / block size over layers
-    report_lines(config, limits, release) -> lines      -- the release's info lines, verbatim"""
+    report_lines(config, limits, release) -> lines      -- the release's capacity lines, verbatim"""
 
 from __future__ import annotations
 
@@ -38,18 +44,89 @@ from kvplan.semantics.kv.specs import (
     SizingLimits,
     UniformTypeKVCacheSpecs,
 )
-from kvplan.semantics.releases import KvCapacityLog, PerRequestMemory, Release
+from kvplan.semantics.releases import (
+    InFlightTokens,
+    KvCapacity,
+    KvTensorLayout,
+    LogFormat,
+    PerRequestMemory,
+    Release,
+)
 from kvplan.units import cdiv, format_gib
 
 DOCS_HINT = "See https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more details."
-NO_MEMORY = (
-    "No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when "
-    f"initializing the engine. {DOCS_HINT}"
-)
 CANNOT_AUTO_FIT = (
     "Cannot auto-fit max_model_len: not enough GPU memory available to serve even a single token. "
     "Try increasing `gpu_memory_utilization`."
 )
+# the device vLLM names in 0.33.0's lines (`_kv_cache_device_name`): kvplan plans for CUDA GPUs
+DEVICE_NAME = "GPU"
+
+
+@dataclass(frozen=True)
+class SizingTexts:
+    """vLLM's wording of the lines sizing repeats, for one `log_format`."""
+
+    no_memory: str
+    model_s: str                       # "models's" (0.17.1's spelling) or "model's"
+    increase_utilization: str          # the advice in the memory-check error
+    auto_fit_fits: Callable[[int, int], str]          # (original, limiting bytes)
+    auto_fit_reduced: Callable[[int, int, int], str]  # (original, fitted, limiting bytes)
+    capacity_lines: Callable[[int, float, int], tuple[str, ...]]   # (tokens, concurrency, max_model_len)
+
+
+def _separate_capacity_lines(tokens: int, concurrency: float, max_model_len: int) -> tuple[str, ...]:
+    return (
+        f"GPU KV cache size: {tokens:,} tokens",
+        f"Maximum concurrency for {max_model_len:,} tokens per request: {concurrency:.2f}x",
+    )
+
+
+def _merged_capacity_line(tokens: int, concurrency: float, max_model_len: int) -> tuple[str, ...]:
+    return (
+        f"{DEVICE_NAME} KV cache size: {tokens:,} tokens, Maximum concurrency for {max_model_len:,} tokens "
+        f"per request: {concurrency:.2f}x",
+    )
+
+
+# Release.log_format -> vLLM's wording
+LOG_FORMATS: dict[LogFormat, SizingTexts] = {
+    "separate_capacity_lines": SizingTexts(
+        no_memory=(
+            "No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when "
+            f"initializing the engine. {DOCS_HINT}"
+        ),
+        model_s="models's",
+        increase_utilization="Try increasing `gpu_memory_utilization`",
+        auto_fit_fits=lambda original, _limiting: (
+            f"Auto-fit max_model_len: full model context length {original} fits in available GPU memory"
+        ),
+        auto_fit_reduced=lambda original, fitted, limiting: (
+            f"Auto-fit max_model_len: reduced from {original} to {fitted} to fit in available GPU memory "
+            f"({format_gib(limiting)} GiB available for KV cache)"
+        ),
+        capacity_lines=_separate_capacity_lines,
+    ),
+    "merged_capacity_line": SizingTexts(
+        no_memory=(
+            "No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when "
+            "initializing the engine (this flag also controls CPU memory reservation on the CPU backend, "
+            f"despite its name). {DOCS_HINT}"
+        ),
+        model_s="model's",
+        increase_utilization="Try increasing `gpu_memory_utilization` (which also controls CPU memory on the "
+                             "CPU backend)",
+        auto_fit_fits=lambda original, limiting: (
+            f"Auto-fit max_model_len: full model context length {original} fits in available KV cache memory "
+            f"({format_gib(limiting)} GiB {DEVICE_NAME})"
+        ),
+        auto_fit_reduced=lambda original, fitted, limiting: (
+            f"Auto-fit max_model_len: reduced from {original} to {fitted} to fit in available KV cache memory "
+            f"({format_gib(limiting)} GiB {DEVICE_NAME})"
+        ),
+        capacity_lines=_merged_capacity_line,
+    ),
+}
 
 
 @dataclass(frozen=True)
@@ -107,40 +184,57 @@ def _single_uniform_type(groups: Sequence[KVCacheGroupSpec]) -> UniformTypeKVCac
     return None
 
 
+def _layer_spec(group: KVCacheGroupSpec, name: str) -> KVCacheSpec:
+    spec = group.kv_cache_spec
+    return spec.kv_cache_specs[name] if isinstance(spec, UniformTypeKVCacheSpecs) else spec
+
+
+def _request_blocks(spec: GroupSpec, limits: SizingLimits) -> int:
+    """The blocks one `max_model_len` request takes from a group's block table."""
+    if isinstance(spec, UniformTypeKVCacheSpecs):
+        return max(cdiv(member.max_memory_usage_bytes(limits), member.page_size_bytes)
+                   for member in spec.kv_cache_specs.values())
+    return cdiv(spec.max_memory_usage_bytes(limits), spec.page_size_bytes)
+
+
+def bytes_per_block(groups: Sequence[KVCacheGroupSpec]) -> int:
+    """What one more block of the pool costs on one worker (`num_blocks = available // this`): the
+    pages of the largest group's layers, summed (0.17.1's `group_size x page` is the same number)."""
+    return max(sum(_layer_spec(group, name).page_size_bytes for name in group.layer_names) for group in groups)
+
+
 def _first_group_times_group_size(groups: Sequence[KVCacheGroupSpec], limits: SizingLimits) -> int:
-    """0.17.1: for several groups, the blocks of group 0's spec only, times the group size (so
-    padding layers are paid for)."""
+    """0.17.1: one group of unequal pages needs each layer's own bytes; several groups need group
+    0's blocks only, times the group size (so padding layers are paid for)."""
+    uniform = _single_uniform_type(groups)
+    if uniform is not None:
+        return sum(spec.max_memory_usage_bytes(limits) for spec in uniform.kv_cache_specs.values())
     group_size = max(len(group.layer_names) for group in groups)
     page_size = _uniform_page_size(group.kv_cache_spec for group in groups)
     blocks = cdiv(groups[0].kv_cache_spec.max_memory_usage_bytes(limits), page_size)
     return group_size * page_size * blocks
 
 
-# Release.per_request_memory -> what one max_model_len request needs when there are several groups
+def _sum_over_groups(groups: Sequence[KVCacheGroupSpec], limits: SizingLimits) -> int:
+    """0.33.0: every group takes its own blocks from the one pool, so a request costs the sum of
+    the groups' blocks, each block costing the pool's bytes per block."""
+    return bytes_per_block(groups) * sum(_request_blocks(group.kv_cache_spec, limits) for group in groups)
+
+
+# Release.per_request_memory -> what one max_model_len request needs
 PER_REQUEST_MEMORY: dict[PerRequestMemory, Callable[[Sequence[KVCacheGroupSpec], SizingLimits], int]] = {
     "first_group_times_group_size": _first_group_times_group_size,
+    "sum_over_groups": _sum_over_groups,
 }
 
 
 def max_memory_usage_bytes_from_groups(
     groups: Sequence[KVCacheGroupSpec], limits: SizingLimits, release: Release
 ) -> int:
-    """Bytes one `max_model_len` request needs, by the release's rule for several groups."""
+    """Bytes one `max_model_len` request needs, by the release's rule."""
     if not groups:
         return 0
-    uniform = _single_uniform_type(groups)
-    if uniform is not None:
-        return sum(spec.max_memory_usage_bytes(limits) for spec in uniform.kv_cache_specs.values())
     return PER_REQUEST_MEMORY[release.per_request_memory](groups, limits)
-
-
-def bytes_per_block(groups: Sequence[KVCacheGroupSpec]) -> int:
-    """What one more block of the pool costs on one worker (`num_blocks = available // this`)."""
-    uniform = _single_uniform_type(groups)
-    if uniform is not None:
-        return uniform.page_size_bytes
-    group_size = max(len(group.layer_names) for group in groups)
-    return _uniform_page_size(group.kv_cache_spec for group in groups) * group_size
 
 
 def reserved_bytes(groups: Sequence[KVCacheGroupSpec], release: Release) -> int:
@@ -148,6 +242,32 @@ def reserved_bytes(groups: Sequence[KVCacheGroupSpec], release: Release) -> int:
     if not groups or not release.capacity_reserve_blocks:
         return 0
     return release.capacity_reserve_blocks * bytes_per_block(groups)
+
+
+def _one_batch(max_num_batched_tokens: int, pipeline_parallel_size: int) -> int | None:
+    return None
+
+
+def _concurrent_batches(max_num_batched_tokens: int, pipeline_parallel_size: int) -> int | None:
+    """`VllmConfig.max_in_flight_tokens`: `vllm serve` schedules asynchronously, two batches in flight,
+    with one pipeline stage; with several it runs synchronously, one batch per stage (as the
+    release's own planning does, tests/data/sizing)."""
+    batches = 2 if pipeline_parallel_size <= 1 else pipeline_parallel_size
+    return batches * max_num_batched_tokens
+
+
+# Release.in_flight_tokens -> what a sliding-window or chunked-local request holds beyond its window
+IN_FLIGHT_TOKENS: dict[InFlightTokens, Callable[[int, int], int | None]] = {
+    "one_batch": _one_batch,
+    "concurrent_batches": _concurrent_batches,
+}
+
+
+def sizing_limits(max_model_len: int, max_num_batched_tokens: int, pipeline_parallel_size: int = 1, *,
+                  release: Release) -> SizingLimits:
+    """The scheduler settings the specs read, as the release derives them."""
+    in_flight = IN_FLIGHT_TOKENS[release.in_flight_tokens](max_num_batched_tokens, pipeline_parallel_size)
+    return SizingLimits(max_model_len, max_num_batched_tokens, in_flight)
 
 
 def _largest_fitting_len(fits: Callable[[int], bool], upper: int) -> int:
@@ -175,11 +295,12 @@ def estimate_max_model_len_from_groups(
 
 
 def check_enough_kv_cache_memory(
-    available_bytes: int, needed_bytes: int, max_model_len: int, estimate: Callable[[int], int]
+    available_bytes: int, needed_bytes: int, max_model_len: int, estimate: Callable[[int], int], release: Release
 ) -> str | None:
     """vLLM's error text when one `max_model_len` request does not fit, else None."""
+    texts = LOG_FORMATS[release.log_format]
     if available_bytes <= 0:
-        return NO_MEMORY
+        return texts.no_memory
     if needed_bytes <= available_bytes:
         return None
     estimated = estimate(available_bytes)
@@ -187,57 +308,91 @@ def check_enough_kv_cache_memory(
         f"Based on the available memory, the estimated maximum model length is {estimated}. "
         if estimated > 0 else ""
     )
-    # "models's" is vLLM's spelling; kvplan repeats the message verbatim
+    # "models's" is 0.17.1's spelling; kvplan repeats the message verbatim
     return (
-        f"To serve at least one request with the models's max seq len ({max_model_len}), "
+        f"To serve at least one request with the {texts.model_s} max seq len ({max_model_len}), "
         f"({format_gib(needed_bytes)} GiB KV cache is needed, which is larger than the available KV "
         f"cache memory ({format_gib(available_bytes)} GiB). {based_on}"
-        "Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing the "
+        f"{texts.increase_utilization} or decreasing `max_model_len` when initializing the "
         f"engine. {DOCS_HINT}"
     )
 
 
-def _override(num_blocks: int, num_gpu_blocks_override: int | None) -> tuple[int, tuple[str, ...]]:
-    if num_gpu_blocks_override is None:
-        return num_blocks, ()
-    return num_gpu_blocks_override, (
-        f"Overriding num_gpu_blocks={num_blocks} with num_gpu_blocks_override={num_gpu_blocks_override}",
-    )
+def override_line(num_blocks: int, num_gpu_blocks_override: int) -> str:
+    return f"Overriding num_gpu_blocks={num_blocks} with num_gpu_blocks_override={num_gpu_blocks_override}"
 
 
-def kv_cache_config_from_groups(
-    groups: Sequence[KVCacheGroupSpec], available_bytes: int, num_gpu_blocks_override: int | None = None
-) -> tuple[KVCacheConfig, tuple[str, ...]]:
-    """One worker's pool: `num_blocks = available // page_size // group_size` (at least 0)."""
-    if not groups:
-        return KVCacheConfig(num_blocks=1, kv_cache_tensors=(), kv_cache_groups=()), ()  # null block
+def _tensor_per_layer(groups: Sequence[KVCacheGroupSpec], num_blocks: int) -> tuple[KVCacheTensor, ...]:
+    """0.17.1: one tensor per layer of a uniform-type group; otherwise `group_size` tensors, tensor i
+    shared by layer i of every group."""
     uniform = _single_uniform_type(groups)
     if uniform is not None:
-        # one tensor per layer, each sized by its own page; the group's page is their sum
-        num_blocks, logs = _override(available_bytes // uniform.page_size_bytes, num_gpu_blocks_override)
-        tensors = tuple(
+        return tuple(
             KVCacheTensor(size=uniform.kv_cache_specs[name].page_size_bytes * num_blocks, shared_by=(name,))
             for name in groups[0].layer_names
         )
-    else:
-        # `group_size` tensors, tensor i shared by layer i of every group
-        group_size = max(len(group.layer_names) for group in groups)
-        if group_size == 0:
-            # vLLM stops here on `assert group_size > 0`: a pipeline stage instantiated no layer
-            raise ConfigRejected("a pipeline stage holds no layer with a KV cache (vLLM fails on "
-                                 "\"assert group_size > 0\"): lower --pipeline-parallel-size")
-        page_size = _uniform_page_size(group.kv_cache_spec for group in groups)
-        num_blocks, logs = _override(
-            max(available_bytes // page_size // group_size, 0), num_gpu_blocks_override
+    group_size = max(len(group.layer_names) for group in groups)
+    assert group_size > 0, "group_size must be greater than 0"
+    page_size = _uniform_page_size(group.kv_cache_spec for group in groups)
+    return tuple(
+        KVCacheTensor(
+            size=page_size * num_blocks,
+            shared_by=tuple(group.layer_names[i] for group in groups if i < len(group.layer_names)),
         )
-        tensors = tuple(
-            KVCacheTensor(
-                size=page_size * num_blocks,
-                shared_by=tuple(group.layer_names[i] for group in groups if i < len(group.layer_names)),
-            )
-            for i in range(group_size)
-        )
-    return KVCacheConfig(num_blocks=num_blocks, kv_cache_tensors=tensors, kv_cache_groups=tuple(groups)), logs
+        for i in range(group_size)
+    )
+
+
+def _shared_backing(groups: Sequence[KVCacheGroupSpec], num_blocks: int) -> tuple[KVCacheTensor, ...]:
+    """0.33.0 (layer-outer LBNHC layout): one backing allocation of `bytes_per_block x num_blocks`;
+    each group's layers of one spec are a run of `page x num_blocks`-byte regions from byte 0."""
+    size = bytes_per_block(groups) * num_blocks
+    tensors = []
+    for group in groups:
+        by_spec: dict[KVCacheSpec, list[str]] = {}
+        for name in group.layer_names:
+            by_spec.setdefault(_layer_spec(group, name), []).append(name)
+        offset = 0
+        for spec, names in by_spec.items():
+            layer_stride = spec.page_size_bytes * num_blocks
+            tensors.append(KVCacheTensor(size=size, shared_by=tuple(names), layer_stride=layer_stride,
+                                         block_stride=spec.page_size_bytes, offset=offset))
+            offset += len(names) * layer_stride
+    return tuple(tensors)
+
+
+# Release.kv_tensor_layout -> the tensors of a pool of `num_blocks` blocks
+KV_TENSOR_LAYOUT: dict[KvTensorLayout, Callable[[Sequence[KVCacheGroupSpec], int], tuple[KVCacheTensor, ...]]] = {
+    "tensor_per_layer": _tensor_per_layer,
+    "shared_backing": _shared_backing,
+}
+
+
+def _pool(groups: Sequence[KVCacheGroupSpec], num_blocks: int, layout: KvTensorLayout) -> KVCacheConfig:
+    tensors = KV_TENSOR_LAYOUT[layout](groups, num_blocks)
+    return KVCacheConfig(num_blocks=num_blocks, kv_cache_tensors=tensors, kv_cache_groups=tuple(groups),
+                         tensor_layout=layout)
+
+
+def kv_cache_config_from_groups(
+    groups: Sequence[KVCacheGroupSpec], available_bytes: int, num_gpu_blocks_override: int | None = None, *,
+    release: Release,
+) -> tuple[KVCacheConfig, tuple[str, ...]]:
+    """One worker's pool: `num_blocks = available // bytes_per_block` (at least 0), then the
+    override where the release applies it here (0.17.1)."""
+    if not groups:
+        return KVCacheConfig(num_blocks=1, kv_cache_tensors=(), kv_cache_groups=()), ()  # null block
+    if not any(group.layer_names for group in groups):
+        # vLLM stops here on `assert group_size > 0`: a pipeline stage instantiated no layer
+        raise ConfigRejected("a pipeline stage holds no layer with a KV cache (vLLM fails on "
+                             "\"assert group_size > 0\"): lower --pipeline-parallel-size")
+    num_blocks = max(available_bytes // bytes_per_block(groups), 0)
+    logs: tuple[str, ...] = ()
+    if num_gpu_blocks_override is not None:
+        if release.blocks_override == "after_checks":
+            logs = (override_line(num_blocks, num_gpu_blocks_override),)
+        num_blocks = num_gpu_blocks_override
+    return _pool(groups, num_blocks, release.kv_tensor_layout), logs
 
 
 def project_groups(
@@ -256,24 +411,51 @@ def project_groups(
     return tuple(projected)
 
 
-def max_concurrency(config: KVCacheConfig, limits: SizingLimits) -> float:
-    """How many `max_model_len` requests the pool holds at once, by vLLM's formula."""
-    layers_per_group = max(len(group.layer_names) for group in config.kv_cache_groups)
-    per_request = layers_per_group * sum(
-        group.kv_cache_spec.max_memory_usage_bytes(limits) for group in config.kv_cache_groups
-    )
-    per_block = config.kv_cache_groups[0].kv_cache_spec.page_size_bytes * layers_per_group
-    return config.num_blocks / cdiv(per_request, per_block)
-
-
-def gpu_kv_cache_tokens(config: KVCacheConfig) -> int:
-    """vLLM's nominal token figure: blocks per group times the smallest block size."""
-    return kv_cache_tokens(config.num_blocks, [group.kv_cache_spec.block_size for group in config.kv_cache_groups])
+def _blocks_per_group(config: KVCacheConfig, limits: SizingLimits) -> tuple[int, float]:
+    """0.17.1: blocks per group times the smallest block size; concurrency from the per-request bytes
+    of every group, padded to whole blocks of `layers_per_group` pages."""
+    groups = config.kv_cache_groups
+    tokens = kv_cache_tokens(config.num_blocks, [group.kv_cache_spec.block_size for group in groups])
+    layers_per_group = max(len(group.layer_names) for group in groups)
+    per_request = layers_per_group * sum(group.kv_cache_spec.max_memory_usage_bytes(limits) for group in groups)
+    per_block = groups[0].kv_cache_spec.page_size_bytes * layers_per_group
+    return tokens, config.num_blocks / cdiv(per_request, per_block)
 
 
 def kv_cache_tokens(num_blocks: int, group_block_sizes: Sequence[int]) -> int:
-    """The "GPU KV cache size" of a pool of `num_blocks` shared by groups of these block sizes."""
+    """0.17.1's "GPU KV cache size" of a pool of `num_blocks` shared by groups of these block sizes."""
     return num_blocks // len(group_block_sizes) * min(group_block_sizes)
+
+
+def _concurrency_times_length(config: KVCacheConfig, limits: SizingLimits) -> tuple[int, float]:
+    """0.33.0 (`get_kv_cache_capacity`): a request takes each group's blocks from the one pool, and the
+    token figure is the concurrency times max_model_len, truncated."""
+    concurrency = config.num_blocks / sum(_request_blocks(group.kv_cache_spec, limits)
+                                          for group in config.kv_cache_groups)
+    return int(concurrency * limits.max_model_len), concurrency
+
+
+# Release.kv_capacity -> (tokens, concurrency) of a pool
+KV_CAPACITY: dict[KvCapacity, Callable[[KVCacheConfig, SizingLimits], tuple[int, float]]] = {
+    "blocks_per_group": _blocks_per_group,
+    "concurrency_times_length": _concurrency_times_length,
+}
+
+
+def kv_capacity(config: KVCacheConfig, limits: SizingLimits, release: Release) -> tuple[int, float]:
+    """vLLM's "GPU KV cache size" tokens and "Maximum concurrency" of the pool."""
+    return KV_CAPACITY[release.kv_capacity](config, limits)
+
+
+def blocks_for_kv_tokens(tokens: int, group_block_sizes: Sequence[int], blocks_per_request: int,
+                         max_model_len: int, release: Release) -> int:
+    """The fewest blocks whose "KV cache size" figure is at least `tokens`, by the release's rule."""
+    if release.kv_capacity == "blocks_per_group":
+        return len(group_block_sizes) * cdiv(tokens, min(group_block_sizes))
+    blocks = cdiv(tokens * blocks_per_request, max_model_len)
+    while int(blocks / blocks_per_request * max_model_len) < tokens:  # the float product may fall short
+        blocks += 1
+    return blocks
 
 
 def kv_bytes_per_token(specs: Mapping[str, KVCacheSpec]) -> float:
@@ -282,22 +464,9 @@ def kv_bytes_per_token(specs: Mapping[str, KVCacheSpec]) -> float:
     return sum(spec.page_size_bytes / spec.block_size for spec in specs.values())
 
 
-def _tokens_then_concurrency(config: KVCacheConfig, limits: SizingLimits) -> tuple[str, ...]:
-    return (
-        f"GPU KV cache size: {gpu_kv_cache_tokens(config):,} tokens",
-        f"Maximum concurrency for {limits.max_model_len:,} tokens per request: "
-        f"{max_concurrency(config, limits):.2f}x",
-    )
-
-
-# Release.kv_capacity_log -> the info lines that report the pool, verbatim
-KV_CAPACITY_LOG: dict[KvCapacityLog, Callable[[KVCacheConfig, SizingLimits], tuple[str, ...]]] = {
-    "tokens_then_concurrency": _tokens_then_concurrency,
-}
-
-
 def report_lines(config: KVCacheConfig, limits: SizingLimits, release: Release) -> tuple[str, ...]:
-    return KV_CAPACITY_LOG[release.kv_capacity_log](config, limits)
+    tokens, concurrency = kv_capacity(config, limits, release)
+    return LOG_FORMATS[release.log_format].capacity_lines(tokens, concurrency, limits.max_model_len)
 
 
 def _merge_worker_specs(worker_specs: Sequence[Mapping[str, KVCacheSpec]]) -> dict[str, KVCacheSpec]:
@@ -316,8 +485,8 @@ def _auto_fit_max_model_len(
     projected: Sequence[Sequence[KVCacheGroupSpec]], available: Sequence[int], limits: SizingLimits,
     release: Release,
 ) -> tuple[int, str | None]:
-    """The largest `max_model_len` every worker holds and vLLM's log line; 0 and no line when not
-    even one token fits."""
+    """The largest `max_model_len` every worker holds in `available` (the memory the check sees) and
+    vLLM's log line; 0 and no line when not even one token fits."""
     original = limits.max_model_len
     if all(not groups for groups in projected):
         return original, (
@@ -326,30 +495,22 @@ def _auto_fit_max_model_len(
     best, limiting_bytes = original, available[0]
     for groups, avail in zip(projected, available, strict=True):
         if groups:
-            worker_best = estimate_max_model_len_from_groups(
-                groups, avail - reserved_bytes(groups, release), limits, release)
+            worker_best = estimate_max_model_len_from_groups(groups, avail, limits, release)
             if worker_best < best:
                 best, limiting_bytes = worker_best, avail
     if best <= 0:
         return 0, None
+    texts = LOG_FORMATS[release.log_format]
     if best >= original:
-        return original, (
-            f"Auto-fit max_model_len: full model context length {original} fits in available GPU memory"
-        )
-    return best, (
-        f"Auto-fit max_model_len: reduced from {original} to {best} to fit in available GPU memory "
-        f"({format_gib(limiting_bytes)} GiB available for KV cache)"
-    )
+        return original, texts.auto_fit_fits(original, limiting_bytes)
+    return best, texts.auto_fit_reduced(original, best, limiting_bytes)
 
 
 def shrink_pool(config: KVCacheConfig, num_blocks: int) -> KVCacheConfig:
-    """The same layers and layout with `num_blocks` blocks: every tensor shrinks in proportion."""
-    old = config.num_blocks
-    tensors = tuple(
-        replace(tensor, size=tensor.size // old * num_blocks if old else 0)
-        for tensor in config.kv_cache_tensors
-    )
-    return replace(config, num_blocks=num_blocks, kv_cache_tensors=tensors)
+    """The same layers and layout with `num_blocks` blocks (vLLM re-plans the worker with them)."""
+    if not config.kv_cache_groups:
+        return config
+    return _pool(config.kv_cache_groups, num_blocks, config.tensor_layout)
 
 
 def size_kv_cache(
@@ -362,8 +523,8 @@ def size_kv_cache(
     *,
     release: Release,
 ) -> SizingResult:
-    """vLLM's `get_kv_cache_configs` and `_report_kv_cache_config` for these workers, as `release`
-    computes them.
+    """vLLM's `get_kv_cache_configs` and its capacity report for these workers, as `release` computes
+    them.
 
     `worker_specs` has one dict per worker (layer name -> spec, in model order) and
     `available_bytes_per_worker` the KV memory of each. `limits.max_model_len` is the model's
@@ -374,6 +535,7 @@ def size_kv_cache(
         _merge_worker_specs(worker_specs), disable_hybrid_kv_cache_manager, release=release)
     projected = [project_groups(grouping.groups, specs) for specs in worker_specs]
     logs = list(grouping.logs)
+    available = list(available_bytes_per_worker)
 
     def refused(message: str, needed: tuple[int, ...], estimated: int | None = None) -> SizingResult:
         return SizingResult(
@@ -382,8 +544,18 @@ def size_kv_cache(
             log_lines=tuple(logs), worker_groups=tuple(projected),
         )
 
+    if num_gpu_blocks_override is not None and release.blocks_override == "before_checks":
+        # the override becomes the memory every later step plans with (0.33.0)
+        for index, groups in enumerate(projected):
+            if groups:
+                per_block = bytes_per_block(groups)
+                logs.append(override_line(available[index] // per_block, num_gpu_blocks_override))
+                available[index] = num_gpu_blocks_override * per_block
+    check_memory = [avail - reserved_bytes(groups, release) for groups, avail in zip(projected, available,
+                                                                                     strict=True)]
+
     if auto_fit:
-        fitted_len, fit_log = _auto_fit_max_model_len(projected, available_bytes_per_worker, limits, release)
+        fitted_len, fit_log = _auto_fit_max_model_len(projected, check_memory, limits, release)
         if fit_log is None:
             needed = tuple(max_memory_usage_bytes_from_groups(groups, limits, release) for groups in projected)
             return refused(CANNOT_AUTO_FIT, needed)
@@ -391,28 +563,29 @@ def size_kv_cache(
         limits = replace(limits, max_model_len=fitted_len)
 
     needed = tuple(max_memory_usage_bytes_from_groups(groups, limits, release) for groups in projected)
-    for groups, avail, need in zip(projected, available_bytes_per_worker, needed, strict=True):
+    for groups, avail, need in zip(projected, check_memory, needed, strict=True):
         if not groups:
             continue
 
-        def estimate(available: int, groups: Sequence[KVCacheGroupSpec] = groups) -> int:
-            return estimate_max_model_len_from_groups(groups, available, limits, release)
+        def estimate(memory: int, groups: Sequence[KVCacheGroupSpec] = groups) -> int:
+            return estimate_max_model_len_from_groups(groups, memory, limits, release)
 
-        avail -= reserved_bytes(groups, release)
-        finding = check_enough_kv_cache_memory(avail, need, limits.max_model_len, estimate)
+        finding = check_enough_kv_cache_memory(avail, need, limits.max_model_len, estimate, release)
         if finding is not None:
             return refused(finding, needed, estimate(avail) if 0 < avail < need else None)
 
     configs = []
-    for groups, specs, avail in zip(projected, worker_specs, available_bytes_per_worker, strict=True):
+    override_here = num_gpu_blocks_override if release.blocks_override == "after_checks" else None
+    for groups, specs, avail in zip(projected, worker_specs, available, strict=True):
         assert sum(len(group.layer_names) for group in groups) == len(specs), (
             "Some layers are not assigned to any group."
         )
-        config, override_logs = kv_cache_config_from_groups(groups, avail, num_gpu_blocks_override)
+        config, override_logs = kv_cache_config_from_groups(groups, avail, override_here, release=release)
         configs.append(config)
         logs.extend(override_logs)
     min_blocks = min(config.num_blocks for config in configs)
-    configs = [shrink_pool(config, min_blocks) for config in configs]
+    configs = [config if config.num_blocks == min_blocks else shrink_pool(config, min_blocks)
+               for config in configs]
 
     first = configs[0]
     if not first.kv_cache_groups:
@@ -422,13 +595,14 @@ def size_kv_cache(
             worker_groups=tuple(projected),
         )
     for config in configs:
-        # vLLM logs these once (`info_once`): every worker prints the same two lines
+        # vLLM logs these once (`info_once`): every worker prints the same lines
         for line in report_lines(config, limits, release):
             if line not in logs:
                 logs.append(line)
+    tokens, concurrency = kv_capacity(first, limits, release)
     return SizingResult(
         fits=True, finding=None, max_model_len=limits.max_model_len, groups=grouping.groups,
         worker_configs=tuple(configs), bytes_needed_per_worker=needed,
-        gpu_kv_cache_tokens=gpu_kv_cache_tokens(first), max_concurrency=max_concurrency(first, limits),
-        log_lines=tuple(logs), worker_groups=tuple(projected),
+        gpu_kv_cache_tokens=tokens, max_concurrency=concurrency, log_lines=tuple(logs),
+        worker_groups=tuple(projected),
     )

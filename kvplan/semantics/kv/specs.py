@@ -1,14 +1,16 @@
-"""vLLM 0.17.1's KV-cache spec family (`v1/kv_cache_interface.py`) as frozen dataclasses.
+"""vLLM's KV-cache spec family (`v1/kv_cache_interface.py`) as frozen dataclasses.
 
 Page sizes are bytes per layer per block; `max_memory_usage_bytes` is what one request of
 `max_model_len` tokens may need, the quantity vLLM's memory check and concurrency log use.
 
 Public API:
-    SizingLimits(max_model_len, max_num_batched_tokens) -- the scheduler settings specs read
+    SizingLimits(max_model_len, max_num_batched_tokens, max_in_flight_tokens=None)
+                                                        -- the scheduler settings specs read
     FullAttentionSpec, MLAAttentionSpec, SlidingWindowSpec, ChunkedLocalAttentionSpec, MambaSpec
                                                         -- one layer's spec (`KVCacheSpec`)
     UniformTypeKVCacheSpecs                             -- one group of same-type layers of unequal pages
-    KVCacheTensor(size, shared_by), KVCacheGroupSpec(layer_names, kv_cache_spec),
+    KVCacheTensor(size, shared_by, layer_stride=None, block_stride=None, offset=0),
+    KVCacheGroupSpec(layer_names, kv_cache_spec),
     KVCacheConfig(num_blocks, kv_cache_tensors, kv_cache_groups)
                                                         -- what sizing produces, as in vLLM"""
 
@@ -18,6 +20,7 @@ from dataclasses import dataclass, field
 from math import prod
 
 from kvplan.semantics.dtypes import dtype_size
+from kvplan.semantics.releases import KvTensorLayout
 from kvplan.units import cdiv
 
 # DeepSeek V3.2's packed fp8 MLA cache: 512 fp8 latent values, 4 float32 scales, 64 bf16 RoPE values
@@ -26,10 +29,17 @@ FP8_DS_MLA_TOKEN_BYTES = 656
 
 @dataclass(frozen=True)
 class SizingLimits:
-    """The scheduler settings that enter `max_memory_usage_bytes`."""
+    """The scheduler settings that enter `max_memory_usage_bytes`. `max_in_flight_tokens` is what a
+    sliding-window or chunked-local request may hold beyond its window (vLLM 0.33.0's
+    `VllmConfig.max_in_flight_tokens`); None: one batch, `max_num_batched_tokens` (0.17.1)."""
 
     max_model_len: int
     max_num_batched_tokens: int
+    max_in_flight_tokens: int | None = None
+
+    @property
+    def in_flight_tokens(self) -> int:
+        return self.max_num_batched_tokens if self.max_in_flight_tokens is None else self.max_in_flight_tokens
 
 
 class _PaddablePage:
@@ -109,7 +119,7 @@ class SlidingWindowSpec(AttentionSpec):
     sliding_window: int = 0
 
     def max_memory_usage_bytes(self, limits: SizingLimits) -> int:
-        tokens = min(self.sliding_window - 1 + limits.max_num_batched_tokens, limits.max_model_len)
+        tokens = min(self.sliding_window - 1 + limits.in_flight_tokens, limits.max_model_len)
         # +1: the window need not start at a block boundary
         return (cdiv(tokens, self.block_size) + 1) * self.page_size_bytes
 
@@ -119,7 +129,7 @@ class ChunkedLocalAttentionSpec(AttentionSpec):
     attention_chunk_size: int = 0
 
     def max_memory_usage_bytes(self, limits: SizingLimits) -> int:
-        tokens = min(self.attention_chunk_size + limits.max_num_batched_tokens, limits.max_model_len)
+        tokens = min(self.attention_chunk_size + limits.in_flight_tokens, limits.max_model_len)
         return cdiv(tokens, self.block_size) * self.page_size_bytes
 
 
@@ -178,10 +188,16 @@ GroupSpec = KVCacheSpec | UniformTypeKVCacheSpecs
 
 @dataclass(frozen=True)
 class KVCacheTensor:
-    """One raw allocation of `size` bytes, used by every layer in `shared_by` (one per group)."""
+    """0.17.1: one raw allocation of `size` bytes, used by every layer in `shared_by` (one per group).
+    0.33.0: one region of the pool's single backing allocation of `size` bytes, holding the layers in
+    `shared_by` (of one group and one spec), layer `i`'s block `b` at byte
+    `offset + i * layer_stride + b * block_stride`; every group's tensors start at byte 0."""
 
     size: int
     shared_by: tuple[str, ...]
+    layer_stride: int | None = None
+    block_stride: int | None = None
+    offset: int = 0
 
 
 @dataclass(frozen=True)
@@ -194,11 +210,21 @@ class KVCacheGroupSpec:
 
 @dataclass(frozen=True)
 class KVCacheConfig:
-    """One worker's pool: `num_blocks` blocks (the null block included), its tensors and groups."""
+    """One worker's pool: `num_blocks` blocks (the null block included), its tensors and groups, and
+    how the tensors make up the pool (the release's `kv_tensor_layout`)."""
 
     num_blocks: int
     kv_cache_tensors: tuple[KVCacheTensor, ...]
     kv_cache_groups: tuple[KVCacheGroupSpec, ...]
+    tensor_layout: KvTensorLayout = "tensor_per_layer"
+
+    @property
+    def pool_bytes(self) -> int:
+        """The bytes the pool allocates: every tensor, or the one backing allocation that shared-backing
+        tensors describe regions of."""
+        if self.tensor_layout == "shared_backing":
+            return max((tensor.size for tensor in self.kv_cache_tensors), default=0)
+        return sum(tensor.size for tensor in self.kv_cache_tensors)
 
     @property
     def needs_kv_cache_zeroing(self) -> bool:

@@ -1,13 +1,19 @@
 """vLLM's memory accounting, from the start-up snapshot to the KV-cache budget
-(`vllm-kv-semantics.md` sections 2.1, 2.2, 2.4 and 2.5), and the log lines that report it.
+(`vllm-kv-semantics.md` sections 2.1, 2.2, 2.4 and 2.5; `vllm-0.33-changes.md` section 1), and the
+log lines that report it.
 
     requested = ceil(total * gpu_memory_utilization)          (refused if free < requested)
-    non_kv    = the release's formula; 0.17.1: weights + torch peak increase + non-torch increase
-    available = requested - non_kv                            (or --kv-cache-memory as given)
+    non_kv    = the release's formula (NON_KV_MEMORY):
+                0.17.1: weights + torch peak increase + non-torch increase
+                0.33.0: total consumed (the drop in free memory from start-up to after the profile
+                        run: weights, non-torch and what the run left allocated) + transient peak
+                        (the run's peak above what stays allocated)
+    available = requested - non_kv - (the CUDA-graph pool, where `cuda_graphs_in_budget`)
+                                                              (or --kv-cache-memory as given)
 
 What 0.17.1 does not count sits outside `requested`: the CUDA context (created before the
-snapshot) and the CUDA-graph pool (captured after the KV cache is allocated); a release whose
-`cuda_graphs_in_budget` is set takes the graph pool from the budget instead."""
+snapshot) and the CUDA-graph pool (captured after the KV cache is allocated); 0.33.0 estimates the
+graph pool before the KV cache exists and takes it from the budget."""
 
 from __future__ import annotations
 
@@ -15,7 +21,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from kvplan.semantics.releases import NonKvMemory, Release, default_release
+from kvplan.semantics.releases import LogFormat, NonKvMemory, Release, default_release
 from kvplan.units import format_gib
 
 # vLLM's margin in its --kv-cache-memory suggestion: "memory profiling may slightly underestimate"
@@ -43,7 +49,13 @@ def startup_refusal(free_bytes: int, total_bytes: int, utilization: float, devic
 class MemoryBudget:
     """One worker's budget, in bytes, as `release` accounts it. `kv_cache_memory_override` is
     `--kv-cache-memory`; `cuda_graph_bytes` is the CUDA-graph pool (known or estimated), taken
-    from the budget only by a release whose `cuda_graphs_in_budget` is set."""
+    from the budget only by a release whose `cuda_graphs_in_budget` is set.
+
+    `activation_peak_bytes` is the profile run's peak above what was allocated before it;
+    `retained_bytes` what the run leaves allocated (persistent buffers), so that the transient peak
+    0.33.0 counts is `activation_peak_bytes - retained_bytes`. `consumed_bytes` is 0.33.0's total
+    consumed as measured (the drop in free memory); None where it is not measured: weights + non-torch
+    + retained."""
 
     total_bytes: int
     free_at_start_bytes: int
@@ -54,6 +66,25 @@ class MemoryBudget:
     kv_cache_memory_override: int | None = None
     release: Release = field(default_factory=default_release)
     cuda_graph_bytes: int = 0
+    retained_bytes: int = 0
+    consumed_bytes: int | None = None
+
+    @property
+    def total_consumed_bytes(self) -> int:
+        """0.33.0's "consumed memory (weights + non-torch)"."""
+        if self.consumed_bytes is not None:
+            return self.consumed_bytes
+        return self.weights_bytes + self.non_torch_bytes + self.retained_bytes
+
+    @property
+    def transient_peak_bytes(self) -> int:
+        """0.33.0's transient peak headroom: the run's peak above what stays allocated after it."""
+        return self.activation_peak_bytes - self.retained_bytes
+
+    @property
+    def cuda_graph_budget_bytes(self) -> int:
+        """The CUDA-graph pool the release takes from the KV budget."""
+        return self.cuda_graph_bytes if self.release.cuda_graphs_in_budget else 0
 
     @property
     def requested_bytes(self) -> int:
@@ -65,8 +96,7 @@ class MemoryBudget:
 
     @property
     def profiled_available_bytes(self) -> int:
-        graphs = self.cuda_graph_bytes if self.release.cuda_graphs_in_budget else 0
-        return self.requested_bytes - self.non_kv_bytes - graphs
+        return self.requested_bytes - self.non_kv_bytes - self.cuda_graph_budget_bytes
 
     @property
     def available_kv_bytes(self) -> int:
@@ -80,9 +110,14 @@ def _weights_peak_non_torch(budget: MemoryBudget) -> int:
     return budget.weights_bytes + budget.activation_peak_bytes + budget.non_torch_bytes
 
 
+def _consumed_plus_transient_peak(budget: MemoryBudget) -> int:
+    return budget.total_consumed_bytes + budget.transient_peak_bytes
+
+
 # Release.non_kv_memory -> how the profile run's terms add up to non-KV memory
 NON_KV_MEMORY: dict[NonKvMemory, Callable[[MemoryBudget], int]] = {
     "weights_peak_non_torch": _weights_peak_non_torch,
+    "consumed_plus_transient_peak": _consumed_plus_transient_peak,
 }
 
 
@@ -103,7 +138,21 @@ def available_memory_lines(budget: MemoryBudget) -> tuple[str, ...]:
             "between the current run and the previous run where kv_cache_memory_bytes is suggested and "
             "update it correspondingly.",
         )
-    return (f"Available KV cache memory: {format_gib(budget.available_kv_bytes)} GiB",)
+    lines = [f"Available KV cache memory: {format_gib(budget.available_kv_bytes)} GiB"]
+    graphs = budget.cuda_graph_budget_bytes
+    if graphs > 0:
+        # 0.33.0's INFO line once the estimate is taken from the budget
+        utilization = budget.utilization
+        delta = graphs / budget.total_bytes
+        lines.append(
+            "CUDA graph memory profiling is enabled (default since v0.21.0). The current "
+            f"--gpu-memory-utilization={utilization:.4f} is equivalent to --gpu-memory-utilization="
+            f"{round(utilization - delta, 4):.4f} without CUDA graph memory profiling. To maintain the same "
+            f"effective KV cache size as before, increase --gpu-memory-utilization to "
+            f"{min(round(utilization + delta, 4), 1.0):.4f}. To disable, set "
+            "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0."
+        )
+    return tuple(lines)
 
 
 @dataclass(frozen=True)
@@ -115,18 +164,55 @@ class KvCacheMemorySuggestion:
     line: str
 
 
+def _usage_by_term(budget: MemoryBudget, cuda_graph_bytes: int) -> tuple[int, str]:
+    """0.17.1: non-KV = weights + peak + non-torch + graphs, each named."""
+    return budget.non_kv_bytes + cuda_graph_bytes, (
+        f"Actual usage is {format_gib(budget.weights_bytes)} GiB for weight, "
+        f"{format_gib(budget.activation_peak_bytes)} GiB for peak activation, "
+        f"{format_gib(budget.non_torch_bytes)} GiB for non-torch memory, and {format_gib(cuda_graph_bytes)} "
+        "GiB for CUDAGraph memory."
+    )
+
+
+def _usage_consumed(budget: MemoryBudget, cuda_graph_bytes: int) -> tuple[int, str]:
+    """0.33.0: consumed + peak activation (which includes the applied graph estimate) + the graphs
+    (so the estimate counts twice: vLLM's heuristic, repeated)."""
+    peak = peak_activation_bytes(budget)
+    return budget.total_consumed_bytes + peak + cuda_graph_bytes, (
+        f"Actual usage is {format_gib(budget.total_consumed_bytes)} GiB for consumed memory (weights + non-torch), "
+        f"{format_gib(peak)} GiB for peak activation, and {format_gib(cuda_graph_bytes)} GiB for CUDAGraph memory."
+    )
+
+
+# Release.log_format -> the usage sentence of the --kv-cache-memory suggestion and its non-KV sum
+USAGE_LINE: dict[LogFormat, Callable[[MemoryBudget, int], tuple[int, str]]] = {
+    "separate_capacity_lines": _usage_by_term,
+    "merged_capacity_line": _usage_consumed,
+}
+
+
+# Release.non_kv_memory -> what vLLM logs as peak activation
+PEAK_ACTIVATION: dict[NonKvMemory, Callable[[MemoryBudget], int]] = {
+    "weights_peak_non_torch": lambda budget: budget.activation_peak_bytes,
+    # 0.33.0: the transient peak plus the CUDA-graph estimate taken from the budget
+    "consumed_plus_transient_peak": lambda budget: budget.transient_peak_bytes + budget.cuda_graph_budget_bytes,
+}
+
+
+def peak_activation_bytes(budget: MemoryBudget) -> int:
+    return PEAK_ACTIVATION[budget.release.non_kv_memory](budget)
+
+
 def kv_cache_memory_suggestion(budget: MemoryBudget, cuda_graph_bytes: int) -> KvCacheMemorySuggestion:
-    non_kv = budget.non_kv_bytes + cuda_graph_bytes
+    """`compile_or_warm_up_model`'s advice once CUDA graphs are known (0.17.1: debug, 0.33.0: INFO)."""
+    non_kv, usage = USAGE_LINE[budget.release.log_format](budget, cuda_graph_bytes)
     to_gpu = budget.free_at_start_bytes - non_kv - REDUNDANCY_BUFFER_BYTES
     to_requested = budget.requested_bytes - non_kv - REDUNDANCY_BUFFER_BYTES
     line = (
         f"Free memory on device ({format_gib(budget.free_at_start_bytes)}/{format_gib(budget.total_bytes)} "
         f"GiB) on startup. Desired GPU memory utilization is ({budget.utilization}, "
-        f"{format_gib(budget.requested_bytes)} GiB). Actual usage is {format_gib(budget.weights_bytes)} "
-        f"GiB for weight, {format_gib(budget.activation_peak_bytes)} GiB for peak activation, "
-        f"{format_gib(budget.non_torch_bytes)} GiB for non-torch memory, and {format_gib(cuda_graph_bytes)} "
-        f"GiB for CUDAGraph memory. Replace gpu_memory_utilization config with `--kv-cache-memory="
-        f"{to_requested}` ({format_gib(to_requested)} GiB) to fit into requested memory, or "
+        f"{format_gib(budget.requested_bytes)} GiB). {usage} Replace gpu_memory_utilization config with "
+        f"`--kv-cache-memory={to_requested}` ({format_gib(to_requested)} GiB) to fit into requested memory, or "
         f"`--kv-cache-memory={to_gpu}` ({format_gib(to_gpu)} GiB) to fully utilize gpu memory. Current kv "
         f"cache memory in use is {format_gib(budget.available_kv_bytes)} GiB."
     )

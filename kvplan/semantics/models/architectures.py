@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 
 from kvplan.errors import ConfigRejected, KvplanError
 from kvplan.semantics.models.config_fields import ConfigView, normalize_dtype
-from kvplan.semantics.models.shape import LayerShape, MambaState
+from kvplan.semantics.models.shape import HOOK_SSM_DTYPE, LayerShape, MambaState
 from kvplan.semantics.releases import ConfigWideWindow, Release
 
 Builder = Callable[[ConfigView, str, list[str], Release], tuple[LayerShape, ...]]
@@ -299,8 +299,8 @@ def _nemotron_h(view: ConfigView, prefix: str, warnings: list[str], release: Rel
     if view.has("num_hidden_layers") and view.integer("num_hidden_layers") != len(blocks):
         raise KvplanError(f"{view.where}: num_hidden_layers is {view.integer('num_hidden_layers')} but the layer "
                           f"pattern has {len(blocks)} entries: fix the config")
-    # vLLM's Nemotron-H hook keeps the ssm state in the config's mamba_ssm_cache_dtype, else float16
-    ssm_dtype = normalize_dtype(view.raw.get("mamba_ssm_cache_dtype")) or "float16"
+    # vLLM's Nemotron-H hook keeps the ssm state in the config's mamba_ssm_cache_dtype, else its own default
+    ssm_dtype = normalize_dtype(view.raw.get("mamba_ssm_cache_dtype")) or HOOK_SSM_DTYPE
     state = MambaState(
         mamba_type="mamba2", conv_kernel=view.integer("conv_kernel"), num_heads=view.integer("mamba_num_heads"),
         head_dim=view.integer("mamba_head_dim"), n_groups=view.integer("n_groups"),

@@ -39,9 +39,14 @@ class MambaState:
     linear_key_head_dim: int = 0
     linear_num_value_heads: int = 0
     linear_value_head_dim: int = 0
-    # "auto" means the model dtype; Nemotron-H's ssm state is float16 by vLLM's hook
+    # "auto" means the model dtype; HOOK_SSM_DTYPE the dtype vLLM's model hook picks, which differs
+    # between releases (the release's `hook_ssm_cache_dtype`)
     conv_dtype: str = "auto"
     ssm_dtype: str = "auto"
+
+
+# Nemotron-H's ssm state when its config names no mamba_ssm_cache_dtype: what vLLM's hook chooses
+HOOK_SSM_DTYPE = "hook_default"
 
 
 @dataclass(frozen=True)

@@ -8,9 +8,8 @@ from dataclasses import replace
 from functools import lru_cache
 
 from kvplan.errors import KvplanError
-from kvplan.semantics.kv.sizing import max_concurrency
-from kvplan.semantics.kv.specs import SizingLimits
-from kvplan.units import cdiv, format_gib
+from kvplan.semantics.kv import sizing
+from kvplan.units import format_gib
 from kvplan.usecases.check.target import Target
 from kvplan.usecases.plan import PlanRequest, PlanResult, plan, settle
 
@@ -49,8 +48,7 @@ def bytes_per_block(target: Target) -> int:
     """KV memory per GPU that one more block costs: num_blocks = memory // this (the worst
     pipeline stage's, since every stage gets the minimum block count)."""
     result = planned(replace(target.request, kv_cache_memory_bytes=AMPLE_BYTES))
-    return max(sum(t.size for t in config.kv_cache_tensors) // config.num_blocks
-               for config in result.sizing.worker_configs)
+    return max(config.pool_bytes // config.num_blocks for config in result.sizing.worker_configs)
 
 
 def blocks_per_request(target: Target, tokens: int, where: str) -> int:
@@ -59,11 +57,10 @@ def blocks_per_request(target: Target, tokens: int, where: str) -> int:
     if tokens > limit:
         raise KvplanError(f"{where}: tokens_per_request {tokens:,} is above the model's limit of {limit:,} tokens")
     result = planned(replace(target.request, max_model_len=tokens, kv_cache_memory_bytes=AMPLE_BYTES))
-    config = result.kv_config
-    assert config is not None
-    limits = SizingLimits(tokens, result.setup.batch.max_num_batched_tokens)
+    config, concurrency = result.kv_config, result.sizing.max_concurrency
+    assert config is not None and concurrency is not None
     # vLLM's figure is num_blocks / blocks-per-request; recover that integer from the ample pool
-    return round(config.num_blocks / max_concurrency(config, limits))
+    return round(config.num_blocks / concurrency)
 
 
 def concurrency_at(target: Target, tokens: int, where: str) -> float | None:
@@ -74,10 +71,12 @@ def concurrency_at(target: Target, tokens: int, where: str) -> float | None:
 
 
 def blocks_for_kv_tokens(target: Target, tokens: int) -> int:
-    """The fewest blocks whose "GPU KV cache size" (blocks // groups * min block size) is >= tokens."""
-    assert target.plan is not None
-    block_sizes = target.plan.group_block_sizes
-    return len(block_sizes) * cdiv(tokens, min(block_sizes))
+    """The fewest blocks whose "GPU KV cache size" figure is >= tokens, by the target's release."""
+    plan = target.plan
+    assert plan is not None
+    per_request = blocks_per_request(target, plan.max_model_len, "kv tokens")
+    return sizing.blocks_for_kv_tokens(tokens, plan.group_block_sizes, per_request, plan.max_model_len,
+                                       target.request.release)
 
 
 # ---------------------------------------------------------------------------- what to change

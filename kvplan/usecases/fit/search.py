@@ -19,8 +19,7 @@ from dataclasses import dataclass, replace
 from itertools import product
 
 from kvplan.errors import KvplanError
-from kvplan.semantics.kv.sizing import max_concurrency
-from kvplan.semantics.kv.specs import SizingLimits
+from kvplan.semantics.kv.sizing import kv_capacity, sizing_limits
 from kvplan.units import format_gib
 from kvplan.usecases.configuration import Configuration
 from kvplan.usecases.executors import Executor, Outcome
@@ -156,8 +155,9 @@ def plan_point(configuration: Configuration, concurrency: tuple[int, int] | None
     if concurrency is None:
         return planned
     requests, tokens = concurrency
-    limits = SizingLimits(max_model_len=tokens, max_num_batched_tokens=summary.max_num_batched_tokens)
-    at_target = max_concurrency(result.kv_config, limits)
+    limits = sizing_limits(tokens, summary.max_num_batched_tokens, configuration.pipeline_parallel_size,
+                           release=configuration.release)
+    _, at_target = kv_capacity(result.kv_config, limits, configuration.release)
     planned = replace(planned, concurrency_at_target=at_target)
     if at_target < requests:
         return replace(planned, status="short_of_concurrency",

@@ -6,6 +6,7 @@ import pytest
 
 from kvplan.errors import ConfigRejected
 from kvplan.semantics.config import cache
+from kvplan.semantics.releases import VLLM_0_17_1
 
 H100 = (9, 0)
 B200 = (10, 0)
@@ -34,18 +35,21 @@ def test_block_sizes() -> None:
     ],
 )
 def test_mla_block_size(capability, requested, sparse, nope, expected, backend, forced) -> None:
-    choice = cache.mla_block_size(capability, requested, sparse=sparse, qk_nope_head_dim=nope)
+    choice = cache.mla_block_size(capability, requested, sparse=sparse, qk_nope_head_dim=nope, release=VLLM_0_17_1)
     assert (choice.block_size, choice.backend, choice.log is not None) == (expected, backend, forced)
 
 
 def test_mla_block_size_log_and_explicit_backend() -> None:
-    assert cache.mla_block_size(H100, 16, sparse=False, qk_nope_head_dim=128).log == (
+    assert cache.mla_block_size(H100, 16, sparse=False, qk_nope_head_dim=128, release=VLLM_0_17_1).log == (
         "Forcing kv cache block size to 64 for FlashMLA backend."
     )
-    cutlass = cache.mla_block_size(H100, 64, sparse=False, qk_nope_head_dim=128, backend="CUTLASS_MLA")
+    cutlass = cache.mla_block_size(H100, 64, sparse=False, qk_nope_head_dim=128, backend="CUTLASS_MLA",
+                                   release=VLLM_0_17_1)
     assert cutlass.block_size == 128
     assert cutlass.log == "Forcing kv cache block size to 128 for CUTLASS_MLA backend."
-    assert cache.mla_block_size(H100, 16, sparse=False, qk_nope_head_dim=128, backend="TRITON_MLA").block_size == 16
+    triton = cache.mla_block_size(H100, 16, sparse=False, qk_nope_head_dim=128, backend="TRITON_MLA",
+                                  release=VLLM_0_17_1)
+    assert triton.block_size == 16
 
 
 def test_kernel_block_alignment() -> None:
@@ -57,15 +61,15 @@ def test_kernel_block_alignment() -> None:
 
 
 def test_mamba_cache_mode() -> None:
-    assert cache.resolve_mamba_cache_mode(False, True).mode == "none"
-    assert cache.resolve_mamba_cache_mode(False, True, "all").logs == (
+    assert cache.resolve_mamba_cache_mode(False, True, release=VLLM_0_17_1).mode == "none"
+    assert cache.resolve_mamba_cache_mode(False, True, "all", release=VLLM_0_17_1).logs == (
         "Mamba cache mode is set to 'none' when prefix caching is disabled",
     )
-    assert cache.resolve_mamba_cache_mode(True, True).mode == "all"     # Nemotron-H
-    assert cache.resolve_mamba_cache_mode(True, False).mode == "align"  # Qwen3-Next
-    assert cache.resolve_mamba_cache_mode(True, False, "all").mode == "align"
+    assert cache.resolve_mamba_cache_mode(True, True, release=VLLM_0_17_1).mode == "all"     # Nemotron-H
+    assert cache.resolve_mamba_cache_mode(True, False, release=VLLM_0_17_1).mode == "align"  # Qwen3-Next
+    assert cache.resolve_mamba_cache_mode(True, False, "all", release=VLLM_0_17_1).mode == "align"
     with pytest.raises(ConfigRejected, match="Chunked prefill is required"):
-        cache.resolve_mamba_cache_mode(True, False, enable_chunked_prefill=False)
+        cache.resolve_mamba_cache_mode(True, False, enable_chunked_prefill=False, release=VLLM_0_17_1)
 
 
 def test_hybrid_block_size_qwen3_next() -> None:

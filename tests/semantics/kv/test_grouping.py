@@ -95,12 +95,12 @@ def test_disabled_hybrid_manager_cannot_unify_mamba_layers(catalog_shape) -> Non
 
 def test_page_sizes_unify_by_raising_the_block_size() -> None:
     small = SlidingWindowSpec(block_size=16, num_kv_heads=4, head_size=128, dtype="bfloat16", sliding_window=1024)
-    unified = unify_kv_cache_spec_page_size({"full": FULL, "sw": small})
+    unified = unify_kv_cache_spec_page_size({"full": FULL, "sw": small}, VLLM_0_17_1)
     assert unified["full"] is FULL
     assert unified["sw"].block_size == 32 and unified["sw"].page_size_bytes == FULL.page_size_bytes
     odd = SlidingWindowSpec(block_size=16, num_kv_heads=3, head_size=128, dtype="bfloat16", sliding_window=1024)
     with pytest.raises(GroupingError, match="not divisible by the maximum page size"):
-        unify_kv_cache_spec_page_size({"full": FULL, "sw": odd})
+        unify_kv_cache_spec_page_size({"full": FULL, "sw": odd}, VLLM_0_17_1)
 
 
 def test_mamba_layers_group_apart_from_attention() -> None:

@@ -6,10 +6,10 @@ from kvplan.semantics.kv.grouping import get_kv_cache_groups
 from kvplan.semantics.kv.layer_specs import CacheSettings, build_worker_specs
 from kvplan.semantics.kv.sizing import (
     CANNOT_AUTO_FIT,
-    NO_MEMORY,
+    LOG_FORMATS,
     estimate_max_model_len_from_groups,
     kv_bytes_per_token,
-    max_concurrency,
+    kv_capacity,
     size_kv_cache,
 )
 from kvplan.semantics.kv.specs import (
@@ -22,6 +22,12 @@ from kvplan.semantics.kv.specs import (
     UniformTypeKVCacheSpecs,
 )
 from kvplan.semantics.releases import VLLM_0_17_1
+
+NO_MEMORY = LOG_FORMATS[VLLM_0_17_1.log_format].no_memory
+
+
+def max_concurrency(config: KVCacheConfig, limits: SizingLimits) -> float:
+    return kv_capacity(config, limits, VLLM_0_17_1)[1]
 
 GiB = 1 << 30
 QWEN2_AVAILABLE = 25_938_100_224  # "Available KV cache memory: 24.16 GiB"

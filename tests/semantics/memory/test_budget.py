@@ -1,4 +1,5 @@
-"""vLLM 0.17.1's accounting from the start-up snapshot to the KV budget, and its log lines."""
+"""vLLM 0.17.1's accounting from the start-up snapshot to the KV budget, and its log lines (0.33.0's:
+test_budget_0_33.py)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from kvplan.semantics.memory.budget import (
     startup_refusal,
     utilization_for,
 )
+from kvplan.semantics.releases import VLLM_0_17_1
 
 H100 = 85_045_477_376
 GIB = 1 << 30
@@ -37,7 +39,7 @@ def test_startup_refusal_uses_vllms_text():
 
 def test_available_is_requested_minus_non_kv():
     budget = MemoryBudget(H100, H100, 0.9, weights_bytes=988_097_536, activation_peak_bytes=2_276_759_552,
-                          non_torch_bytes=100)
+                          non_torch_bytes=100, release=VLLM_0_17_1)
     assert budget.non_kv_bytes == 988_097_536 + 2_276_759_552 + 100
     assert budget.available_kv_bytes == math.ceil(H100 * 0.9) - budget.non_kv_bytes
     assert available_memory_lines(budget) == (
@@ -46,7 +48,7 @@ def test_available_is_requested_minus_non_kv():
 
 
 def test_kv_cache_memory_skips_profiling_with_vllms_line():
-    budget = MemoryBudget(H100, H100, 0.9, 10, 10, 0, kv_cache_memory_override=25_938_100_224)
+    budget = MemoryBudget(H100, H100, 0.9, 10, 10, 0, kv_cache_memory_override=25_938_100_224, release=VLLM_0_17_1)
     assert budget.available_kv_bytes == 25_938_100_224
     (line,) = available_memory_lines(budget)
     assert line.startswith("Initial free memory 79.2 GiB, reserved 24.16 GiB memory for KV Cache as specified")
@@ -57,7 +59,7 @@ def test_model_loading_line():
 
 
 def test_suggestion_follows_compile_or_warm_up_model():
-    budget = MemoryBudget(H100, H100 - GIB, 0.9, 2 * GIB, GIB, GIB // 2)
+    budget = MemoryBudget(H100, H100 - GIB, 0.9, 2 * GIB, GIB, GIB // 2, release=VLLM_0_17_1)
     suggestion = kv_cache_memory_suggestion(budget, cuda_graph_bytes=GIB // 4)
     non_kv = 2 * GIB + GIB + GIB // 2 + GIB // 4
     assert suggestion.to_requested_limit == math.ceil(H100 * 0.9) - non_kv - REDUNDANCY_BUFFER_BYTES

@@ -13,7 +13,8 @@ import pytest
 from kvplan.errors import EXIT_BAD_INPUT, ConfigRejected, KvplanError
 from kvplan.semantics.models import catalog_ids, resolve_config, shape_from_config
 from kvplan.semantics.models.catalog import CATALOG_DIR
-from kvplan.semantics.releases import VLLM_0_33_0
+from kvplan.semantics.models.shape import HOOK_SSM_DTYPE
+from kvplan.semantics.releases import VLLM_0_17_1, VLLM_0_33_0
 
 SIZING = Path(__file__).resolve().parents[2] / "data" / "sizing" / "vllm-0.17.1-cases.json"
 SPEC_KINDS = {"FullAttentionSpec": "full", "SlidingWindowSpec": "sliding_window", "MLAAttentionSpec": "mla",
@@ -126,7 +127,9 @@ def test_layer_kinds_match_vllm_specs(model_id, specs):
         if kind == "mamba":
             state = members[0].mamba
             assert _mamba_shapes(state) == spec["shapes"]
-            dtypes = [model_dtype if d == "auto" else d for d in (state.conv_dtype, state.ssm_dtype)]
+            # the goldens are vLLM 0.17.1's, whose Nemotron-H hook keeps the ssm state in float16
+            dtypes = [model_dtype if d == "auto" else VLLM_0_17_1.hook_ssm_cache_dtype if d == HOOK_SSM_DTYPE else d
+                      for d in (state.conv_dtype, state.ssm_dtype)]
             assert dtypes == spec["dtypes"] and state.mamba_type == spec["mamba_type"]
         else:
             assert {(layer.num_kv_heads, layer.head_size) for layer in members} == \
@@ -149,8 +152,8 @@ def test_nemotron_h_hand_checked():
     state = mamba.mamba
     assert (state.mamba_type, state.conv_kernel, state.num_heads, state.head_dim, state.n_groups,
             state.state_size, state.chunk_size) == ("mamba2", 4, 256, 64, 8, 256, 128)
-    # vLLM's Nemotron-H hook: float16 ssm state, conv state in the model dtype
-    assert (state.conv_dtype, state.ssm_dtype) == ("auto", "float16")
+    # vLLM's Nemotron-H hook picks the ssm state dtype (the release's), conv state in the model dtype
+    assert (state.conv_dtype, state.ssm_dtype) == ("auto", HOOK_SSM_DTYPE)
     assert _mamba_shapes(state) == [[3, 20480], [256, 64, 256]]
     assert shape.max_model_len == 8192 and shape.is_hybrid
 
