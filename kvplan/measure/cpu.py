@@ -175,8 +175,7 @@ class CpuBackend(PlannedGpu):
         _trim_heap()
 
     def allocate(self, config: KVCacheConfig, attention_backend: str) -> AllocationReport:
-        pool_bytes = sum(tensor.size for tensor in config.kv_cache_tensors)
-        check_pool_fits_ram(pool_bytes, ram_available_bytes())
+        check_pool_fits_ram(config.pool_bytes, ram_available_bytes())
         before = rss_bytes()
         pool = allocate_kv_cache(config, attention_backend, "cpu")
         after = rss_bytes()

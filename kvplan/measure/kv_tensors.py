@@ -1,9 +1,13 @@
-"""The KV-cache tensors as vLLM 0.17.1's GPU worker makes them (`vllm-kv-semantics.md` section 5):
-one zero-filled int8 tensor per `KVCacheTensor`, shared by its layers, viewed per layer in the
-attention backend's layout; and a round trip through a slot mapping that proves the memory is
-real and addressed the way the kernels address it: the bytes are read back where the backend's
-documented shape and stride order put them (`kvplan.semantics.kv.layout.kv_addressing`), never
-through the view that wrote them.
+"""The KV-cache tensors as vLLM's GPU worker makes them, and a round trip through a slot mapping that
+proves the memory is real and addressed the way the kernels address it: the bytes are read back
+where the documented layout puts them (`kvplan.semantics.kv.layout.kv_addressing` and
+`shared_backing_addressing`), never through the view that wrote them.
+
+0.17.1 (`vllm-kv-semantics.md` section 5): one zero-filled int8 tensor per `KVCacheTensor`, shared by
+its layers, viewed per layer in the attention backend's layout. 0.33.0 (the config's
+`tensor_layout` "shared_backing", changes doc 2.2): one zero-filled int8 backing allocation; each
+layer is a strided view of its region (layout LBNHC: `[block, token, head, K|V, head_size]` in
+memory), which the attention backends transpose and split into K and V; groups alias from byte 0.
 
 Public API:
     allocate_kv_cache(config, backend, device) -> KvCacheAllocation
@@ -23,12 +27,14 @@ from kvplan.semantics.dtypes import dtype_size
 from kvplan.semantics.kv.layout import (
     BLOCK_FIRST,
     KV_FIRST,
+    SHARED_BACKING,
     KvAddressing,
     check_backend,
     kernel_block_size,
     kv_addressing,
     kv_cache_shape,
     mla_row_width,
+    shared_backing_addressing,
     specs_by_layer,
 )
 from kvplan.semantics.kv.specs import (
@@ -50,9 +56,15 @@ def _kind(spec: KVCacheSpec) -> LayerKind:
     return "mla" if isinstance(spec, MLAAttentionSpec) else "attention"
 
 
+# the index layout of 0.33.0's per-layer views, in place of an attention backend's
+SHARED_BACKING_LAYOUT = SHARED_BACKING
+
+
 @dataclass
 class KvCacheAllocation:
-    """The raw tensors (one per `KVCacheTensor`) and every layer's view(s) of them."""
+    """The raw tensors (one per `KVCacheTensor`, or the one backing allocation) and every layer's
+    view(s) of them. `backend` is how the views are indexed: the attention backend's layout, or
+    SHARED_BACKING_LAYOUT."""
 
     config: KVCacheConfig
     backend: str
@@ -63,6 +75,19 @@ class KvCacheAllocation:
     @property
     def total_bytes(self) -> int:
         return sum(tensor.numel() for tensor in self.raw)
+
+    def raw_of(self, layout: LayerLayout) -> torch.Tensor:
+        """The raw tensor behind a layer's views."""
+        return self.raw[0] if self.backend == SHARED_BACKING_LAYOUT else self.raw[layout.tensor_index]
+
+    def addressing(self, layout: LayerLayout, spec: AttentionSpec, hybrid: bool) -> KvAddressing:
+        """Where the kernels find the layer's tokens in its raw tensor."""
+        if self.backend != SHARED_BACKING_LAYOUT:
+            return kv_addressing(spec, self.backend, self.config.num_blocks, hybrid)
+        region = self.config.kv_cache_tensors[layout.tensor_index]
+        assert region.layer_stride is not None
+        base = region.offset + region.shared_by.index(layout.layer_name) * region.layer_stride
+        return shared_backing_addressing(spec, self.config.num_blocks, base)
 
 
 def _attention_view(
@@ -97,20 +122,69 @@ def _mamba_views(raw: torch.Tensor, spec: MambaSpec) -> tuple[torch.Tensor, ...]
     for shape, dtype_name in zip(spec.shapes, spec.dtypes, strict=True):
         size = dtype_size(dtype_name)
         contiguous = torch.empty(shape, device="meta").stride()
-        view = raw.view(_torch_dtype(dtype_name)).as_strided(
-            (num_blocks, *shape), (spec.page_size_bytes // size, *contiguous), offset_bytes // size
+        elements = raw.view(_torch_dtype(dtype_name))
+        view = elements.as_strided(
+            (num_blocks, *shape), (spec.page_size_bytes // size, *contiguous),
+            elements.storage_offset() + offset_bytes // size,
         )
         views.append(view)
         offset_bytes += prod(shape) * size
     return tuple(views)
 
 
+def _backed_attention_view(
+    elements: torch.Tensor, spec: AttentionSpec, num_blocks: int, block_stride: int, offset: int
+) -> torch.Tensor:
+    """0.33.0's `create_kv_cache_views` for one layer, as `(block, token, head, K|V, head_size)`:
+    the backend's `kv_cache.transpose(1, 2).split(head_size, dim=-1)` without the copy."""
+    size = dtype_size(spec.dtype)
+    if isinstance(spec, MLAAttentionSpec):
+        width = mla_row_width(spec)
+        return elements.as_strided((num_blocks, spec.block_size, width), (block_stride // size, width, 1),
+                                   offset // size)
+    head, heads = spec.head_size, spec.num_kv_heads
+    row = spec.page_size_bytes // size // spec.block_size // heads
+    if row != 2 * head:
+        raise KvplanError(f"a {row}-element K|V row of head size {head} (another V head size, or a padded page) "
+                          "is not modelled in the 0.33.0 layout")
+    return elements.as_strided(
+        (num_blocks, spec.block_size, heads, 2, head), (block_stride // size, heads * row, row, head, 1), offset // size
+    )
+
+
+def _allocate_shared_backing(config: KVCacheConfig, device: torch.device | str) -> KvCacheAllocation:
+    specs = specs_by_layer(config)
+    raw = torch.zeros(config.pool_bytes, dtype=torch.int8, device=device)
+    allocation = KvCacheAllocation(config=config, backend=SHARED_BACKING_LAYOUT, raw=[raw])
+    for index, region in enumerate(config.kv_cache_tensors):
+        assert region.layer_stride is not None and region.block_stride is not None
+        for position, name in enumerate(region.shared_by):
+            spec = specs[name]
+            offset = region.offset + position * region.layer_stride
+            if isinstance(spec, MambaSpec):
+                views, dtype = _mamba_views(raw[offset:offset + region.layer_stride], spec), spec.dtypes[0]
+            else:
+                elements = raw.view(_torch_dtype(spec.dtype))
+                views = (_backed_attention_view(elements, spec, config.num_blocks, region.block_stride, offset),)
+                dtype = spec.dtype
+            allocation.views[name] = views
+            allocation.layouts.append(LayerLayout(
+                layer_name=name, tensor_index=index, kind=_kind(spec), dtype=dtype,
+                shapes=tuple(tuple(v.shape) for v in views), strides=tuple(tuple(v.stride()) for v in views),
+                block_size=spec.block_size, kernel_block_size=spec.block_size,
+            ))
+    return allocation
+
+
 def allocate_kv_cache(
     config: KVCacheConfig, backend: str = "flash_attn", device: torch.device | str = "cpu"
 ) -> KvCacheAllocation:
-    """`_allocate_kv_cache_tensors` + `_reshape_kv_cache_tensors`. On `meta` nothing is allocated
-    but every shape, stride and byte count is exact."""
+    """`_allocate_kv_cache_tensors` + `_reshape_kv_cache_tensors` (0.17.1) or the one backing
+    allocation and its views (0.33.0). On `meta` nothing is allocated but every shape, stride and
+    byte count is exact."""
     check_backend(backend)
+    if config.tensor_layout == "shared_backing":
+        return _allocate_shared_backing(config, device)
     specs = specs_by_layer(config)
     hybrid = any(isinstance(spec, MambaSpec) for spec in specs.values())
     allocation = KvCacheAllocation(config=config, backend=backend, raw=[])
@@ -138,6 +212,8 @@ def _index(kind: LayerKind, backend: str, which: int | torch.Tensor, blocks: tor
     """The logical index of (K or V, block, offset) -> an (n, heads, head) or (n, width) selection."""
     if kind == "mla":
         return (blocks, offsets)
+    if backend == SHARED_BACKING_LAYOUT:
+        return (blocks, offsets, slice(None), which)
     if backend in KV_FIRST:
         return (which, blocks, offsets)
     if backend in BLOCK_FIRST:
@@ -160,9 +236,9 @@ class _Probe:
 
     block_table: tuple[int, ...]
     slots: tuple[int, ...]
-    written_rows: torch.Tensor      # the rows (byte offset // row bytes) of the blocks written
+    written_rows: torch.Tensor      # the byte offsets of the rows of the blocks written
     data_rows: dict[int, torch.Tensor]  # side -> where its (token, head) rows sit among written_rows
-    untouched_rows: torch.Tensor    # the rows of the blocks left alone
+    untouched_rows: torch.Tensor    # the byte offsets of the rows of the blocks left alone
 
 
 def _probe(addressing: KvAddressing, block_size: int, block_table: list[int], untouched: list[int],
@@ -183,11 +259,15 @@ def _probe(addressing: KvAddressing, block_size: int, block_table: list[int], un
                                     device=device) for side in addressing.sides}
     untouched_rows = [offset for block in untouched for slot in range(block * block_size, (block + 1) * block_size)
                       for side in addressing.sides for offset in addressing.rows(side, slot)]
-    def row_numbers(offsets: list[int]) -> torch.Tensor:
-        assert all(offset % addressing.row_bytes == 0 for offset in offsets)
-        return torch.tensor([offset // addressing.row_bytes for offset in offsets], dtype=torch.int64, device=device)
+    def offsets(values: list[int]) -> torch.Tensor:
+        return torch.tensor(values, dtype=torch.int64, device=device)
 
-    return _Probe(tuple(block_table), tuple(slots), row_numbers(rows), data_rows, row_numbers(untouched_rows))
+    return _Probe(tuple(block_table), tuple(slots), offsets(rows), data_rows, offsets(untouched_rows))
+
+
+def _read_rows(raw: torch.Tensor, starts: torch.Tensor, row_bytes: int) -> torch.Tensor:
+    """The `row_bytes` bytes at each byte offset of `starts`, one row each."""
+    return raw[starts.unsqueeze(1) + torch.arange(row_bytes, device=starts.device)]
 
 
 def _check_layer(
@@ -197,8 +277,7 @@ def _check_layer(
     """Write K/V of the probe's tokens through the layer's view at their slots, read them back through
     the view, then read the raw bytes where the backend's documented layout puts each of them (never
     through the view's strides), and find every other byte of the blocks looked at still zero."""
-    # every row starts at a multiple of its length (a page holds whole rows): read whole rows
-    rows = allocation.raw[layout.tensor_index].view(-1, addressing.row_bytes)
+    raw = allocation.raw_of(layout)
     (view,) = allocation.views[layout.layer_name]
     device = view.device
     slots = torch.tensor(probe.slots, device=device)
@@ -215,8 +294,8 @@ def _check_layer(
         view[index] = data
         view_ok &= bool(torch.equal(view[index], data))
         expected[probe.data_rows[side]] = data.contiguous().view(torch.int8).reshape(-1, addressing.row_bytes)
-    raw_ok = bool(torch.equal(rows.index_select(0, probe.written_rows), expected))
-    zero_ok = not bool(rows.index_select(0, probe.untouched_rows).any())
+    raw_ok = bool(torch.equal(_read_rows(raw, probe.written_rows, addressing.row_bytes), expected))
+    zero_ok = not bool(_read_rows(raw, probe.untouched_rows, addressing.row_bytes).any())
     return view_ok, raw_ok, zero_ok
 
 
@@ -245,17 +324,17 @@ def slot_mapping_check(allocation: KvCacheAllocation, seed: int = 0) -> SlotChec
         seen_tensors.add(layout.tensor_index)
         spec = specs[layout.layer_name]
         assert isinstance(spec, AttentionSpec)
-        addressing = kv_addressing(spec, allocation.backend, num_blocks, hybrid)
+        addressing = allocation.addressing(layout, spec, hybrid)
         if addressing not in probes:
             probes[addressing] = _probe(addressing, spec.block_size, block_table, untouched,
-                                        allocation.raw[layout.tensor_index].device)
+                                        allocation.raw_of(layout).device)
         probe = probes[addressing]
         v, r, z = _check_layer(allocation, layout, addressing, probe, generator)
         view_ok, raw_ok, zero_ok, checked = view_ok and v, raw_ok and r, zero_ok and z, checked + 1
     tokens, table, slots = (len(probe.slots), probe.block_table, probe.slots[:8]) if probe else (0, (), ())
     # every layer of a shared tensor must see the very same memory
     shared_ok = all(
-        view.untyped_storage().data_ptr() == allocation.raw[layout.tensor_index].untyped_storage().data_ptr()
+        view.untyped_storage().data_ptr() == allocation.raw_of(layout).untyped_storage().data_ptr()
         for layout in allocation.layouts
         for view in allocation.views[layout.layer_name]
     )

@@ -64,12 +64,14 @@ def _groups_table(result: PlanResult) -> Table:
     staged = result.request.pipeline_parallel_size > 1
     title = "KV cache groups (per GPU" + (", rank 0: the first pipeline stage)" if staged else ")")
     table = Table(title=title, title_justify="left")
-    for column in ("group", "spec", "layers", "block", "page bytes", "tensor view (flash_attn)"):
+    tensor_layout = result.request.release.kv_tensor_layout
+    view = "LBNHC" if tensor_layout == "shared_backing" else "flash_attn"
+    for column in ("group", "spec", "layers", "block", "page bytes", f"tensor view ({view})"):
         table.add_column(column)
     num_blocks = result.summary.num_blocks
     for index, group in enumerate(result.sizing.rank0_groups):
         spec = group.kv_cache_spec
-        shape = None if num_blocks is None else view_shape(spec, num_blocks)
+        shape = None if num_blocks is None else view_shape(spec, num_blocks, tensor_layout=tensor_layout)
         table.add_row(
             str(index), plain(spec_detail(spec)), str(len(group.layer_names)), str(spec.block_size),
             f"{spec.page_size_bytes:,}", "-" if shape is None else str(shape),
@@ -105,11 +107,15 @@ def render_plan(result: PlanResult, console: Console | None = None) -> None:
     if summary.fits and config is not None:
         tensors = config.kv_cache_tensors
         sizes = sorted({tensor.size for tensor in tensors})
+        if config.tensor_layout == "shared_backing":
+            layers = sum(len(tensor.shared_by) for tensor in tensors)
+            pool = f"one backing allocation of {_bytes(config.pool_bytes)}, viewed by {layers} layers"
+        else:
+            pool = (f"{len(tensors)} tensors of {', '.join(f'{size:,}' for size in sizes)} B "
+                    f"= {_bytes(config.pool_bytes)}")
         console.print(
             f"[bold]{summary.num_blocks:,} blocks[/] of {sizing.page_size_bytes:,} B per layer "
-            f"({summary.num_usable_blocks:,} usable: block 0 is the null block); "
-            f"{len(tensors)} tensors of {', '.join(f'{size:,}' for size in sizes)} B "
-            f"= {_bytes(sum(tensor.size for tensor in tensors))}"
+            f"({summary.num_usable_blocks:,} usable: block 0 is the null block); {pool}"
         )
         console.print(f"KV bytes per token: {summary.kv_bytes_per_token:,}")
     else:

@@ -9,7 +9,15 @@ from typing import Any
 from kvplan import __version__
 from kvplan.semantics.config.parallel import get_pp_indices
 from kvplan.semantics.kv.layout import view_shape
-from kvplan.semantics.kv.specs import AttentionSpec, GroupSpec, KVCacheGroupSpec, MambaSpec, UniformTypeKVCacheSpecs
+from kvplan.semantics.kv.specs import (
+    AttentionSpec,
+    GroupSpec,
+    KVCacheGroupSpec,
+    KVCacheTensor,
+    MambaSpec,
+    UniformTypeKVCacheSpecs,
+)
+from kvplan.semantics.releases import KvTensorLayout
 from kvplan.usecases.plan import PlanResult
 
 PLAN_SCHEMA_VERSION = 1
@@ -37,18 +45,26 @@ def spec_record(spec: GroupSpec) -> dict[str, Any]:
     return record
 
 
-def _tensor_shape(spec: GroupSpec, num_blocks: int | None) -> list[int] | None:
-    shape = None if num_blocks is None else view_shape(spec, num_blocks)
+def _tensor_shape(spec: GroupSpec, num_blocks: int | None, tensor_layout: KvTensorLayout) -> list[int] | None:
+    shape = None if num_blocks is None else view_shape(spec, num_blocks, tensor_layout=tensor_layout)
     return None if shape is None else list(shape)
 
 
-def _group_records(groups: tuple[KVCacheGroupSpec, ...], num_blocks: int | None) -> list[dict[str, Any]]:
+def _tensor_record(tensor: KVCacheTensor) -> dict[str, Any]:
+    record: dict[str, Any] = {"size": tensor.size, "shared_by": list(tensor.shared_by)}
+    if tensor.layer_stride is not None:
+        record |= {"layer_stride": tensor.layer_stride, "block_stride": tensor.block_stride, "offset": tensor.offset}
+    return record
+
+
+def _group_records(groups: tuple[KVCacheGroupSpec, ...], num_blocks: int | None,
+                   tensor_layout: KvTensorLayout) -> list[dict[str, Any]]:
     return [
         {
             "layer_names": list(group.layer_names),
             "num_layers": len(group.layer_names),
             "spec": spec_record(group.kv_cache_spec),
-            "tensor_shape": _tensor_shape(group.kv_cache_spec, num_blocks),
+            "tensor_shape": _tensor_shape(group.kv_cache_spec, num_blocks, tensor_layout),
         }
         for group in groups
     ]
@@ -87,7 +103,7 @@ def plan_record(result: PlanResult) -> dict[str, Any]:
     config = sizing.config
     gpu = setup.device.gpu
     # rank 0's groups, as vLLM logs and schedules them; every stage's are under pipeline_stages
-    groups = _group_records(sizing.rank0_groups, summary.num_blocks)
+    groups = _group_records(sizing.rank0_groups, summary.num_blocks, request.release.kv_tensor_layout)
     weights = result.weights
     return {
         "schema_version": PLAN_SCHEMA_VERSION,
@@ -135,9 +151,10 @@ def plan_record(result: PlanResult) -> dict[str, Any]:
         "kv_cache_groups_rank": 0,
         "pipeline_stages": pipeline_stages(result),
         "kv_cache_tensors": [] if config is None else [
-            {"size": tensor.size, "shared_by": list(tensor.shared_by)} for tensor in config.kv_cache_tensors
+            _tensor_record(tensor) for tensor in config.kv_cache_tensors
         ],
-        "kv_cache_tensors_total_bytes": None if config is None else sum(t.size for t in config.kv_cache_tensors),
+        "kv_cache_tensors_total_bytes": None if config is None else config.pool_bytes,
+        "kv_cache_tensor_layout": None if config is None else config.tensor_layout,
         "needs_kv_cache_zeroing": None if config is None else config.needs_kv_cache_zeroing,
         "gpu_kv_cache_tokens": summary.gpu_kv_cache_tokens,
         "max_concurrency": summary.max_concurrency,

@@ -53,7 +53,7 @@ def _breakdown(result: ProfileResult) -> Table:
         ("KV cache available", None if budget is None else budget.available_kv_bytes,
          "--kv-cache-memory as given" if result.options.plan.kv_cache_memory_bytes is not None
          else "requested - non-KV"),
-        ("KV cache allocated", None if config is None else sum(t.size for t in config.kv_cache_tensors),
+        ("KV cache allocated", None if config is None else config.pool_bytes,
          "" if num_blocks is None or plan is None else
          f"{num_blocks:,} blocks x {plan.sizing.page_size_bytes:,} B x "
          f"{0 if config is None else len(config.kv_cache_tensors)} tensors"),

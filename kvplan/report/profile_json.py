@@ -137,7 +137,7 @@ def profile_record(result: ProfileResult, workload: WorkloadCheck | None = None,
         "num_blocks": None if sizing is None else sizing.num_blocks,
         "page_size_bytes": None if sizing is None else sizing.page_size_bytes,
         "kv_cache_bytes": None if plan is None or plan.kv_config is None
-        else sum(t.size for t in plan.kv_config.kv_cache_tensors),
+        else plan.kv_config.pool_bytes,
         "gpu_kv_cache_tokens": None if sizing is None else sizing.gpu_kv_cache_tokens,
         "max_concurrency": None if sizing is None else sizing.max_concurrency,
         "max_model_len": None if sizing is None else sizing.max_model_len,

@@ -325,8 +325,7 @@ def run_profile(options: ProfileRequest, progress: Progress | None = None) -> Pr
     finding = result.sizing.finding
     config = result.kv_config
     if result.fits and options.allocate and config is not None and config.kv_cache_tensors:
-        pool_bytes = sum(tensor.size for tensor in config.kv_cache_tensors)
-        say(f"allocating {len(config.kv_cache_tensors)} KV tensors ({format_gib(pool_bytes)} GiB)")
+        say(f"allocating {len(config.kv_cache_tensors)} KV tensors ({format_gib(config.pool_bytes)} GiB)")
         allocation = backend.allocate(config, options.attention_backend)
         if not allocation.check.passed:
             finding = f"the KV tensors failed the slot-mapping round trip: {allocation.check}"

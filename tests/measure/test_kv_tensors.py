@@ -165,7 +165,7 @@ def _interleaved(view: torch.Tensor, backend: str) -> torch.Tensor:
     """The same shape over the same memory, but with the blocks interleaved per token: token
     offsets outside blocks in memory (what a wrong stride order or a wrong reshape gives)."""
     blocks_dim, tokens_dim = {"flash_attn": (1, 2), "flex": (1, 2), "flashinfer": (0, 2), "triton": (0, 2),
-                              "cpu": (1, 3), "mla": (0, 1)}[backend]
+                              "cpu": (1, 3), "mla": (0, 1), "lbnhc": (0, 1)}[backend]
     shape = list(view.shape)
     shape[blocks_dim], shape[tokens_dim] = shape[tokens_dim], shape[blocks_dim]
     swapped = view.view(-1).view(shape)
@@ -198,3 +198,68 @@ def test_an_off_by_one_slot_index_fails_the_round_trip(backend, monkeypatch):
                         lambda layout, backend, which, slots: right(layout, backend, which, slots - 1))
     check = slot_mapping_check(allocate_kv_cache(uniform_config(QWEN2_05B, 2, 6), backend, "cpu"))
     assert check.view_round_trip and not check.raw_bytes_match and not check.passed
+
+
+# --- vLLM 0.33.0: one backing allocation, per-layer strided views (LBNHC), groups aliasing from byte 0
+
+
+def shared_backing_config(specs: dict, available: int):
+    from kvplan.semantics.kv.sizing import size_kv_cache
+    from kvplan.semantics.kv.specs import SizingLimits
+    from kvplan.semantics.releases import VLLM_0_33_0
+
+    result = size_kv_cache([specs], [available], SizingLimits(256, 64), release=VLLM_0_33_0)
+    assert result.fits and result.config is not None
+    return result.config
+
+
+def test_0_33_0_pool_is_one_backing_allocation_with_per_layer_views():
+    specs = {f"model.layers.{i}.self_attn.attn": QWEN2_05B for i in range(3)}
+    config = shared_backing_config(specs, 3 * 8192 * 40)
+    assert config.tensor_layout == "shared_backing" and config.num_blocks == 40
+    allocation = allocate_kv_cache(config, "flash_attn", "cpu")
+    (raw,) = allocation.raw
+    assert raw.numel() == config.pool_bytes == 3 * 8192 * 40
+    # (block, token, head, K|V, head size); layer i starts i x 40 pages in
+    views = [allocation.views[name][0] for name in specs]
+    assert tuple(views[0].shape) == (40, 16, 2, 2, 64)
+    assert views[0].stride() == (4096, 256, 128, 64, 1)
+    assert [view.storage_offset() for view in views] == [0, 40 * 4096, 2 * 40 * 4096]
+    check = slot_mapping_check(allocation)
+    assert check.passed and check.layers_checked == 1 and check.shared_storage
+
+
+def test_0_33_0_groups_alias_from_byte_zero_and_the_round_trip_passes():
+    window = FullAttentionSpec(block_size=16, num_kv_heads=2, head_size=64, dtype="bfloat16")
+    from kvplan.semantics.kv.specs import SlidingWindowSpec
+
+    sliding = SlidingWindowSpec(block_size=16, num_kv_heads=2, head_size=64, dtype="bfloat16", sliding_window=32)
+    specs = {"model.layers.0.attn": window, "model.layers.1.attn": sliding,
+             "model.layers.2.attn": window, "model.layers.3.attn": sliding}
+    config = shared_backing_config(specs, 2 * 8192 * 50)
+    assert [t.offset for t in config.kv_cache_tensors] == [0, 0]
+    allocation = allocate_kv_cache(config, "flash_attn", "cpu")
+    first = {region.shared_by[0] for region in config.kv_cache_tensors}
+    assert {allocation.views[name][0].storage_offset() for name in first} == {0}
+    check = slot_mapping_check(allocation)
+    assert check.passed and check.layers_checked == 2
+
+
+def test_0_33_0_meta_pool_has_the_exact_bytes():
+    specs = {f"model.layers.{i}.self_attn.attn": QWEN2_05B for i in range(24)}
+    config = shared_backing_config(specs, 25_938_100_224)
+    allocation = allocate_kv_cache(config, "flash_attn", "meta")
+    assert allocation.total_bytes == 131928 * 24 * 8192 == config.pool_bytes
+
+
+def test_a_0_33_0_view_with_blocks_interleaved_per_token_fails_the_round_trip():
+    specs = {f"model.layers.{i}.self_attn.attn": QWEN2_05B for i in range(2)}
+    allocation = allocate_kv_cache(shared_backing_config(specs, 2 * 8192 * 40), "flash_attn", "cpu")
+    name = next(iter(allocation.views))
+    (view,) = allocation.views[name]
+    wrong = _interleaved(view, "lbnhc")
+    assert wrong.shape == view.shape and wrong.stride() != view.stride()
+    allocation.views[name] = (wrong,)
+    check = slot_mapping_check(allocation)
+    assert check.view_round_trip and check.shared_storage
+    assert not check.raw_bytes_match and not check.passed

@@ -6,6 +6,7 @@ spec in a pool. The tensors themselves are allocated in `kvplan.measure.kv_tenso
     kv_cache_shape(backend, num_blocks, block_size, num_kv_heads, head_size) -> shape
     kv_cache_stride_order(backend, hybrid) -> the memory order of that shape
     kv_addressing(spec, backend, num_blocks, hybrid) -> KvAddressing: where the kernels find a slot's K/V bytes
+    shared_backing_addressing(spec, num_blocks, base) -> KvAddressing: the same in 0.33.0's one backing allocation
     kernel_block_size(backend, block_size) -> int
     mla_row_width(spec) -> elements one MLA token's row holds
     view_shape(spec, num_blocks, backend="flash_attn") -> a layer's logical shape (None for Mamba)
@@ -26,6 +27,7 @@ from kvplan.semantics.kv.specs import (
     MLAAttentionSpec,
     UniformTypeKVCacheSpecs,
 )
+from kvplan.semantics.releases import KvTensorLayout
 
 ATTENTION_BACKENDS = ("flash_attn", "flashinfer", "triton", "flex", "cpu")
 AttentionBackend = Literal["flash_attn", "flashinfer", "triton", "flex", "cpu"]
@@ -35,6 +37,10 @@ KV_FIRST = ("flash_attn", "flex")
 BLOCK_FIRST = ("flashinfer", "triton")
 # FlashInfer kernels take these block sizes; a larger manager block is split into kernel blocks
 _FLASHINFER_KERNEL_BLOCKS = (64, 32, 16)
+# vLLM 0.33.0's layer views of its one backing allocation (`KVCacheLayout.LBNHC`, the default): in
+# memory [layer, block, token, head, K|V x head_size] whatever the attention backend, which
+# transposes the logical [block, head, token, K|V] view and splits K from V
+SHARED_BACKING = "lbnhc"
 
 
 def check_backend(backend: str) -> None:
@@ -82,9 +88,10 @@ def element_offset(shape: tuple[int, ...], stride_order: tuple[int, ...], index:
 
 @dataclass(frozen=True)
 class KvAddressing:
-    """Where vLLM 0.17.1's attention kernels find a token in one layer's raw KV bytes, from the
-    backend's documented layout alone: its logical shape (in kernel blocks) and stride order, and
-    the slot mapping's `block = slot // kernel_block_size`, `offset = slot % kernel_block_size`."""
+    """Where vLLM's attention kernels find a token in one layer's raw KV bytes, from the documented
+    layout alone: the backend's logical shape (in kernel blocks) and stride order (0.17.1), or the
+    layer's region of the one backing allocation, from byte `base` (0.33.0, backend SHARED_BACKING);
+    and the slot mapping's `block = slot // kernel_block_size`, `offset = slot % kernel_block_size`."""
 
     backend: str
     mla: bool
@@ -92,6 +99,7 @@ class KvAddressing:
     stride_order: tuple[int, ...]
     element_size: int
     kernel_block_size: int
+    base: int = 0
 
     @property
     def sides(self) -> tuple[int, ...]:
@@ -105,7 +113,7 @@ class KvAddressing:
 
     @property
     def rows_per_token(self) -> int:
-        return 1 if self.mla else self.shape[3 if self.backend != "cpu" else 2]
+        return 1 if self.mla else self.shape[2 if self.backend in ("cpu", SHARED_BACKING) else 3]
 
     def rows(self, side: int, slot: int) -> tuple[int, ...]:
         """Byte offsets of the rows holding K (`side` 0) or V (1) of the token at `slot`, one per KV head."""
@@ -113,13 +121,16 @@ class KvAddressing:
         indices: list[tuple[int, ...]]
         if self.mla:
             indices = [(block, offset, 0)]
+        elif self.backend == SHARED_BACKING:
+            indices = [(block, offset, head, side, 0) for head in range(self.rows_per_token)]
         elif self.backend in KV_FIRST:
             indices = [(side, block, offset, head, 0) for head in range(self.rows_per_token)]
         elif self.backend in BLOCK_FIRST:
             indices = [(block, side, offset, head, 0) for head in range(self.rows_per_token)]
         else:
             indices = [(side, block, head, offset, 0) for head in range(self.rows_per_token)]
-        return tuple(element_offset(self.shape, self.stride_order, index) * self.element_size for index in indices)
+        return tuple(self.base + element_offset(self.shape, self.stride_order, index) * self.element_size
+                     for index in indices)
 
 
 def kv_addressing(spec: AttentionSpec, backend: str, num_blocks: int, hybrid: bool = False) -> KvAddressing:
@@ -131,6 +142,20 @@ def kv_addressing(spec: AttentionSpec, backend: str, num_blocks: int, hybrid: bo
     kernel_blocks = num_blocks * (spec.block_size // kernel)
     shape = kv_cache_shape(backend, kernel_blocks, kernel, spec.num_kv_heads, spec.head_size)
     return KvAddressing(backend, False, shape, kv_cache_stride_order(backend, hybrid), dtype_size(spec.dtype), kernel)
+
+
+def shared_backing_addressing(spec: AttentionSpec, num_blocks: int, base: int) -> KvAddressing:
+    """The addressing of one attention layer whose region of the backing allocation starts at byte
+    `base`: `num_blocks` pages of `[token, head, K|V, head_size]` (MLA: `[token, latent]`) back to back."""
+    size = dtype_size(spec.dtype)
+    if isinstance(spec, MLAAttentionSpec):
+        shape: tuple[int, ...] = (num_blocks, spec.block_size, mla_row_width(spec))
+        return KvAddressing(SHARED_BACKING, True, shape, (0, 1, 2), size, spec.block_size, base)
+    shape = (num_blocks, spec.block_size, spec.num_kv_heads, 2, spec.head_size)
+    if spec.page_size_bytes != spec.block_size * spec.num_kv_heads * 2 * spec.head_size * size:
+        raise KvplanError(f"a {spec.page_size_bytes}-byte page (another V head size, or a padded page) is not "
+                          "modelled in the 0.33.0 layout")
+    return KvAddressing(SHARED_BACKING, False, shape, (0, 1, 2, 3, 4), size, spec.block_size, base)
 
 
 def kernel_block_size(backend: str, block_size: int) -> int:
@@ -151,12 +176,17 @@ def mla_row_width(spec: MLAAttentionSpec) -> int:
     return spec.page_size_bytes // spec.block_size // dtype_size(spec.dtype)
 
 
-def view_shape(spec: GroupSpec, num_blocks: int, backend: str = "flash_attn") -> tuple[int, ...] | None:
+def view_shape(spec: GroupSpec, num_blocks: int, backend: str = "flash_attn",
+               tensor_layout: KvTensorLayout = "tensor_per_layer") -> tuple[int, ...] | None:
     """The logical shape of one layer's tensor of `num_blocks` blocks (MLA backends keep
-    (blocks, block_size, width)); None for Mamba state and for groups of unequal pages."""
+    (blocks, block_size, width)); None for Mamba state and for groups of unequal pages. In a shared
+    backing (0.33.0) an attention layer is `(blocks, block_size, heads, K|V, head_size)` whatever the
+    backend, which transposes and splits the layer's `[blocks, heads, tokens, K|V]` view."""
     if isinstance(spec, MLAAttentionSpec):
         return (num_blocks, spec.block_size, mla_row_width(spec))
     if isinstance(spec, AttentionSpec):
+        if tensor_layout == "shared_backing":
+            return (num_blocks, spec.block_size, spec.num_kv_heads, 2, spec.head_size)
         return kv_cache_shape(backend, num_blocks, spec.block_size, spec.num_kv_heads, spec.head_size)
     return None
 

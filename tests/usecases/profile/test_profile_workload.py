@@ -13,6 +13,7 @@ import pytest
 import kvplan.measure.pool_writer as pool_writer
 from kvplan.errors import KvplanError
 from kvplan.report.profile_json import workload_check_record
+from kvplan.semantics.releases import VLLM_0_17_1
 from kvplan.usecases.plan import PlanRequest
 from kvplan.usecases.profile import ProfileRequest, run_profile
 from kvplan.usecases.profile_workload import run_workload_check
@@ -22,11 +23,12 @@ from kvplan.usecases.simulate.workload import load_workload
 REPO = Path(__file__).resolve().parents[3]
 MIB = 1 << 20
 # 19 usable blocks of 16 tokens for 40 requests at once, with a 64-token system prompt: prefix hits
-# and preemptions
+# and preemptions. vLLM 0.17.1 applies the override after its memory check, so a pool smaller than one
+# max_model_len request is accepted (0.33.0 refuses it)
 POOL = ("--gpu-memory", "32MiB", "--num-gpu-blocks-override", "20", "--max-num-seqs", "8",
-        "--max-num-batched-tokens", "256", "--max-model-len", "1024")
+        "--max-num-batched-tokens", "256", "--max-model-len", "1024", "--vllm-version", "0.17.1")
 KNOBS = {"gpu_memory_bytes": 32 * MIB, "num_gpu_blocks_override": 20, "max_num_seqs": 8,
-         "max_num_batched_tokens": 256, "max_model_len": 1024}
+         "max_num_batched_tokens": 256, "max_model_len": 1024, "release": VLLM_0_17_1}
 WORKLOAD = {
     "schema_version": 1, "seed": 11,
     "engine": {"num_gpu_blocks": 5000, "block_size": 32},   # replaced by the profile's pool
@@ -78,7 +80,7 @@ def test_writing_the_pool_does_not_change_the_simulation(tiny_profile, workload,
     engine = {"num_gpu_blocks": 20, "block_size": 16, "max_num_batched_tokens": 256, "max_num_seqs": 8,
               "max_model_len": 1024}
     plain = load_workload(write(tmp_path, {**WORKLOAD, "engine": engine}, "plain.json"))
-    outcome = run(prepare(plain, SimOptions()))
+    outcome = run(prepare(plain, SimOptions(release=VLLM_0_17_1)))
     assert outcome.metrics == check.metrics
 
 
