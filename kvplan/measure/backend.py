@@ -14,6 +14,7 @@ from kvplan.errors import KvplanError
 from kvplan.semantics.kv.specs import KVCacheConfig
 from kvplan.semantics.memory.profile_batch import ProfileBatch
 from kvplan.semantics.memory.sampler import SamplerSpec
+from kvplan.semantics.releases import ProfileSampler
 
 if TYPE_CHECKING:
     from kvplan.measure.kv_tensors import KvCacheAllocation
@@ -76,6 +77,8 @@ class ActivationMeasurement:
     how: str
     sampler: SamplerSpec               # the dummy sampler run's vocabulary and SM count
     cross_checks: dict[str, int] = field(default_factory=dict)
+    retained_bytes: int = 0            # what the run leaves allocated (vLLM's cached sampler buffers)
+    consumed_bytes: int | None = None  # the drop in free memory since start-up (cuda only)
 
 
 @dataclass(frozen=True)
@@ -140,8 +143,18 @@ class MemoryBackend(Protocol):
     def load_model(self, source: ModelSource) -> WeightsMeasurement: ...
 
     def profile(
-        self, batch: ProfileBatch, multiprocessors: int, sampler_passes: int = 1
+        self, batch: ProfileBatch, multiprocessors: int, sampler: ProfileSampler = "v1_one_pass"
     ) -> ActivationMeasurement: ...
+
+    def forward_peak(self, num_tokens: int) -> int:
+        """The activation peak of one forward of `num_tokens` tokens, without the sampler (what a
+        CUDA graph of that decode batch holds)."""
+        ...
+
+    def graph_samples(self, sizes: tuple[int, ...]) -> tuple[int, ...]:
+        """The memory each capture of a CUDA graph of the forward at `sizes` tokens takes in a
+        throw-away pool, measured (cuda only)."""
+        ...
 
     def release_model(self) -> None: ...
 

@@ -39,7 +39,8 @@ from kvplan.measure.kv_tensors import allocate_kv_cache, slot_mapping_check
 from kvplan.measure.tracker import CUDA_ALLOCATOR_ROUNDING, LiveBytes
 from kvplan.semantics.kv.specs import KVCacheConfig
 from kvplan.semantics.memory.profile_batch import ProfileBatch
-from kvplan.units import format_gib
+from kvplan.semantics.releases import ProfileSampler
+from kvplan.units import format_gib, round_up
 
 _STATUS = Path("/proc/self/status")
 _CLEAR_REFS = Path("/proc/self/clear_refs")
@@ -150,7 +151,8 @@ class CpuBackend(PlannedGpu):
             how + ", 512-B rounded",
         )
 
-    def profile(self, batch: ProfileBatch, multiprocessors: int, sampler_passes: int = 1) -> ActivationMeasurement:
+    def profile(self, batch: ProfileBatch, multiprocessors: int,
+                sampler: ProfileSampler = "v1_one_pass") -> ActivationMeasurement:
         assert self._model is not None, "load_model first"
         input_ids, logits_indices = make_inputs(batch, "cpu")
         _trim_heap()
@@ -158,7 +160,7 @@ class CpuBackend(PlannedGpu):
         hwm_reset = reset_high_water_mark()
         with torch.no_grad(), LiveBytes(CUDA_ALLOCATOR_ROUNDING) as live:
             live.register_existing([*weight_tensors(self._model), input_ids, logits_indices])
-            sampler = profile_step(self._model, input_ids, logits_indices, multiprocessors, sampler_passes)
+            step = profile_step(self._model, input_ids, logits_indices, multiprocessors, sampler)
         checks: dict[str, int] = {}
         peak_rss = high_water_mark_bytes()
         if hwm_reset and baseline is not None and peak_rss is not None:
@@ -167,8 +169,19 @@ class CpuBackend(PlannedGpu):
         return ActivationMeasurement(
             live.peak, None,
             "real CPU forward: live-tensor peak, 512-B rounded (VmHWM cross-check)",
-            sampler, checks,
+            step.sampler, checks, retained_bytes=round_up(step.retained_bytes, CUDA_ALLOCATOR_ROUNDING),
         )
+
+    def forward_peak(self, num_tokens: int) -> int:
+        assert self._model is not None, "load_model first"
+        input_ids, logits_indices = make_inputs(ProfileBatch(num_tokens, num_tokens), "cpu")
+        with torch.no_grad(), LiveBytes(CUDA_ALLOCATOR_ROUNDING) as live:
+            live.register_existing([*weight_tensors(self._model), input_ids, logits_indices])
+            profile_step(self._model, input_ids, logits_indices, 1, None)
+        return live.peak
+
+    def graph_samples(self, sizes: tuple[int, ...]) -> tuple[int, ...]:
+        raise KvplanError("the cpu backend captures no CUDA graphs; their pool is predicted")
 
     def release_model(self) -> None:
         self._model = None

@@ -1,8 +1,12 @@
-"""The cuda backend: vLLM 0.17.1's own measurement on a real GPU.
+"""The cuda backend: vLLM's own measurement on a real GPU.
 
     weights   = increase of allocated bytes across loading        (DeviceMemoryProfiler)
     peak      = allocated_bytes.all.peak after - before, peak stats reset first (memory_profiling)
     non-torch = ((total - free) - memory_reserved) after profiling, minus the same at start-up
+    retained  = allocated bytes the run left (vLLM's cached sampler buffers)
+    consumed  = free memory at start-up - free memory after profiling (0.33.0's total consumed)
+    graphs    = the drop in free memory while CUDA graphs of the forward are captured into a throw-away
+                pool (0.33.0's `profile_cudagraph_memory`), largest sizes first
 
 The `torch.cuda` module is passed in, so tests can drive the arithmetic with a fake. Nothing here
 touches `torch.cuda` before `is_available()` said yes: on a CPU build some calls return empty
@@ -24,7 +28,7 @@ from kvplan.measure.backend import (
     ModelSource,
     WeightsMeasurement,
 )
-from kvplan.measure.dummy_run import make_inputs, profile_step
+from kvplan.measure.dummy_run import backbone_and_lm_head, make_inputs, profile_step
 from kvplan.measure.hf import (
     build_dummy_model,
     hf_config,
@@ -35,6 +39,7 @@ from kvplan.measure.hf import (
 from kvplan.measure.kv_tensors import allocate_kv_cache, slot_mapping_check
 from kvplan.semantics.kv.specs import KVCacheConfig
 from kvplan.semantics.memory.profile_batch import ProfileBatch
+from kvplan.semantics.releases import ProfileSampler
 
 PEAK_KEY = "allocated_bytes.all.peak"
 
@@ -111,7 +116,8 @@ class CudaBackend:
             "memory_allocated() increase across loading",
         )
 
-    def profile(self, batch: ProfileBatch, multiprocessors: int, sampler_passes: int = 1) -> ActivationMeasurement:
+    def profile(self, batch: ProfileBatch, multiprocessors: int,
+                sampler: ProfileSampler = "v1_one_pass") -> ActivationMeasurement:
         """`memory_profiling` around the profile run."""
         assert self._model is not None, "load_model first"
         if self._init is None:
@@ -122,18 +128,50 @@ class CudaBackend:
         self.cuda.empty_cache()
         self.cuda.reset_peak_memory_stats(self.device)
         before_peak = _peak(self.cuda, self.device)
+        before_allocated = self._allocated()
         with torch.inference_mode():
-            sampler = profile_step(self._model, input_ids, logits_indices, multiprocessors, sampler_passes)
+            step = profile_step(self._model, input_ids, logits_indices, multiprocessors, sampler)
         self.cuda.synchronize(self.device)
         gc.collect()
         self.cuda.empty_cache()
         after_peak = _peak(self.cuda, self.device)
+        retained = self._allocated() - before_allocated
         after = self._measure()
+        del step.retained  # vLLM keeps these cached; the KV cache comes next here
         return ActivationMeasurement(
             after_peak - before_peak, after.non_torch_bytes - self._init.non_torch_bytes,
             "allocated_bytes.all.peak increase (non-torch: (total - free) - reserved, since start-up)",
-            sampler,
+            step.sampler, retained_bytes=retained, consumed_bytes=self._init.free_bytes - after.free_bytes,
         )
+
+    def forward_peak(self, num_tokens: int) -> int:
+        raise KvplanError("the cuda backend measures the CUDA-graph pool by capturing graphs (graph_samples)")
+
+    def graph_samples(self, sizes: tuple[int, ...]) -> tuple[int, ...]:
+        """Capture a graph of the forward at each size (largest first) into one throw-away pool and
+        take the drop in free memory around each capture; the graphs are dropped afterwards."""
+        assert self._model is not None, "load_model first"
+        backbone, _ = backbone_and_lm_head(self._model)
+        pool = self.cuda.graph_pool_handle()
+        graphs, samples = [], []
+        for size in sizes:
+            input_ids = torch.zeros((1, size), dtype=torch.long, device=self.tensor_device)
+            with torch.inference_mode():
+                backbone(input_ids=input_ids, use_cache=False)   # warm-up outside the capture, as vLLM
+            self.cuda.synchronize(self.device)
+            gc.collect()
+            self.cuda.empty_cache()
+            free_before = int(self.cuda.mem_get_info(self.device)[0])
+            graph = self.cuda.CUDAGraph()
+            with torch.inference_mode(), self.cuda.graph(graph, pool=pool):
+                backbone(input_ids=input_ids, use_cache=False)
+            self.cuda.synchronize(self.device)
+            samples.append(free_before - int(self.cuda.mem_get_info(self.device)[0]))
+            graphs.append(graph)
+        del graphs
+        gc.collect()
+        self.cuda.empty_cache()
+        return tuple(samples)
 
     def release_model(self) -> None:
         self._model = None

@@ -1,6 +1,9 @@
-"""vLLM 0.17.1's dummy sampler run (`GPUModelRunner._dummy_sampler_run`) on real or fake tensors:
-the ops run for real, so every backend measures their buffers its own way
-(`kvplan.semantics.memory.sampler` holds the same sum in closed form)."""
+"""The dummy sampler run of vLLM's profile run on real or fake tensors: the ops run for real, so every
+backend measures their buffers its own way (`kvplan.semantics.memory.sampler` holds the same sums in
+closed form).
+
+    run_dummy_sampler(...)      Model Runner V1's `_dummy_sampler_run` (0.17.1): one pass
+    run_v2_dummy_sampler(...)   Model Runner V2's (0.33.0): the default pass, then the warm-up pass"""
 
 from __future__ import annotations
 
@@ -18,23 +21,12 @@ def run_dummy_sampler(
     are gathered from every rank before sampling. Returns the sampled token ids so that nothing is
     optimised away."""
     num_reqs = logits_indices.shape[0]
-    last_hidden_states = hidden_states[logits_indices]
     # dummy activations may hold inf/nan, so vLLM samples from random hidden states
-    random_hidden = torch.rand_like(last_hidden_states)
-    vocab, padded = spec.vocab_size, spec.padded_vocab_size
-    if tensor_parallel_size > 1:
-        # the all-gather of each rank's logits; the padding rows are cut off after it
-        shard = torch.nn.functional.linear(random_hidden, lm_head)
-        logits = torch.cat([shard] * tensor_parallel_size, dim=1)
-        del shard
-    elif padded == vocab:
-        logits = torch.nn.functional.linear(random_hidden, lm_head)
-    else:
-        logits = random_hidden.new_zeros((num_reqs, padded))
-        logits[:, :vocab] = torch.nn.functional.linear(random_hidden, lm_head[:vocab])
+    random_hidden = torch.rand_like(hidden_states[logits_indices])
     # Soft-capping (Gemma 2) is left out: its temporaries (at most 3 R x V in the model dtype) die
     # before the float32 copies below (3 R x V x 4 bytes) exist, so it never sets the peak.
-    logits = logits[:, :vocab]
+    logits = _logits(random_hidden, lm_head, spec, tensor_parallel_size)
+    vocab = spec.vocab_size
 
     device = logits.device
     temperature = torch.full((num_reqs,), 0.5, dtype=torch.float32, device=device)
@@ -55,6 +47,42 @@ def run_dummy_sampler(
     sampled = probs.div_(noise).argmax(dim=-1)
     del scratch
     return torch.where(temperature < 1e-5, greedy, sampled)
+
+
+def run_v2_dummy_sampler(
+    hidden_states: torch.Tensor, logits_indices: torch.Tensor, lm_head: torch.Tensor, spec: SamplerSpec,
+    tensor_parallel_size: int = 1,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """V2's `_dummy_sampler_run` on the last token of each request: logits in the model dtype, a
+    default pass (no logits processing; Gumbel-max sampling is one Triton kernel), then a pass with
+    `SamplingParams.for_sampler_warmup()`: an fp32 copy of the logits that penalties, logit bias, bad
+    words, min-tokens, temperature and min-p change in place, top-k/top-p filtering in place through
+    the Triton kernel's cached scratch buffer, then Gumbel-max sampling and the top-5 logprobs in
+    kernels. Returns the sampled ids and the scratch buffer, which vLLM keeps cached after the run."""
+    logits = _logits(hidden_states[logits_indices], lm_head, spec, tensor_parallel_size)
+    first = logits.argmax(dim=-1)
+    warmup = torch.empty_like(logits, dtype=torch.float32).copy_(logits)
+    top_k = torch.full((logits.shape[0],), 50, dtype=torch.int64, device=logits.device)
+    scratch = _triton_topk_topp(warmup, top_k, spec)
+    second = warmup.argmax(dim=-1)
+    return torch.maximum(first, second), scratch
+
+
+def _logits(hidden: torch.Tensor, lm_head: torch.Tensor, spec: SamplerSpec, tensor_parallel_size: int) -> torch.Tensor:
+    """`compute_logits`: the lm_head GEMM over the padded vocabulary (one rank's share of it, gathered
+    from every rank under tensor parallelism), cut to the vocabulary."""
+    vocab, padded = spec.vocab_size, spec.padded_vocab_size
+    if tensor_parallel_size > 1:
+        # the all-gather of each rank's logits; the padding rows are cut off after it
+        shard = torch.nn.functional.linear(hidden, lm_head)
+        logits = torch.cat([shard] * tensor_parallel_size, dim=1)
+        del shard
+    elif padded == vocab:
+        logits = torch.nn.functional.linear(hidden, lm_head)
+    else:
+        logits = hidden.new_zeros((hidden.shape[0], padded))
+        logits[:, :vocab] = torch.nn.functional.linear(hidden, lm_head[:vocab])
+    return logits[:, :vocab]
 
 
 def _triton_topk_topp(logits: torch.Tensor, top_k: torch.Tensor, spec: SamplerSpec) -> torch.Tensor:

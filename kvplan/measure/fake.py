@@ -15,6 +15,7 @@ from collections.abc import Iterator
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
+from kvplan.errors import KvplanError
 from kvplan.measure.backend import (
     ActivationMeasurement,
     AllocationReport,
@@ -40,6 +41,8 @@ from kvplan.measure.tracker import CUDA_ALLOCATOR_ROUNDING, LiveBytes
 from kvplan.semantics.kv.sizing import shrink_pool
 from kvplan.semantics.kv.specs import KVCacheConfig
 from kvplan.semantics.memory.profile_batch import ProfileBatch
+from kvplan.semantics.releases import ProfileSampler
+from kvplan.units import round_up
 
 # blocks in the real CPU pool that stands in for the meta pool during the round trip
 CHECK_POOL_BLOCKS = 8
@@ -89,19 +92,34 @@ class FakeBackend(PlannedGpu):
             "meta-device build: parameter and buffer storages, 512-B rounded",
         )
 
-    def profile(self, batch: ProfileBatch, multiprocessors: int, sampler_passes: int = 1) -> ActivationMeasurement:
+    def profile(self, batch: ProfileBatch, multiprocessors: int,
+                sampler: ProfileSampler = "v1_one_pass") -> ActivationMeasurement:
         assert self._model is not None, "load_model first"
         mode = self._mode if self._mode is not None else contextlib.nullcontext()
         with mode:
             input_ids, logits_indices = make_inputs(batch, "cpu" if self._mode is not None else "meta")
         with torch.no_grad(), mode, LiveBytes(CUDA_ALLOCATOR_ROUNDING) as live:
             live.register_existing([*weight_tensors(self._model), input_ids, logits_indices])
-            sampler = profile_step(self._model, input_ids, logits_indices, multiprocessors, sampler_passes,
-                                   self._shard)
+            step = profile_step(self._model, input_ids, logits_indices, multiprocessors, sampler, self._shard)
         how = "fake-tensor forward" if self._mode is not None else "meta-tensor forward"
         return ActivationMeasurement(
-            live.peak, None, f"{how}: live-tensor peak, 512-B rounded", sampler,
+            live.peak, None, f"{how}: live-tensor peak, 512-B rounded", step.sampler,
+            retained_bytes=round_up(step.retained_bytes, CUDA_ALLOCATOR_ROUNDING),
         )
+
+    def forward_peak(self, num_tokens: int) -> int:
+        assert self._model is not None, "load_model first"
+        mode = self._mode if self._mode is not None else contextlib.nullcontext()
+        with mode:
+            input_ids, logits_indices = make_inputs(ProfileBatch(num_tokens, num_tokens),
+                                                    "cpu" if self._mode is not None else "meta")
+        with torch.no_grad(), mode, LiveBytes(CUDA_ALLOCATOR_ROUNDING) as live:
+            live.register_existing([*weight_tensors(self._model), input_ids, logits_indices])
+            profile_step(self._model, input_ids, logits_indices, 1, None)
+        return live.peak
+
+    def graph_samples(self, sizes: tuple[int, ...]) -> tuple[int, ...]:
+        raise KvplanError("the fake backend captures no CUDA graphs; their pool is predicted")
 
     def release_model(self) -> None:
         self._model = None

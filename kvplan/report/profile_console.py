@@ -3,6 +3,8 @@ lines with the same numbers, and the settings that reach a target."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from rich.console import Console
 from rich.table import Table
 
@@ -10,6 +12,7 @@ from kvplan.measure.backend import AllocationReport
 from kvplan.report.console import semantics_line
 from kvplan.report.text import plain as escape
 from kvplan.semantics.kv.specs import AttentionSpec
+from kvplan.semantics.releases import NonKvMemory
 from kvplan.units import format_gib, human_bytes, significant
 from kvplan.usecases.profile import ProfileResult
 from kvplan.usecases.profile_workload import WorkloadCheck
@@ -30,6 +33,57 @@ def _title(result: ProfileResult) -> str:
             f"({how.get(result.backend, result.backend)})")
 
 
+Row = tuple[str, int | None, str]
+
+
+def _terms_0_17_1(result: ProfileResult) -> list[Row]:
+    """weights + activation peak + non-torch; the graphs sit outside `requested`."""
+    budget, weights, activations, batch = result.budget, result.weights, result.activations, result.batch
+    return [
+        ("weights", None if weights is None else weights.weights_bytes, "" if weights is None else weights.how),
+        ("activation peak", None if activations is None else activations.activation_peak_bytes,
+         f"profile run: {batch.num_tokens:,} tokens over {batch.num_reqs:,} requests + dummy sampler"),
+        ("non-torch", None if budget is None else budget.non_torch_bytes, result.non_torch_source or ""),
+        ("= non-KV", None if budget is None else budget.non_kv_bytes, "weights + activation peak + non-torch"),
+    ]
+
+
+def _terms_0_33_0(result: ProfileResult) -> list[Row]:
+    """consumed + transient peak + the CUDA-graph estimate."""
+    budget, weights, batch, graphs = result.budget, result.weights, result.batch, result.cuda_graphs
+    rows: list[Row] = [
+        ("weights", None if weights is None else weights.weights_bytes, "" if weights is None else weights.how),
+        ("non-torch", None if budget is None else budget.non_torch_bytes, result.non_torch_source or ""),
+    ]
+    if budget is not None and budget.consumed_bytes is None:
+        rows += [
+            ("runner state", budget.runner_state_bytes, "predicted: the V2 runner's penalty counts "
+                                                        "(max_num_seqs x vocab x 4 B and a bit mask)"),
+            ("retained by the run", budget.retained_bytes, "the top-k/top-p kernel's cached scratch buffer"),
+        ]
+    rows += [
+        ("= consumed", None if budget is None else budget.total_consumed_bytes,
+         "measured: the drop in free memory since start-up" if budget is not None and budget.consumed_bytes
+         is not None else "weights + non-torch + runner state + retained (vLLM: the drop in free memory)"),
+        ("transient peak", None if budget is None else budget.transient_peak_bytes,
+         f"profile run: {batch.num_tokens:,} tokens over {batch.num_reqs:,} requests + default and warm-up "
+         "sampler passes; the peak above what stays allocated"),
+        (f"CUDA graphs ({'ESTIMATE' if graphs is not None and graphs.method == 'predicted' else graphs.method})"
+         if graphs is not None else "CUDA graphs", None if graphs is None else graphs.bytes,
+         "" if graphs is None else graphs.how),
+        ("= non-KV + graphs", None if budget is None else budget.non_kv_bytes + budget.cuda_graph_budget_bytes,
+         "consumed + transient peak + CUDA graphs"),
+    ]
+    return rows
+
+
+# Release.non_kv_memory -> the terms of the breakdown
+BREAKDOWN_TERMS: dict[NonKvMemory, Callable[[ProfileResult], list[Row]]] = {
+    "weights_peak_non_torch": _terms_0_17_1,
+    "consumed_plus_transient_peak": _terms_0_33_0,
+}
+
+
 def _breakdown(result: ProfileResult) -> Table:
     release = result.options.plan.release
     table = Table(title=f"Memory (per GPU, vLLM {release.version} accounting)", title_justify="left")
@@ -37,31 +91,32 @@ def _breakdown(result: ProfileResult) -> Table:
     table.add_column("GiB", justify="right")
     table.add_column("bytes", justify="right")
     table.add_column("how")
-    budget, weights, activations, batch = result.budget, result.weights, result.activations, result.batch
+    budget = result.budget
     plan = result.plan
     config = plan.kv_config if plan is not None else None
     num_blocks = plan.sizing.num_blocks if plan is not None else None
-    rows = [
+    graphs = " - CUDA graphs" if release.cuda_graphs_in_budget else ""
+    rows: list[Row] = [
         ("total", result.snapshot.total_bytes, ""),
         (f"requested (x {result.options.plan.gpu_memory_utilization})",
          None if budget is None else budget.requested_bytes, "ceil(total x gpu_memory_utilization)"),
-        ("weights", None if weights is None else weights.weights_bytes, "" if weights is None else weights.how),
-        ("activation peak", None if activations is None else activations.activation_peak_bytes,
-         f"profile run: {batch.num_tokens:,} tokens over {batch.num_reqs:,} requests + dummy sampler"),
-        ("non-torch", None if budget is None else budget.non_torch_bytes, result.non_torch_source or ""),
-        ("= non-KV", None if budget is None else budget.non_kv_bytes, "weights + activation peak + non-torch"),
+        *BREAKDOWN_TERMS[release.non_kv_memory](result),
         ("KV cache available", None if budget is None else budget.available_kv_bytes,
          "--kv-cache-memory as given" if result.options.plan.kv_cache_memory_bytes is not None
-         else "requested - non-KV"),
+         else f"requested - non-KV{graphs}"),
         ("KV cache allocated", None if config is None else config.pool_bytes,
-         "" if num_blocks is None or plan is None else
-         f"{num_blocks:,} blocks x {plan.sizing.page_size_bytes:,} B x "
-         f"{0 if config is None else len(config.kv_cache_tensors)} tensors"),
+         "" if num_blocks is None or plan is None or config is None else
+         f"{num_blocks:,} blocks x {plan.sizing.page_size_bytes:,} B x {len(config.kv_cache_tensors)} "
+         f"{'regions of one allocation' if config.tensor_layout == 'shared_backing' else 'tensors'}"),
     ]
     outside = result.outside
-    rows.append(("outside requested", outside.headroom_bytes, "total - requested: CUDA context + CUDA graphs"))
-    rows.append(("  CUDA context", outside.cuda_context_bytes, outside.cuda_context_source))
-    rows.append(("  CUDA-graph pool", outside.cuda_graph_bytes, outside.cuda_graph_source))
+    if release.cuda_graphs_in_budget:
+        rows.append(("outside requested", outside.headroom_bytes, "total - requested: CUDA context"))
+        rows.append(("  CUDA context", outside.cuda_context_bytes, outside.cuda_context_source))
+    else:
+        rows.append(("outside requested", outside.headroom_bytes, "total - requested: CUDA context + CUDA graphs"))
+        rows.append(("  CUDA context", outside.cuda_context_bytes, outside.cuda_context_source))
+        rows.append(("  CUDA-graph pool", outside.cuda_graph_bytes, outside.cuda_graph_source))
     for term, value, how in rows:
         table.add_row(term, _gib(value), _exact(value), how)
     return table
@@ -217,7 +272,8 @@ def render_profile(result: ProfileResult, workload: WorkloadCheck | None = None,
         )
         suggestion = target.suggestion
         console.print(
-            f"vLLM's own suggestion (CUDA graphs taken as {_gib(result.outside.cuda_graph_bytes or 0)}): "
+            f"vLLM's own suggestion (CUDA graphs taken as "
+            f"{_gib(result.budget.cuda_graph_bytes if result.budget else 0)}): "
             f"--kv-cache-memory={suggestion.to_requested_limit} to fit into requested memory, "
             f"--kv-cache-memory={suggestion.to_gpu_limit} to use the whole GPU", markup=False,
         )

@@ -22,6 +22,7 @@ from kvplan.files import atomic_output, read_input_text
 from kvplan.report.jsonout import dumps, to_jsonable
 from kvplan.report.plan_json import plan_record
 from kvplan.report.simulate_json import describe_engine, rounded
+from kvplan.semantics.memory.budget import peak_activation_bytes
 from kvplan.usecases.profile import ProfileResult
 from kvplan.usecases.profile_summary import PROFILE_KIND, PROFILE_SCHEMA_VERSION, Provenance
 from kvplan.usecases.profile_workload import WorkloadCheck
@@ -113,9 +114,11 @@ def profile_record(result: ProfileResult, workload: WorkloadCheck | None = None,
     sizing = plan.sizing if plan is not None else None
     outside, target, batch = result.outside, result.target, result.batch
     sampler = activations.sampler if activations is not None else None
+    graphs = result.cuda_graphs
     record = {
         "schema_version": PROFILE_SCHEMA_VERSION,
         "kind": PROFILE_KIND,
+        "vllm_semantics": summary.provenance.vllm_semantics,
         "backend": result.backend,
         "predicted": summary.predicted,
         "device": summary.device,
@@ -132,6 +135,20 @@ def profile_record(result: ProfileResult, workload: WorkloadCheck | None = None,
         "non_torch_bytes": summary.non_torch_bytes,
         "non_torch_source": result.non_torch_source or None,
         "non_kv_bytes": summary.non_kv_bytes,
+        # 0.33.0's terms: consumed (the drop in free memory, or its parts) + transient peak + graphs
+        "total_consumed_bytes": None if budget is None else budget.total_consumed_bytes,
+        "transient_peak_bytes": None if budget is None else budget.transient_peak_bytes,
+        "retained_bytes": None if budget is None else budget.retained_bytes,
+        "runner_state_bytes": None if budget is None else budget.runner_state_bytes,
+        "peak_activation_logged_bytes": None if budget is None else peak_activation_bytes(budget),
+        "cuda_graph_estimate_bytes": None if graphs is None else graphs.bytes,
+        "cuda_graph_estimate": None if graphs is None else {
+            "bytes": graphs.bytes, "method": graphs.method, "how": graphs.how,
+            "estimate": graphs.method == "predicted",
+            "capture_sizes": None if graphs.plan is None else sorted(graphs.plan.piecewise),
+            "num_piecewise_graphs": None if graphs.plan is None else len(graphs.plan.piecewise),
+            "num_full_graphs": None if graphs.plan is None else len(graphs.plan.full),
+        },
         "available_kv_bytes": summary.available_kv_bytes,
         "kv_cache_memory_given": summary.kv_cache_memory_given,
         "num_blocks": None if sizing is None else sizing.num_blocks,
@@ -180,7 +197,7 @@ def profile_record(result: ProfileResult, workload: WorkloadCheck | None = None,
             "vllm_suggestion": {
                 "to_requested_limit_bytes": target.suggestion.to_requested_limit,
                 "to_gpu_limit_bytes": target.suggestion.to_gpu_limit,
-                "cuda_graph_bytes_assumed": outside.cuda_graph_bytes or 0,
+                "cuda_graph_bytes_assumed": budget.cuda_graph_bytes if budget is not None else 0,
                 "line": target.suggestion.line,
             },
         },

@@ -14,7 +14,8 @@ Where each policy is applied (docs/versions.md gives every value and its effect 
     non_kv_memory                 semantics/memory/budget.py (NON_KV_MEMORY: how non-KV memory adds up)
     cuda_graphs_in_budget         semantics/memory/budget.py (the CUDA-graph pool taken from the KV budget)
     cudagraph_capture_sizes       semantics/memory/cudagraphs.py (CAPTURE_SIZES: batch sizes graphs are captured for)
-    sampler_passes                measure/dummy_run.py (dummy sampler runs in the profile run)
+    profile_sampler               measure/dummy_run.py (DUMMY_SAMPLERS: the sampler passes of the profile run),
+                                  semantics/memory/sampler.py (RUNNER_STATE: the sampler state the runner keeps)
     batch_defaults                semantics/config/scheduler.py (BATCH_DEFAULTS: the GPU tiers of the batch limits)
     mla_block_size                semantics/config/cache.py (MLA_BLOCK_SIZE: the block size an MLA backend sets)
     hybrid_block_alignment        semantics/config/cache.py (HYBRID_ALIGNMENT: what the Mamba-hybrid block rounds to)
@@ -68,6 +69,10 @@ from kvplan.errors import KvplanError
 # 0.17.1: weights + torch peak increase + non-torch increase; 0.33.0: the drop in free memory from
 # start-up to after the profile run, plus the transient peak above what stays allocated
 NonKvMemory = Literal["weights_peak_non_torch", "consumed_plus_transient_peak"]
+# the profile run's dummy sampler: Model Runner V1's one pass (fp32 logits, probabilities and noise),
+# or V2's two passes, the default parameters then `SamplingParams.for_sampler_warmup()` (the fp32
+# logits pipeline), with V2's per-request sampler state (penalty counts) held by the runner
+ProfileSampler = Literal["v1_one_pass", "v2_default_and_warmup"]
 # the batch sizes CUDA graphs are captured for: up to 512 (0.17.1), or up to 1024 on SM100-family GPUs
 # with max_num_batched_tokens and max_num_seqs added when they fit (0.33.0)
 CudagraphCaptureSizes = Literal["up_to_512", "up_to_1024_on_sm100_with_batch_limits"]
@@ -155,7 +160,7 @@ class Release:
     non_kv_memory: NonKvMemory                     # how the profile run's terms add up to non-KV memory
     cuda_graphs_in_budget: bool                    # the CUDA-graph pool is taken from the KV budget
     cudagraph_capture_sizes: CudagraphCaptureSizes  # the batch sizes CUDA graphs are captured for
-    sampler_passes: int                            # dummy sampler runs in the profile run
+    profile_sampler: ProfileSampler                # the sampler passes of the profile run, and the runner's state
     # settings vLLM settles before sizing
     batch_defaults: BatchDefaults                  # the GPU tiers of the default batch limits
     mla_block_size: MlaBlockSize                   # the block size an MLA backend sets
@@ -197,7 +202,7 @@ VLLM_0_17_1 = Release(
     non_kv_memory="weights_peak_non_torch",
     cuda_graphs_in_budget=False,
     cudagraph_capture_sizes="up_to_512",
-    sampler_passes=1,
+    profile_sampler="v1_one_pass",
     batch_defaults="two_tiers",
     mla_block_size="forced_by_backend",
     hybrid_block_alignment="kernel_block",
@@ -238,7 +243,7 @@ VLLM_0_33_0 = Release(
     non_kv_memory="consumed_plus_transient_peak",
     cuda_graphs_in_budget=True,
     cudagraph_capture_sizes="up_to_1024_on_sm100_with_batch_limits",
-    sampler_passes=2,
+    profile_sampler="v2_default_and_warmup",
     batch_defaults="three_tiers",
     mla_block_size="preferred_by_backend",
     hybrid_block_alignment="kernel_or_configured_block",

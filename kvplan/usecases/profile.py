@@ -33,6 +33,7 @@ from kvplan.measure.backend import (
 )
 from kvplan.measure.nvml import NvmlReport
 from kvplan.semantics.config.parallel import pp_layer_ranges
+from kvplan.semantics.dtypes import dtype_size
 from kvplan.semantics.kv.sizing import estimate_max_model_len_from_groups, reserved_bytes, sizing_limits
 from kvplan.semantics.memory.budget import (
     KvCacheMemorySuggestion,
@@ -44,8 +45,16 @@ from kvplan.semantics.memory.budget import (
     startup_refusal,
     utilization_for,
 )
+from kvplan.semantics.memory.cudagraphs import (
+    FULL_GRAPH_PROFILING_SAMPLES,
+    CudaGraphEstimate,
+    capture_plan,
+    extrapolate_from_largest,
+    extrapolate_graph_pool,
+    predicted_samples,
+)
 from kvplan.semantics.memory.profile_batch import ProfileBatch, profile_batch
-from kvplan.semantics.memory.sampler import ASSUMED_MULTIPROCESSORS
+from kvplan.semantics.memory.sampler import ASSUMED_MULTIPROCESSORS, RUNNER_STATE
 from kvplan.units import format_gib
 from kvplan.usecases.plan import PlanRequest, PlanResult, SettledConfig, check_request, plan, settle
 from kvplan.usecases.profile_summary import ProfileSummary, Provenance, knobs_sha256
@@ -118,6 +127,7 @@ class RankMemory:
     activations: ActivationMeasurement
     budget: MemoryBudget
     non_torch_source: str
+    graphs: CudaGraphEstimate | None = None   # the CUDA-graph pool the release takes from this rank's budget
 
 
 @dataclass(frozen=True)
@@ -143,6 +153,7 @@ class ProfileResult:
     warnings: tuple[str, ...]
     nvml: NvmlReport | None = None
     ranks: tuple[RankMemory, ...] = ()      # one per pipeline stage; the binding one gives the figures above
+    cuda_graphs: CudaGraphEstimate | None = None   # the pool the release takes from the KV budget
 
     @property
     def fits(self) -> bool:
@@ -228,7 +239,9 @@ def _outside(options: ProfileRequest, backend: str, snapshot: DeviceSnapshot, he
         context_source = "measured: non-torch memory at start-up" + (", less other processes (NVML)" if others else "")
     else:
         context, context_source = None, f"not measured ({backend} backend); --cuda-context-bytes sets it"
-    if options.cuda_graph_bytes is not None:
+    if options.plan.release.cuda_graphs_in_budget:
+        graphs, graph_source = 0, "inside the budget: the release takes its estimate from the KV cache"
+    elif options.cuda_graph_bytes is not None:
         graphs, graph_source = options.cuda_graph_bytes, "--cuda-graph-bytes"
     else:
         # kvplan runs the Hugging Face model, not vLLM's graph capture
@@ -347,6 +360,7 @@ def run_profile(options: ProfileRequest, progress: Progress | None = None) -> Pr
         activations=activations, budget=budget, non_torch_source=non_torch_source, plan=result,
         allocation=allocation, outside=outside, target=target, finding=finding, vllm_log=tuple(log),
         warnings=tuple(warnings) + tuple(result.warnings), nvml=nvml, ranks=tuple(ranks),
+        cuda_graphs=binding.graphs,
     )
 
 
@@ -393,7 +407,9 @@ def _profile_rank(
         weights = replace(weights, weights_bytes=per_rank, how=how)
     plural = "" if shard is None else " on this rank's shard"
     say(f"profile run{plural}: {batch.num_tokens} tokens over {batch.num_reqs} requests, then the dummy sampler")
-    activations = backend.profile(batch, multiprocessors, setup.cache.release.sampler_passes)
+    release = request.release
+    activations = backend.profile(batch, multiprocessors, release.profile_sampler)
+    graphs = _cuda_graph_estimate(options, name, backend, setup, say)
     backend.release_model()
     if activations.non_torch_increase_bytes is not None:
         non_torch, non_torch_source = activations.non_torch_increase_bytes, "measured"
@@ -409,15 +425,21 @@ def _profile_rank(
                 f"{name} backend and the GPU catalog has no figure for this GPU yet, so it is taken as 0; pass "
                 "--non-torch-bytes to set it"
             )
+    # V2's sampler state is held by the last pipeline stage's runner, which samples
+    samples = shard is None or shard.last_stage
+    runner_state = 0 if activations.consumed_bytes is not None or not samples else \
+        RUNNER_STATE[release.profile_sampler](setup.batch.max_num_seqs, activations.sampler.vocab_size)
     budget = MemoryBudget(
         total_bytes=snapshot.total_bytes, free_at_start_bytes=snapshot.free_bytes, utilization=request.utilization,
         weights_bytes=weights.weights_bytes, activation_peak_bytes=activations.activation_peak_bytes,
         non_torch_bytes=non_torch, kv_cache_memory_override=options.plan.kv_cache_memory_bytes,
-        release=request.release, cuda_graph_bytes=options.cuda_graph_bytes or 0,
+        release=release, cuda_graph_bytes=graphs.bytes if graphs else options.cuda_graph_bytes or 0,
+        retained_bytes=activations.retained_bytes, consumed_bytes=activations.consumed_bytes,
+        runner_state_bytes=runner_state,
     )
     layers = (0, setup.shape.num_hidden_layers) if shard is None else (shard.layers.start, shard.layers.stop)
     return RankMemory(0 if shard is None else rank_index(shard, setup), layers, weights, activations, budget,
-                      non_torch_source)
+                      non_torch_source, graphs)
 
 
 def rank_index(shard: RankShard, setup: SettledConfig) -> int:
@@ -425,6 +447,37 @@ def rank_index(shard: RankShard, setup: SettledConfig) -> int:
     stages = pp_layer_ranges(setup.shape.num_hidden_layers, setup.cache.pipeline_parallel_size,
                              setup.cache.pp_layer_partition)
     return stages.index(shard.layers)
+
+
+def _cuda_graph_estimate(options: ProfileRequest, backend_name: str, backend: MemoryBackend, setup: SettledConfig,
+                         say: Progress) -> CudaGraphEstimate | None:
+    """The CUDA-graph pool a release that takes it from the KV budget subtracts (None for one that
+    does not): given, measured by capturing graphs on the GPU, or predicted from the fake forward."""
+    release = options.plan.release
+    if not release.cuda_graphs_in_budget:
+        return None
+    if options.cuda_graph_bytes is not None:
+        return CudaGraphEstimate(options.cuda_graph_bytes, "given", "--cuda-graph-bytes")
+    plan = capture_plan(setup.batch.max_num_seqs, setup.batch.max_num_batched_tokens, setup.device.capability,
+                        release=release)
+    if not plan.piecewise:
+        return CudaGraphEstimate(0, "given", "no capture sizes")
+    largest = plan.piecewise[:FULL_GRAPH_PROFILING_SAMPLES]
+    if backend_name == "cuda":
+        say(f"capturing CUDA graphs of the forward at {', '.join(map(str, largest))} tokens into a throw-away pool")
+        samples = backend.graph_samples(largest)
+        how = (f"measured: graphs of the forward at {' and '.join(map(str, largest))} tokens captured into a "
+               f"throw-away pool ({', '.join(f'{sample:,}' for sample in samples)} B), extrapolated to the "
+               f"{plan.num_graphs} graphs vLLM captures (first + others x max(second, 1 MiB))")
+        return CudaGraphEstimate(extrapolate_from_largest(plan, samples), "measured", how, plan)
+    say(f"predicting the CUDA-graph pool from a {largest[0]}-token forward")
+    peak = backend.forward_peak(largest[0])
+    dtype_bytes = dtype_size(setup.model_dtype)
+    piecewise, full = predicted_samples(plan, peak, setup.shape.hidden_size, dtype_bytes)
+    how = (f"predicted: the {largest[0]}-token forward's activation peak ({peak:,} B) for the largest of "
+           f"{len(plan.piecewise)} PIECEWISE graphs, the hidden states (at least 1 MiB) for every other, and "
+           f"{len(plan.full)} FULL graphs extrapolated from their two largest, as vLLM 0.33.0's estimator")
+    return CudaGraphEstimate(extrapolate_graph_pool(plan, piecewise, full), "predicted", how, plan)
 
 
 def _target(
@@ -444,7 +497,7 @@ def _target(
         kv_cache_memory_bytes=needed,
         gpu_memory_utilization=utilization_for(budget.total_bytes, budget.non_kv_bytes, max(needed, 1)),
         largest_max_model_len=largest,
-        suggestion=kv_cache_memory_suggestion(budget, options.cuda_graph_bytes or 0),
+        suggestion=kv_cache_memory_suggestion(budget, budget.cuda_graph_bytes),
     )
 
 

@@ -16,7 +16,7 @@ REQUIRED = (
 
 def test_json_is_the_whole_record_and_nothing_else(kvplan, tiny_model_dir):
     code, out, _err = kvplan("profile", "--model", str(tiny_model_dir), "--backend", "fake",
-                             "--gpu-memory", "64MiB", "--json")
+                             "--gpu-memory", "512MiB", "--json")
     assert code == 0
     record = json.loads(out)
     assert all(key in record for key in REQUIRED)
@@ -29,7 +29,8 @@ def test_json_is_the_whole_record_and_nothing_else(kvplan, tiny_model_dir):
 
 def test_human_report_shows_breakdown_layout_log_and_check(kvplan, tiny_model_dir):
     code, out, _err = kvplan("profile", "--model", str(tiny_model_dir), "--backend", "cpu", "--gpu-memory",
-                             "32MiB", "--load-format", "auto", "--attention-backend", "flashinfer")
+                             "32MiB", "--load-format", "auto", "--attention-backend", "flashinfer",
+                             "--vllm-version", "0.17.1")
     assert code == 0
     for text in ("MEASURED", "activation peak", "KV cache groups", "flashinfer layout", "allocated in RAM",
                  "round trip PASSED", "Model loading took", "Available KV cache memory", "GPU KV cache size",
@@ -37,9 +38,29 @@ def test_human_report_shows_breakdown_layout_log_and_check(kvplan, tiny_model_di
         assert text in out, text
 
 
+def test_the_0_33_0_report_shows_its_terms_and_the_graph_estimate(kvplan, tiny_model_dir):
+    code, out, _err = kvplan("profile", "--model", str(tiny_model_dir), "--backend", "fake", "--gpu-memory",
+                             "512MiB", "--vllm-version", "0.33.0")
+    assert code == 0
+    flat = " ".join(out.split())
+    assert out.splitlines()[0] == "vLLM 0.33.0 semantics"
+    for text in ("vLLM 0.33.0 accounting", "= consumed", "transient peak", "CUDA graphs (ESTIMATE)",
+                 "predicted: the", "CUDA graph memory profiling is enabled", "regions",
+                 "GPU KV cache size:", "tokens, Maximum concurrency for 4,096 tokens per request"):
+        assert text in flat, text
+    code, out, _err = kvplan("profile", "--model", str(tiny_model_dir), "--backend", "fake", "--gpu-memory",
+                             "512MiB", "--vllm-version", "0.33.0", "--json")
+    record = json.loads(out)
+    graphs = record["cuda_graph_estimate"]
+    assert record["vllm_semantics"] == "0.33.0" and graphs["method"] == "predicted" and graphs["estimate"]
+    assert record["cuda_graph_estimate_bytes"] == graphs["bytes"] > 0
+    assert record["available_kv_bytes"] == (record["requested_bytes"] - record["total_consumed_bytes"]
+                                            - record["transient_peak_bytes"] - graphs["bytes"])
+
+
 def test_save_writes_a_profile_and_never_clobbers_other_files(kvplan, tiny_model_dir, tmp_path):
     target = tmp_path / "profile.json"
-    args = ("profile", "--model", str(tiny_model_dir), "--backend", "fake", "--gpu-memory", "64MiB", "--no-allocate")
+    args = ("profile", "--model", str(tiny_model_dir), "--backend", "fake", "--gpu-memory", "512MiB", "--no-allocate")
     code, _out, _err = kvplan(*args, "--save", str(target))
     assert code == 0
     saved = json.loads(target.read_text())
@@ -105,7 +126,7 @@ def test_cli_and_saved_profiles_do_not_import_torch():
 
 
 def test_quick_assertions_judge_the_profile_record(kvplan, tiny_model_dir):
-    args = ("profile", "--model", str(tiny_model_dir), "--backend", "fake", "--gpu-memory", "64MiB",
+    args = ("profile", "--model", str(tiny_model_dir), "--backend", "fake", "--gpu-memory", "512MiB",
             "--no-allocate", "--json")
     code, out, _err = kvplan(*args, "--assert-min-kv-tokens=1000")
     assert code == 0 and json.loads(out)["gpu_kv_cache_tokens"] >= 1000

@@ -24,6 +24,8 @@ class FakeCuda:
         self.total, self.free = 100 * GIB, 99 * GIB      # 1 GiB held before start-up (context)
         self.allocated = self.reserved = self.peak = 0
         self.calls: list[str] = []
+        # CUDA graphs: each capture takes the next of `capture_costs` from free memory
+        self.capture_costs: list[int] = []
 
     def grow(self, allocated=0, reserved=0, non_torch=0, transient=0):
         self.peak = max(self.peak, self.allocated + transient)
@@ -65,6 +67,26 @@ class FakeCuda:
 
     def synchronize(self, device=None):
         pass
+
+    def graph_pool_handle(self):
+        self.calls.append("graph_pool_handle")
+        return ("pool", len(self.calls))
+
+    class CUDAGraph:
+        pass
+
+    def graph(self, graph, pool=None):
+        fake = self
+
+        class Capture:
+            def __enter__(self):
+                fake.calls.append(f"capture into {pool}")
+
+            def __exit__(self, *exc):
+                fake.free -= fake.capture_costs.pop(0)
+                return False
+
+        return Capture()
 
 
 def test_nothing_else_is_called_when_cuda_is_unavailable():
@@ -109,6 +131,10 @@ def test_vllms_measurement_relative_to_the_startup_snapshot(monkeypatch, tiny_co
     measured = backend.profile(profile_batch(64, 4), 132)
     assert measured.activation_peak_bytes == 2 * GIB
     assert measured.non_torch_increase_bytes == GIB // 4
+    # 0.33.0's total consumed: free memory at start-up minus after the run (weights' 3.5 GiB reserved,
+    # the run's 1 GiB reserved, 256 MiB non-torch)
+    assert measured.consumed_bytes == 3 * GIB + GIB // 2 + GIB + GIB // 4
+    assert measured.retained_bytes == 0
 
     spec = FullAttentionSpec(block_size=16, num_kv_heads=2, head_size=16, dtype="bfloat16")
     config = KVCacheConfig(6, (KVCacheTensor(spec.page_size_bytes * 6, ("layer",)),),
@@ -132,3 +158,33 @@ def test_empty_memory_stats_are_refused_not_read_as_zero(tiny_config):
     backend.load_model(ModelSource("tiny", tiny_config, "bfloat16"))
     with pytest.raises(KvplanError, match=r"allocated_bytes\.all\.peak"):
         backend.profile(profile_batch(16, 2), 132)
+
+
+def test_the_graph_pool_is_measured_by_capturing_into_a_throwaway_pool(tiny_config):
+    """0.33.0's method on a GPU: the drop in free memory around each capture of the largest sizes."""
+    fake = FakeCuda()
+    fake.capture_costs = [80 << 20, 3 << 20]
+    backend = CudaBackend(0, cuda=fake, tensor_device="cpu")
+    backend.snapshot()
+    backend.load_model(ModelSource("tiny", tiny_config, "bfloat16"))
+    assert backend.graph_samples((16, 8)) == (80 << 20, 3 << 20)
+    captures = [call for call in fake.calls if call.startswith("capture into")]
+    assert len(captures) == 2 and len(set(captures)) == 1       # both into the one throw-away pool
+
+
+def test_the_profile_run_reports_what_it_leaves_allocated(monkeypatch, tiny_config):
+    fake = FakeCuda()
+    backend = CudaBackend(0, cuda=fake, tensor_device="cpu")
+    backend.snapshot()
+    backend.load_model(ModelSource("tiny", tiny_config, "bfloat16"))
+    real_step = cuda_backend.profile_step
+
+    def step_keeping_a_buffer(*args, **kwargs):
+        fake.grow(transient=GIB, allocated=64 << 20, reserved=64 << 20)   # the cached top-k/top-p scratch
+        return real_step(*args, **kwargs)
+
+    monkeypatch.setattr(cuda_backend, "profile_step", step_keeping_a_buffer)
+    measured = backend.profile(profile_batch(64, 4), 132, "v2_default_and_warmup")
+    # the peak counts the buffer while the run holds it; 0.33.0 takes it out of the transient peak
+    assert (measured.activation_peak_bytes, measured.retained_bytes) == (GIB, 64 << 20)
+    assert measured.consumed_bytes == 64 << 20

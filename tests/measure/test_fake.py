@@ -13,6 +13,7 @@ from kvplan.measure.fake import CHECK_POOL_BLOCKS, FakeBackend
 from kvplan.semantics.kv.specs import FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec, KVCacheTensor
 from kvplan.semantics.memory.profile_batch import profile_batch
 from kvplan.semantics.models.catalog import CATALOG_DIR
+from kvplan.units import round_up
 
 H100 = 85_045_477_376
 
@@ -86,19 +87,24 @@ def test_allocation_is_exact_on_meta_and_checked_on_a_small_real_pool():
     assert report.check.passed and report.check_pool_blocks == CHECK_POOL_BLOCKS
 
 
-def test_the_profile_run_makes_the_releases_sampler_passes(tiny_config, monkeypatch):
-    import kvplan.measure.dummy_run as dummy_run
-
-    calls = []
-    real = dummy_run.run_dummy_sampler
-
-    def counted(*args, **kwargs):
-        calls.append(1)
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(dummy_run, "run_dummy_sampler", counted)
+def test_the_profile_run_makes_the_releases_sampler_passes(tiny_config):
+    """V1's one pass (fp32 logits, probabilities and noise) against V2's default and warm-up passes
+    (one fp32 copy filtered in place, its top-k/top-p scratch kept cached: retained)."""
     backend = FakeBackend(H100, "h100-sxm-80gb")
     backend.load_model(ModelSource("tiny", tiny_config, "bfloat16"))
-    backend.profile(profile_batch(64, 4), 132)
-    backend.profile(profile_batch(64, 4), 132, sampler_passes=2)
-    assert len(calls) == 3
+    batch = profile_batch(64, 16)
+    v1 = backend.profile(batch, 132, "v1_one_pass")
+    v2 = backend.profile(batch, 132, "v2_default_and_warmup")
+    vocab = v1.sampler.vocab_size
+    assert v1.retained_bytes == 0
+    # the Triton kernel's scratch: a row per program (16 requests -> 16 rows) of float32 logits
+    assert v2.retained_bytes == round_up(16 * vocab * 4, 512)
+    # V1 holds fp32 logits, probabilities and noise at once; V2 only its fp32 copy and the scratch
+    assert v2.activation_peak_bytes < v1.activation_peak_bytes
+
+
+def test_the_forward_alone_peaks_below_the_profile_run(tiny_config):
+    backend = FakeBackend(H100, "h100-sxm-80gb")
+    backend.load_model(ModelSource("tiny", tiny_config, "bfloat16"))
+    assert 0 < backend.forward_peak(16) < backend.forward_peak(64)
+    assert backend.forward_peak(64) <= backend.profile(profile_batch(64, 16), 132).activation_peak_bytes

@@ -55,7 +55,7 @@ class MemoryBudget:
     `retained_bytes` what the run leaves allocated (persistent buffers), so that the transient peak
     0.33.0 counts is `activation_peak_bytes - retained_bytes`. `consumed_bytes` is 0.33.0's total
     consumed as measured (the drop in free memory); None where it is not measured: weights + non-torch
-    + retained."""
+    + the model runner's state (`runner_state_bytes`, allocated after start-up and kept) + retained."""
 
     total_bytes: int
     free_at_start_bytes: int
@@ -68,13 +68,14 @@ class MemoryBudget:
     cuda_graph_bytes: int = 0
     retained_bytes: int = 0
     consumed_bytes: int | None = None
+    runner_state_bytes: int = 0
 
     @property
     def total_consumed_bytes(self) -> int:
         """0.33.0's "consumed memory (weights + non-torch)"."""
         if self.consumed_bytes is not None:
             return self.consumed_bytes
-        return self.weights_bytes + self.non_torch_bytes + self.retained_bytes
+        return self.weights_bytes + self.non_torch_bytes + self.runner_state_bytes + self.retained_bytes
 
     @property
     def transient_peak_bytes(self) -> int:

@@ -1,16 +1,20 @@
-"""The buffers of vLLM 0.17.1's dummy sampler run (`GPUModelRunner._dummy_sampler_run`), which is
-part of the profiled activation peak: logits for one row per request, their float32 copy,
-top-k/top-p, softmax and the exponential noise of random sampling (`vllm-kv-semantics.md` 2.2).
+"""The buffers of vLLM's dummy sampler run (`GPUModelRunner._dummy_sampler_run`), which is part of
+the profiled activation peak, and the sampler state the model runner keeps (RUNNER_STATE).
+0.17.1 (V1): logits for one row per request, their float32 copy, top-k/top-p, softmax and the
+exponential noise of random sampling (`vllm-kv-semantics.md` 2.2). 0.33.0 (V2): a default pass and a
+warm-up pass whose float32 copy is filtered in place (`vllm-0.33-changes.md` 1.4).
 
 `kvplan.measure.dummy_sampler` runs the ops for real on whatever tensors it gets (CUDA, CPU or
 fake), so every backend measures them its own way; here are the sizes they depend on."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
+from kvplan.semantics.releases import ProfileSampler
 from kvplan.semantics.weights import VOCAB_PADDING
-from kvplan.units import round_up
+from kvplan.units import cdiv, round_up
 
 # H100 SXM's count, used (and reported as assumed) for a GPU missing from the table
 ASSUMED_MULTIPROCESSORS = 132
@@ -40,3 +44,23 @@ class SamplerSpec:
     @property
     def padded_vocab_size(self) -> int:
         return padded_vocab_size(self.vocab_size)
+
+
+def _no_runner_state(max_num_seqs: int, vocab_size: int) -> int:
+    return 0
+
+
+def _v2_sampler_state(max_num_seqs: int, vocab_size: int) -> int:
+    """Model Runner V2's penalty statistics, allocated with the runner after start-up and held for
+    good (`PenaltiesState`): `prompt_bin_mask` (a bit per vocabulary entry) and `output_bin_counts`
+    (an int32 per entry), one row per request slot. The smaller per-request tensors are left out."""
+    mask = max_num_seqs * cdiv(vocab_size, 32) * 4
+    counts = max_num_seqs * vocab_size * 4
+    return round_up(mask, 512) + round_up(counts, 512)
+
+
+# Release.profile_sampler -> the sampler state the model runner keeps on the GPU, by max_num_seqs and vocab
+RUNNER_STATE: dict[ProfileSampler, Callable[[int, int], int]] = {
+    "v1_one_pass": _no_runner_state,
+    "v2_default_and_warmup": _v2_sampler_state,
+}
