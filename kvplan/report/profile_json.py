@@ -115,6 +115,8 @@ def profile_record(result: ProfileResult, workload: WorkloadCheck | None = None,
     outside, target, batch = result.outside, result.target, result.batch
     sampler = activations.sampler if activations is not None else None
     graphs = result.cuda_graphs
+    consumed_terms = budget if budget is not None and budget.release.non_kv_memory == "consumed_plus_transient_peak" \
+        else None
     record = {
         "schema_version": PROFILE_SCHEMA_VERSION,
         "kind": PROFILE_KIND,
@@ -135,11 +137,12 @@ def profile_record(result: ProfileResult, workload: WorkloadCheck | None = None,
         "non_torch_bytes": summary.non_torch_bytes,
         "non_torch_source": result.non_torch_source or None,
         "non_kv_bytes": summary.non_kv_bytes,
-        # 0.33.0's terms: consumed (the drop in free memory, or its parts) + transient peak + graphs
-        "total_consumed_bytes": None if budget is None else budget.total_consumed_bytes,
-        "transient_peak_bytes": None if budget is None else budget.transient_peak_bytes,
-        "retained_bytes": None if budget is None else budget.retained_bytes,
-        "runner_state_bytes": None if budget is None else budget.runner_state_bytes,
+        # 0.33.0's terms (null for a release that adds the others): consumed (the drop in free memory,
+        # or its parts) + transient peak + graphs
+        "total_consumed_bytes": None if consumed_terms is None else consumed_terms.total_consumed_bytes,
+        "transient_peak_bytes": None if consumed_terms is None else consumed_terms.transient_peak_bytes,
+        "retained_bytes": None if consumed_terms is None else consumed_terms.retained_bytes,
+        "runner_state_bytes": None if consumed_terms is None else consumed_terms.runner_state_bytes,
         "peak_activation_logged_bytes": None if budget is None else peak_activation_bytes(budget),
         "cuda_graph_estimate_bytes": None if graphs is None else graphs.bytes,
         "cuda_graph_estimate": None if graphs is None else {
