@@ -6,13 +6,14 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from dataclasses import replace
 from functools import cache
 
 import pytest
 
 from kvplan.errors import ConfigRejected
 from kvplan.report.plan_json import plan_record
-from kvplan.semantics.releases import VLLM_0_17_1
+from kvplan.semantics.releases import VLLM_0_17_1, VLLM_0_33_0
 from kvplan.usecases.plan import PlanRequest, plan
 from tests.conftest import DATA
 
@@ -61,6 +62,60 @@ def test_catalog_model_plans_like_vllm(index: int) -> None:
     assert [g["spec"]["type"] for g in record["kv_cache_groups"]] == [g["type"] for g in expect["groups"]]
     if "enable_prefix_caching" in expect:
         assert record["enable_prefix_caching"] == expect["enable_prefix_caching"]
+
+
+CASES_0_33_0 = DATA / "sizing" / "vllm-0.33.0-cases.json"
+
+
+@cache
+def cases_0_33_0() -> list[dict]:
+    return json.loads(CASES_0_33_0.read_text())["cases"]
+
+
+@pytest.mark.parametrize("index", range(38))
+def test_catalog_model_plans_like_vllm_0_33_0(index: int) -> None:
+    """`kvplan plan` end to end (catalog config, reader, settings, specs, sizing) against 0.33.0's own
+    planning: one backing allocation, the merged capacity line, the null block held back."""
+    case = cases_0_33_0()[index]
+    expect = case["expect"]
+    request = replace(request_for(case), release=VLLM_0_33_0)
+    if not expect["ok"]:
+        with pytest.raises(ConfigRejected) as rejected:
+            plan(request)
+        assert str(rejected.value) in expect["error"]
+        return
+    record = plan_record(plan(request))
+    assert record["fits"] and record["vllm_semantics"] == "0.33.0"
+    assert record["num_blocks"] == expect["num_blocks"]
+    assert [t["size"] for t in record["kv_cache_tensors"]] == expect["kv_cache_tensors"]
+    assert [len(t["shared_by"]) for t in record["kv_cache_tensors"]] == expect["kv_cache_tensor_shared_by"]
+    assert [{"layers": len(t["shared_by"]), "layer_stride": t["layer_stride"], "block_stride": t["block_stride"],
+             "offset": t["offset"]} for t in record["kv_cache_tensors"]] == expect["kv_cache_tensor_layout"]
+    assert record["kv_cache_tensors_total_bytes"] == expect["kv_cache_tensors_total_bytes"]
+    assert record["kv_cache_tensor_layout"] == "shared_backing"
+    assert record["max_concurrency"] == pytest.approx(expect["max_concurrency"], rel=1e-12)
+    assert record["gpu_kv_cache_tokens"] == expect["gpu_kv_cache_tokens"]
+    assert record["vllm_log"][-1] == expect["vllm_log"][-1]
+    assert record["block_size"] == expect["effective_block_size"]
+    assert record["bytes_needed_for_one_max_len_request"] == expect["bytes_needed_for_one_max_len_request"]
+    assert [g["num_layers"] for g in record["kv_cache_groups"]] == [g["num_layers"] for g in expect["groups"]]
+    if "enable_prefix_caching" in expect and expect["enable_prefix_caching"] is not None:
+        assert record["enable_prefix_caching"] == expect["enable_prefix_caching"]
+
+
+def test_the_0_33_0_refusals_hold_back_one_block_and_read_as_0_33_0() -> None:
+    done = run_cli("--kv-cache-memory", "300MiB", "--json", "--vllm-version", "0.33.0")
+    assert done.returncode == 1
+    record = json.loads(done.stdout)
+    # 1,600 blocks of 196,608 B, one held back: 1,599 x 16 tokens
+    assert record["estimated_max_model_len"] == 25584
+    assert record["error"].startswith("To serve at least one request with the model's max seq len (32768)")
+    assert "(which also controls CPU memory on the CPU backend)" in record["error"]
+    fitted = plan(PlanRequest(model="Qwen/Qwen2-0.5B-Instruct", kv_cache_memory_bytes=300 * 2**20,
+                              max_model_len=-1, with_weights=False, release=VLLM_0_33_0))
+    assert fitted.max_model_len == 25584
+    assert "Auto-fit max_model_len: reduced from 32768 to 25584 to fit in available KV cache memory (0.29 GiB GPU)" \
+        in plan_record(fitted)["vllm_log"]
 
 
 def test_excluded_tensor_parallel_sizes_are_refused_like_vllm() -> None:
