@@ -21,8 +21,9 @@ def run_dummy_sampler(
     are gathered from every rank before sampling. Returns the sampled token ids so that nothing is
     optimised away."""
     num_reqs = logits_indices.shape[0]
+    last_hidden_states = hidden_states[logits_indices]
     # dummy activations may hold inf/nan, so vLLM samples from random hidden states
-    random_hidden = torch.rand_like(hidden_states[logits_indices])
+    random_hidden = torch.rand_like(last_hidden_states)
     # Soft-capping (Gemma 2) is left out: its temporaries (at most 3 R x V in the model dtype) die
     # before the float32 copies below (3 R x V x 4 bytes) exist, so it never sets the peak.
     logits = _logits(random_hidden, lm_head, spec, tensor_parallel_size)

@@ -87,7 +87,7 @@ def pipeline_stages(result: PlanResult) -> list[dict[str, Any]]:
             "kv_cache_groups": [{"num_layers": len(group.layer_names), "layer_names": list(group.layer_names)}
                                 for group in groups],
             "num_blocks": None if config is None else config.num_blocks,
-            "kv_cache_tensors_total_bytes": None if config is None else sum(t.size for t in config.kv_cache_tensors),
+            "kv_cache_tensors_total_bytes": None if config is None else config.pool_bytes,
             "bytes_needed_for_one_max_len_request": sizing.bytes_needed_per_worker[pp_rank]
             if sizing.bytes_needed_per_worker else None,
             "kv_cache_memory_bytes": result.kv_cache_memory_per_worker[pp_rank]

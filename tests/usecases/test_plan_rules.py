@@ -4,9 +4,7 @@ names (`PlanRequest.release`), on the case's GPU (its compute capability) and en
 
 Each case is checked twice: the rule itself (vLLM's refusal in its words, or the groups vLLM forms
 with their layers on every pipeline stage), then the pool (block sizes, blocks, tensors,
-concurrency, the log lines). 0.33.0's pools are expected failures until its sizing policies (one
-tensor for all layers, its token count, its Mamba pages: issue 13) are in its release row; its
-rules pass now."""
+concurrency, the log lines)."""
 
 from __future__ import annotations
 
@@ -51,12 +49,7 @@ def rules_cases(*, pool: bool) -> list[Any]:
                 continue  # vLLM could not be run for it: nothing to compare with
             if pool and not expect["ok"] and expect["stage"] != "memory_check":
                 continue  # refused before sizing: no pool
-            marks = []
-            if pool and version == "0.33.0":
-                marks.append(pytest.mark.xfail(strict=True, reason=(
-                    "0.33.0's pool (one KV tensor for all layers, its GPU KV cache size count, Mamba page layout, "
-                    "refusal text) comes with its sizing policies, issue 13")))
-            params.append(pytest.param(version, case, id=_id(version, index, case), marks=marks))
+            params.append(pytest.param(version, case, id=_id(version, index, case)))
     return params
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 from kvplan.semantics.engine.coordinator import KVCacheCoordinator
 from kvplan.semantics.engine.groups import KVCacheGroup, resolve_groups
 from kvplan.semantics.engine.hashing import MergedBlockHashes
+from kvplan.semantics.releases import VLLM_0_17_1
 
 FULL = KVCacheGroup()
 HASHES = [bytes([i]) * 32 for i in range(8)]
@@ -18,7 +19,8 @@ def swa(window: int, block_size: int | None = None) -> KVCacheGroup:
 
 
 def coordinator(*groups: KVCacheGroup) -> KVCacheCoordinator:
-    return KVCacheCoordinator(resolve_groups(groups, 16, True, 1024), 64, 16, True)
+    return KVCacheCoordinator(resolve_groups(groups, 16, True, 1024, release=VLLM_0_17_1), 64, 16, True,
+                              release=VLLM_0_17_1)
 
 
 def cache(kv: KVCacheCoordinator, group_id: int, positions: list[int]) -> list[int]:
@@ -96,5 +98,6 @@ def test_a_group_with_double_blocks_keys_them_by_two_hashes_and_aligns_the_hit()
 
 
 def test_without_caching_nothing_hits() -> None:
-    kv = KVCacheCoordinator(resolve_groups((FULL, swa(32)), 16, False, 1024), 64, 16, False)
+    kv = KVCacheCoordinator(resolve_groups((FULL, swa(32)), 16, False, 1024, release=VLLM_0_17_1), 64, 16, False,
+                            release=VLLM_0_17_1)
     assert kv.find_longest_cache_hit(HASHES, 127) == (([], []), 0)

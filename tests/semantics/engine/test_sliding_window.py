@@ -6,6 +6,7 @@ from kvplan.semantics.engine.groups import KVCacheGroup
 from kvplan.semantics.engine.hashing import RequestBlockHasher
 from kvplan.semantics.engine.kv_cache_manager import KVCacheManager
 from kvplan.semantics.engine.window_managers import SlidingWindowManager
+from kvplan.semantics.releases import VLLM_0_17_1
 from tests.references import block_ids
 
 
@@ -19,7 +20,7 @@ def hashed(request):
 
 
 def test_the_worked_example(make_request) -> None:
-    kv = KVCacheManager(20, 16, 4096, enable_caching=True, kv_cache_groups=(window(32),))
+    kv = KVCacheManager(20, 16, 4096, enable_caching=True, kv_cache_groups=(window(32),), release=VLLM_0_17_1)
     first = hashed(make_request("a", 80, max_tokens=50))
 
     # An 80-token prefill holds blocks 1-5.
@@ -46,7 +47,7 @@ def test_the_worked_example(make_request) -> None:
 
 
 def test_without_a_full_window_run_the_hit_is_the_leading_blocks(make_request) -> None:
-    kv = KVCacheManager(20, 16, 4096, enable_caching=True, kv_cache_groups=(window(64),))
+    kv = KVCacheManager(20, 16, 4096, enable_caching=True, kv_cache_groups=(window(64),), release=VLLM_0_17_1)
     first = hashed(make_request("a", 32))
     kv.allocate_slots(first, 32)
     first.num_computed_tokens = 32

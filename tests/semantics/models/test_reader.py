@@ -196,7 +196,7 @@ def test_qwen2_sliding_window_on_some_layers_is_refused_as_vllm_does():
 
 def test_qwen2_window_on_every_layer_falls_back_to_the_config_wide_window_in_0_17_1_only():
     config = {**_catalog("Qwen/Qwen2-0.5B-Instruct"), "use_sliding_window": True, "max_window_layers": 24}
-    assert {layer.sliding_window for layer in shape_from_config(config, "qwen2-swa").layers} == {32768}
+    assert {layer.sliding_window for layer in shape_from_config(config, "qwen2-swa", VLLM_0_17_1).layers} == {32768}
     # 0.33.0 takes the config's window only without layer_types (Qwen2Config fills them: all full here)
     assert {layer.kind for layer in shape_from_config(config, "qwen2-swa", VLLM_0_33_0).layers} == {"full"}
 

@@ -9,6 +9,7 @@ import pytest
 from kvplan.report.plan_json import plan_record
 from kvplan.report.profile_json import profile_record
 from kvplan.semantics.memory.budget import requested_memory
+from kvplan.semantics.releases import VLLM_0_17_1
 from kvplan.usecases.plan import PlanRequest, plan
 from kvplan.usecases.profile import ProfileRequest, plan_for_device, run_profile
 
@@ -41,7 +42,7 @@ def test_plan_answers_tp2_on_a_named_gpu_with_half_the_weights_per_gpu(on_l4):
 def test_profile_reports_each_stages_rank_and_the_binding_one():
     result = run_profile(ProfileRequest(
         plan=PlanRequest(model=LLAMA, gpu="l4-24gb", tensor_parallel_size=2, pipeline_parallel_size=2,
-                         max_model_len=8192), backend="fake", allocate=False))
+                         max_model_len=8192, release=VLLM_0_17_1), backend="fake", allocate=False))
     record = profile_record(result)
     first, last = record["ranks"]
     assert (first["layers"], last["layers"]) == ([0, 16], [16, 32])

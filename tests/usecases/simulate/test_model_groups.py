@@ -8,7 +8,7 @@ import pytest
 
 from kvplan.report.plan_json import plan_record
 from kvplan.report.simulate_json import result_document
-from kvplan.semantics.releases import VLLM_0_33_0
+from kvplan.semantics.releases import VLLM_0_17_1, VLLM_0_33_0, Release, default_release
 from kvplan.usecases.check.workload_checks import on_target_pool
 from kvplan.usecases.plan import PlanRequest, plan
 from kvplan.usecases.simulate.driver import SimOptions, prepare
@@ -25,15 +25,16 @@ HYBRIDS = ["google/gemma-2-9b-it", "openai/gpt-oss-20b", "Qwen/Qwen3-Next-80B-A3
 SIZING = {"kv_cache_memory": "4GiB", "max_model_len": 8192}
 
 
-def planned(model: str) -> dict:
+def planned(model: str, release: Release | None = None) -> dict:
     return plan_record(plan(PlanRequest(model=model, kv_cache_memory_bytes=4 << 30, max_model_len=8192,
-                                        with_weights=False)))
+                                        with_weights=False, release=release or default_release())))
 
 
-def on_model(write_json, model: str, overrides: EngineOverrides = EngineOverrides(), **engine):
+def on_model(write_json, model: str, overrides: EngineOverrides = EngineOverrides(), release: Release | None = None,
+             **engine):
     workload = load_workload(write_json(mix(engine={"model": model, **SIZING, **engine},
                                             arrival={"process": "poisson", "rate": 20.0, "count": 24})))
-    return prepare(workload, SimOptions(overrides=overrides))
+    return prepare(workload, SimOptions(overrides=overrides, release=release))
 
 
 @pytest.mark.parametrize("model", HYBRIDS)
@@ -58,8 +59,9 @@ def test_a_planned_pool_runs_on_the_groups_and_the_tokens_of_the_plan(write_json
 def test_gemma2_runs_the_pool_vllm_reports_not_a_full_attention_one(write_json):
     """The issue: vLLM 0.17.1 reports 12,480 tokens for this plan; one full-attention group of the
     same blocks would hold 24,944."""
-    setup = on_model(write_json, "google/gemma-2-9b-it")
-    assert setup.engine.gpu_kv_cache_tokens == 12_480 == planned("google/gemma-2-9b-it")["gpu_kv_cache_tokens"]
+    setup = on_model(write_json, "google/gemma-2-9b-it", release=VLLM_0_17_1)
+    assert setup.engine.gpu_kv_cache_tokens == 12_480 == \
+        planned("google/gemma-2-9b-it", VLLM_0_17_1)["gpu_kv_cache_tokens"]
     window, full = setup.config.groups
     assert (window.kind, window.sliding_window, full.kind) == ("sliding_window", 4096, "full_attention")
 
