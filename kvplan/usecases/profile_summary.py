@@ -36,7 +36,7 @@ from kvplan.parsing import (
 )
 from kvplan.schema import Boolean, Checked, Field, Integer, ListOf, Number, Record, Text, check_document
 from kvplan.semantics.engine.groups import KVCacheGroup, engine_group, spec_layout
-from kvplan.semantics.releases import Release
+from kvplan.semantics.releases import RELEASES, VLLM_0_17_1, Release
 from kvplan.usecases.plan import PlanSummary
 from kvplan.usecases.plan_settings import CALIBRATION, PLANNING_SETTINGS
 
@@ -259,8 +259,16 @@ def parse_plan(raw: Any, path: str) -> PlanSummary:
                                                           as_int),
         estimated_max_model_len=get_optional(plan, "estimated_max_model_len", path, as_int),
         group_block_sizes=_group_block_sizes(plan.get("kv_cache_groups") or [], child(path, "kv_cache_groups")),
-        kv_cache_groups=_engine_groups(plan.get("kv_cache_groups") or [], child(path, "kv_cache_groups")),
+        kv_cache_groups=_engine_groups(plan.get("kv_cache_groups") or [], child(path, "kv_cache_groups"),
+                                       _record_release(plan)),
     )
+
+
+def _record_release(plan: Mapping[str, Any]) -> Release:
+    """The release a plan record was made under: a record without `vllm_semantics` predates 0.33.0's
+    support and follows 0.17.1; an unknown one is refused by `profile_mismatches`, not here."""
+    version = plan.get("vllm_semantics")
+    return RELEASES.get(version, VLLM_0_17_1) if isinstance(version, str) else VLLM_0_17_1
 
 
 def _group_specs(raw: Any, path: str) -> list[tuple[Mapping[str, Any], Mapping[str, Any], str]]:
@@ -278,9 +286,10 @@ def _group_block_sizes(raw: Any, path: str) -> tuple[int, ...]:
                  for _, spec, spec_path in _group_specs(raw, path))
 
 
-def _engine_groups(raw: Any, path: str) -> tuple[KVCacheGroup, ...]:
+def _engine_groups(raw: Any, path: str, release: Release) -> tuple[KVCacheGroup, ...]:
     """The engine's groups, as `PlanSummary.kv_cache_groups` holds them: a group of unequal pages
-    runs with its first layer's spec, as vLLM's scheduler does."""
+    runs with its first layer's spec, as vLLM's scheduler does, and a Mamba group takes the prefill
+    checkpoint blocks of the record's release."""
     groups = []
     for record, spec, spec_path in _group_specs(raw, path):
         if spec.get("type") == "UniformTypeKVCacheSpecs":
@@ -288,8 +297,10 @@ def _engine_groups(raw: Any, path: str) -> tuple[KVCacheGroup, ...]:
             spec_path = child(child(spec_path, "layers"), next(iter(members), ""))
             spec = as_object(next(iter(members.values()), None), spec_path)
         type_name = get(spec, "type", spec_path, as_str)
+        mamba_type = None
         if type_name == "MambaSpec":
-            layout = spec_layout(type_name, mamba=(get(spec, "mamba_type", spec_path, as_str),
+            mamba_type = get(spec, "mamba_type", spec_path, as_str)
+            layout = spec_layout(type_name, mamba=(mamba_type,
                                                    as_list(spec.get("shapes"), child(spec_path, "shapes")),
                                                    as_list(spec.get("dtypes"), child(spec_path, "dtypes"))))
         else:
@@ -303,6 +314,7 @@ def _engine_groups(raw: Any, path: str) -> tuple[KVCacheGroup, ...]:
                 sliding_window=get_optional(spec, "sliding_window", spec_path, as_int),
                 attention_chunk_size=get_optional(spec, "attention_chunk_size", spec_path, as_int),
                 mamba_cache_mode=get_optional(spec, "mamba_cache_mode", spec_path, as_str),
+                mamba_type=mamba_type, release=release,
             ))
         except KvplanError as error:
             raise FieldError(child(spec_path, "type"), str(error)) from None

@@ -80,7 +80,7 @@ def test_save_writes_a_profile_and_never_clobbers_other_files(kvplan, tiny_model
 def test_save_checks_its_path_before_profiling(kvplan, tiny_model_dir, tmp_path):
     """Issue 9 part 5: `--save profiles/x.json` creates profiles/; a path onto the model's own files is
     refused before anything runs."""
-    args = ("profile", "--model", str(tiny_model_dir), "--backend", "fake", "--gpu-memory", "64MiB", "--no-allocate")
+    args = ("profile", "--model", str(tiny_model_dir), "--backend", "fake", "--gpu-memory", "256MiB", "--no-allocate")
     code, _out, err = kvplan(*args, "--save", str(tmp_path / "profiles" / "x.json"))
     assert code == 0, err
     assert json.loads((tmp_path / "profiles" / "x.json").read_text())["kind"] == "kvplan.profile"

@@ -50,7 +50,8 @@ def test_profile_names_each_phase(tiny_model_dir):
     assert done.returncode == 0, done.stderr
     json.loads(done.stdout)
     phases = [line for line in done.stderr.splitlines() if line.startswith("kvplan: ")]
-    assert [line.split(" ")[1] for line in phases] == ["starting", "loading", "profile", "sizing", "allocating"]
+    assert [line.split(" ")[1] for line in phases] == ["starting", "loading", "profile", "predicting", "sizing",
+                                                         "allocating"]  # predicting: 0.33.0's CUDA-graph pool
 
 
 def test_plan_for_a_gpu_names_each_phase():
@@ -58,7 +59,7 @@ def test_plan_for_a_gpu_names_each_phase():
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["kind"] == "kvplan.plan"
     assert [line.split(" ")[1] for line in done.stderr.splitlines()] == [
-        "predicting", "starting", "loading", "profile", "sizing"]
+        "predicting", "starting", "loading", "profile", "predicting", "sizing"]
 
 
 def test_simulate_names_the_run_and_counts_requests(tmp_path: Path):

@@ -171,10 +171,10 @@ def test_a_planned_kv_cache_config_gives_the_engine_its_groups() -> None:
     qwen3_next = [KVCacheGroupSpec(("l3",), FullAttentionSpec(block_size=544, num_kv_heads=2, head_size=256,
                                                               dtype="bfloat16")),
                   KVCacheGroupSpec(("l0",), state), KVCacheGroupSpec(("l1",), state)]
-    assert [(g.kind, g.mamba_cache_mode, g.block_size) for g in groups_from_kv_cache_config(qwen3_next)] == [
+    assert [(g.kind, g.mamba_cache_mode, g.block_size) for g in groups_from_kv_cache_config(qwen3_next, VLLM_0_17_1)] == [
         ("full_attention", None, 544), ("mamba", "align", 544), ("mamba", "align", 544)]
     assert EngineConfig(num_gpu_blocks=100, block_size=544, max_model_len=4096, **HYBRID_RELEASE,
-                        kv_cache_groups=groups_from_kv_cache_config(qwen3_next)).mamba_cache_mode == "align"
+                        kv_cache_groups=groups_from_kv_cache_config(qwen3_next, VLLM_0_17_1)).mamba_cache_mode == "align"
 
     # A group of unequal pages runs with its first layer's spec.
     small = FullAttentionSpec(block_size=16, num_kv_heads=2, head_size=64, dtype="bfloat16")
@@ -188,8 +188,9 @@ def test_a_planned_kv_cache_config_gives_the_engine_its_groups() -> None:
 def test_planned_mamba2_and_gdn_groups_take_prefill_checkpoint_blocks_in_0_33_0(catalog_shape, model,
                                                                                alignment) -> None:
     shape = catalog_shape(model)
-    knobs = CacheSettings(max_model_len=8192, enable_prefix_caching=True, mamba_cache_mode="align")
-    sized = size_kv_cache(build_worker_specs(shape, knobs), [20 << 30], SizingLimits(8192, 8192))
+    knobs = CacheSettings(max_model_len=8192, enable_prefix_caching=True, mamba_cache_mode="align",
+                          release=VLLM_0_33_0)
+    sized = size_kv_cache(build_worker_specs(shape, knobs), [20 << 30], SizingLimits(8192, 8192), release=VLLM_0_33_0)
     mamba_specs = [g.kv_cache_spec for g in sized.groups if isinstance(g.kv_cache_spec, MambaSpec)]
     assert mamba_specs and all(spec.mamba_type in ("mamba2", "gdn_attention") for spec in mamba_specs)
 

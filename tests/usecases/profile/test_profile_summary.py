@@ -15,6 +15,7 @@ from kvplan.usecases.profile_summary import (
     PROFILE_SCHEMA_VERSION,
     knobs_sha256,
     load_profile,
+    parse_plan,
     parse_profile,
     profile_mismatches,
 )
@@ -74,3 +75,22 @@ def test_mismatches_name_what_changed():
     assert "different model config" in profile_mismatches(saved, VLLM_0_17_1, config_sha256="b" * 64)[0]
     old = parse_profile(record(vllm_semantics="0.9.2"), "old")
     assert "vLLM 0.9.2 semantics" in profile_mismatches(old, VLLM_0_17_1)[0]
+
+
+@pytest.mark.parametrize(("version", "checkpoint_blocks"), [("0.33.0", {1}), ("0.17.1", {0}), (None, {0})])
+def test_a_records_mamba_groups_take_the_checkpoint_blocks_of_its_release(tmp_path, version, checkpoint_blocks):
+    """A plan record of a Mamba-2 hybrid runs in check and simulate with its own release's engine
+    groups: 0.33.0's MambaSpec takes one prefill checkpoint block, 0.17.1's none (as does a record
+    from before `vllm_semantics` existed)."""
+    from kvplan.report.plan_json import plan_record
+    from kvplan.semantics.releases import RELEASES
+    from kvplan.usecases.plan import PlanRequest, plan
+
+    request = PlanRequest(model="nvidia/Nemotron-H-56B-Base-8K", kv_cache_memory_bytes=20 << 30,
+                          enable_prefix_caching=True, release=RELEASES[version or "0.17.1"])
+    document = plan_record(plan(request))
+    if version is None:
+        document.pop("vllm_semantics")
+    summary = parse_plan(document, "plan")
+    mamba = [group for group in summary.kv_cache_groups if group.kind == "mamba"]
+    assert mamba and {group.num_prefill_checkpoint_blocks for group in mamba} == checkpoint_blocks

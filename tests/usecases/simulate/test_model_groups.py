@@ -130,5 +130,5 @@ def test_planned_mamba2_and_gdn_groups_take_0_33_0s_prefill_checkpoint_blocks(wr
     assert {g.prefill_checkpoint_alignment for g in mamba} == alignments
     assert simulate(setup).metrics.num_finished == 40
     # vLLM 0.17.1's MambaSpec has no such field.
-    older = prepare(workload, SimOptions())
+    older = prepare(workload, SimOptions(release=VLLM_0_17_1))
     assert all(g.num_prefill_checkpoint_blocks == 0 for g in older.config.groups)
