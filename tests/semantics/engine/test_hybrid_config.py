@@ -171,10 +171,11 @@ def test_a_planned_kv_cache_config_gives_the_engine_its_groups() -> None:
     qwen3_next = [KVCacheGroupSpec(("l3",), FullAttentionSpec(block_size=544, num_kv_heads=2, head_size=256,
                                                               dtype="bfloat16")),
                   KVCacheGroupSpec(("l0",), state), KVCacheGroupSpec(("l1",), state)]
-    assert [(g.kind, g.mamba_cache_mode, g.block_size) for g in groups_from_kv_cache_config(qwen3_next, VLLM_0_17_1)] == [
+    planned = groups_from_kv_cache_config(qwen3_next, VLLM_0_17_1)
+    assert [(g.kind, g.mamba_cache_mode, g.block_size) for g in planned] == [
         ("full_attention", None, 544), ("mamba", "align", 544), ("mamba", "align", 544)]
     assert EngineConfig(num_gpu_blocks=100, block_size=544, max_model_len=4096, **HYBRID_RELEASE,
-                        kv_cache_groups=groups_from_kv_cache_config(qwen3_next, VLLM_0_17_1)).mamba_cache_mode == "align"
+                        kv_cache_groups=planned).mamba_cache_mode == "align"
 
     # A group of unequal pages runs with its first layer's spec.
     small = FullAttentionSpec(block_size=16, num_kv_heads=2, head_size=64, dtype="bfloat16")
