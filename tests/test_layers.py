@@ -47,6 +47,7 @@ ORDER: tuple[tuple[str, int, int], ...] = (
     ("kvplan.semantics.models", 1, 1),
     ("kvplan.semantics.config", 1, 2),
     ("kvplan.semantics.kv", 1, 3),
+    ("kvplan.semantics.weights_from_config", 1, 4),
     ("kvplan.semantics.weights", 1, 3),
     ("kvplan.semantics.memory", 1, 4),
     ("kvplan.semantics.engine", 1, 5),

@@ -7,6 +7,7 @@ unknown word) goes to typer, which says what is wrong. Both paths end in `run_pl
 from __future__ import annotations
 
 import re
+import sys
 import types
 from typing import TYPE_CHECKING, Any, Union, get_args, get_origin
 
@@ -110,6 +111,8 @@ def run_plan(engine: EngineOptions, json_output: bool, assertions: tuple[Asserti
         from kvplan.report.plan_console import render_plan
 
         render_plan(result)
+    if result.weights_warning:
+        print(f"kvplan: warning: {result.weights_warning}", file=sys.stderr)
     report = None
     if assertions:
         from kvplan.usecases.check.quick import plan_report

@@ -1,6 +1,7 @@
-"""Weight bytes of any model: the catalog's precomputed layout, else a Hugging Face model built on the
-meta device (no memory, no weights) and described as a WeightLayout. The build needs the `profile`
-extra; kvplan's catalog ships these layouts precomputed, so a catalog model imports no torch.
+"""Weight bytes of any model: the catalog's precomputed layout, else the layout a dense decoder's
+config.json gives (`kvplan.semantics.weights_from_config`), else a Hugging Face model built on the
+meta device (no memory, no weights) and described as a WeightLayout. Only the build needs the
+`profile` extra, so a catalog model or a local Llama, Mistral, Qwen2/3, Phi-3 or Gemma imports no torch.
 
 `torch.device("meta")` keeps tied embeddings tied, so they are counted once
 (`accelerate.init_empty_weights` would untie them: profiling-notes P8)."""
@@ -16,19 +17,21 @@ from kvplan.semantics.models.reader import architecture_of
 from kvplan.semantics.models.resolve import ResolvedConfig, resolve_config
 from kvplan.semantics.models.shape import ModelShape
 from kvplan.semantics.weights import ParamGroup, WeightEstimate, WeightLayout, catalog_layouts, estimate, quant_scheme
+from kvplan.semantics.weights_from_config import SOURCE, layout_from_config
 
 _REPEATED = re.compile(r"^(?P<prefix>.*?)\.(?P<stack>layers|blocks|h)\.(?P<index>\d+)\.(?P<rest>.+)$")
 
 
 def build_layout(resolved: ResolvedConfig, *, trust_remote_code: bool = False) -> WeightLayout:
-    require_profile_extra("weight bytes of a model outside kvplan's catalog")
+    architecture = architecture_of(resolved.config)
+    require_profile_extra(f"counting the weights of {architecture or 'this model'} (a model outside kvplan's "
+                          "catalog whose parameters config.json alone does not give)")
     import torch
     import transformers
 
     config_dir = config_directory(resolved)
     shape = model_shape(resolved.config, resolved.model_id, trust_remote_code=trust_remote_code,
                         config_dir=config_dir)
-    architecture = architecture_of(resolved.config)
     hf_config = hf_config_from(resolved.config, architecture, trust_remote_code, config_dir)
     model_class = getattr(transformers, architecture, None)
     try:
@@ -38,9 +41,10 @@ def build_layout(resolved: ResolvedConfig, *, trust_remote_code: bool = False) -
             else:
                 model = transformers.AutoModelForCausalLM.from_config(
                     hf_config, dtype=torch.bfloat16, trust_remote_code=trust_remote_code)
-    except (ValueError, TypeError, KeyError, AttributeError, ImportError) as error:
+    except Exception as error:
+        # a model class fails in its own way (a config it does not expect, its own code): one line
         raise KvplanError(f"transformers cannot build {architecture or 'this model'} to count its weights: "
-                          f"{error}") from None
+                          f"{type(error).__name__}: {error}") from None
     text = hf_config.get_text_config() if hasattr(hf_config, "get_text_config") else hf_config
     mamba = next((layer.mamba for layer in shape.layers if layer.mamba and layer.mamba.mamba_type == "mamba2"), None)
     return WeightLayout(
@@ -98,10 +102,15 @@ def weights_for(
     *, trust_remote_code: bool = False, pp_layer_partition: str | None = None,
 ) -> WeightEstimate:
     """Weight bytes for `dtype` (float32 / float16 / bfloat16, already resolved from "auto"), per rank
-    of each pipeline stage split as the KV layers are (`pp_layer_partition`: VLLM_PP_LAYER_PARTITION)."""
+    of each pipeline stage split as the KV layers are (`pp_layer_partition`: VLLM_PP_LAYER_PARTITION).
+    The layout is the catalog's, else config.json's, else a meta-device build's (torch)."""
     resolved = model if isinstance(model, ResolvedConfig) else resolve_config(model.model_id)
     layout = catalog_layouts().get(resolved.sha256)
     source = "catalog: meta-device build, precomputed"
+    # a model's own configuration code (--trust-remote-code) may read config.json its own way
+    if layout is None and not (trust_remote_code and resolved.config.get("auto_map")):
+        layout = layout_from_config(resolved)
+        source = SOURCE
     if layout is None:
         layout = build_layout(resolved, trust_remote_code=trust_remote_code)
         source = "meta-device build"

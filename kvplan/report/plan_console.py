@@ -41,6 +41,8 @@ def _settings_table(result: PlanResult) -> Table:
     if summary.weights_bytes is not None:
         per_gpu = _bytes(summary.weights_per_gpu_bytes)
         rows.append(("weights", f"{_bytes(summary.weights_bytes)}; per GPU {per_gpu}"))
+    elif result.weights_unknown is not None:
+        rows.append(("weights", f"unknown: {result.weights_unknown}"))
     for key, value in rows:
         table.add_row(key, plain(value))
     return table

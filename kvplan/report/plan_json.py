@@ -164,5 +164,5 @@ def plan_record(result: PlanResult) -> dict[str, Any]:
         "weights_method": None if weights is None else weights.method,
         "weights_exact": None if weights is None else weights.exact,
         "vllm_log": list(setup.logs) + list(sizing.log_lines),
-        "warnings": list(result.warnings),
+        "warnings": [*result.warnings, *([result.weights_warning] if result.weights_warning else [])],
     }

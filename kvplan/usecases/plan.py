@@ -110,6 +110,7 @@ class PlanResult:
     warnings: tuple[str, ...] = field(default_factory=tuple)
     memory_source: str = "--kv-cache-memory"
     kv_cache_memory_per_worker: tuple[int, ...] = ()    # each pipeline stage's KV memory per GPU
+    weights_unknown: str | None = None    # why the weights were not counted (the KV sizing never needs them)
 
     @property
     def fits(self) -> bool:
@@ -138,6 +139,13 @@ class PlanResult:
     @property
     def suggested_fix(self) -> str | None:
         return suggested_fix(self)
+
+    @property
+    def weights_warning(self) -> str | None:
+        """One line for the user when the weights were not counted."""
+        if self.weights_unknown is None:
+            return None
+        return f"weights unknown (the KV cache is sized without them): {self.weights_unknown}"
 
     @property
     def summary(self) -> PlanSummary:
@@ -337,18 +345,28 @@ def plan(request: PlanRequest, setup: SettledConfig | None = None,
         disable_hybrid_kv_cache_manager=setup.disable_hybrid_kv_cache_manager,
         release=request.release,
     )
-    weights = None
-    if request.with_weights:
-        from kvplan.measure.meta_build import weights_for
+    weights, weights_unknown = count_weights(request, setup) if request.with_weights else (None, None)
+    return PlanResult(
+        request=request, setup=setup, kv_cache_memory_bytes=request.kv_cache_memory_bytes, sizing=sizing,
+        weights=weights, warnings=setup.shape.warnings, kv_cache_memory_per_worker=tuple(per_worker),
+        weights_unknown=weights_unknown,
+    )
 
+
+def count_weights(request: PlanRequest, setup: SettledConfig) -> tuple[WeightEstimate | None, str | None]:
+    """The weight bytes, or None and why they are unknown: a model whose layout is neither in the catalog
+    nor readable from config.json needs a meta-device build (torch), which may be missing or fail. The KV
+    cache is sized from the memory given all the same."""
+    from kvplan.measure.meta_build import weights_for
+
+    try:
         weights = weights_for(
             setup.resolved, setup.model_dtype, request.tensor_parallel_size, request.pipeline_parallel_size,
             trust_remote_code=request.trust_remote_code, pp_layer_partition=setup.cache.pp_layer_partition,
         )
-    return PlanResult(
-        request=request, setup=setup, kv_cache_memory_bytes=request.kv_cache_memory_bytes, sizing=sizing,
-        weights=weights, warnings=setup.shape.warnings, kv_cache_memory_per_worker=tuple(per_worker),
-    )
+    except KvplanError as error:
+        return None, str(error)
+    return weights, None
 
 
 def suggested_fix(result: PlanResult) -> str | None:

@@ -1,10 +1,12 @@
-"""Weight bytes of any model: the catalog's stored layouts (no torch), golden parameter counts, and
-the meta-device build of models outside the catalog, which agrees with the stored layouts."""
+"""Weight bytes of any model: the catalog's stored layouts (no torch), golden parameter counts, the
+layouts read from config.json of dense models outside the catalog (no torch), which agree with a
+meta-device build, and the meta-device build of other models, which agrees with the stored layouts."""
 
 from __future__ import annotations
 
 import json
 import warnings
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -12,8 +14,10 @@ import pytest
 from kvplan.measure.hf_config import config_directory, model_shape
 from kvplan.measure.meta_build import weights_for
 from kvplan.semantics.models import catalog_ids, resolve_config
+from kvplan.semantics.models.resolve import ResolvedConfig
 from kvplan.semantics.models.shape import ModelShape
-from kvplan.semantics.weights import catalog_layouts
+from kvplan.semantics.weights import QuantScheme, WeightLayout, catalog_layouts, estimate
+from kvplan.semantics.weights_from_config import layout_from_config
 from tests.semantics.factories import BF16, bf16, tiny_layout
 
 
@@ -88,30 +92,110 @@ def test_stored_layout_equals_a_fresh_meta_build(model_id):
     assert {**fresh.__dict__, "built_with": ""} == {**stored.__dict__, "built_with": ""}
 
 
-def test_model_outside_the_catalog_is_built_on_meta(tmp_path):
+TINY_LLAMA = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "num_hidden_layers": 3,
+              "hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 128,
+              "vocab_size": 1000, "torch_dtype": "bfloat16"}
+TINY_MIXTRAL = {"architectures": ["MixtralForCausalLM"], "model_type": "mixtral", "num_hidden_layers": 2,
+                "hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 128,
+                "vocab_size": 1000, "num_local_experts": 4, "num_experts_per_tok": 2, "torch_dtype": "bfloat16"}
+_SIZES = {"num_hidden_layers": 3, "hidden_size": 64, "num_attention_heads": 4, "intermediate_size": 96,
+          "vocab_size": 1000}
+# configs outside the catalog, each with what it changes in the parameter layout
+DENSE_VARIANTS = {
+    "llama-biases-tied-head_dim": {"architectures": ["LlamaForCausalLM"], "model_type": "llama", **_SIZES,
+                                   "attention_bias": True, "mlp_bias": True, "tie_word_embeddings": True,
+                                   "head_dim": 32, "num_key_value_heads": 1},
+    "llama-null-head_dim-no-kv-heads": {"architectures": ["LlamaForCausalLM"], "model_type": "llama", **_SIZES,
+                                        "head_dim": None},
+    "mistral-head_dim-default-kv-heads": {"architectures": ["MistralForCausalLM"], "model_type": "mistral",
+                                          **_SIZES, "num_attention_heads": 8, "head_dim": 8},
+    "qwen2-head_dim-key": {"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", **_SIZES,
+                           "num_key_value_heads": 2, "head_dim": 24},
+    "qwen3-attention_bias-default-head_dim": {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3",
+                                              **_SIZES, "num_key_value_heads": 2, "attention_bias": True,
+                                              "tie_word_embeddings": True},
+    # phi3's default pad_token_id (32000) must be inside the vocabulary
+    "phi3": {"architectures": ["Phi3ForCausalLM"], "model_type": "phi3", **_SIZES, "num_key_value_heads": 2,
+             "vocab_size": 32064},
+    "gemma2-attention_bias": {"architectures": ["Gemma2ForCausalLM"], "model_type": "gemma2", **_SIZES,
+                              "num_key_value_heads": 2, "head_dim": 16, "attention_bias": True},
+    "gemma3-text-defaults": {"architectures": ["Gemma3ForCausalLM"], "model_type": "gemma3_text",
+                             "num_hidden_layers": 2, "hidden_size": 64},
+}
+
+
+def write_config(directory: Path, config: dict) -> ResolvedConfig:
+    (directory / "config.json").write_text(json.dumps(config))
+    return resolve_config(str(directory))
+
+
+def meta_build(resolved: ResolvedConfig) -> WeightLayout:
     pytest.importorskip("torch")
-    config = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "num_hidden_layers": 3, "hidden_size": 64,
-              "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 128, "vocab_size": 1000,
-              "torch_dtype": "bfloat16"}
-    (tmp_path / "config.json").write_text(json.dumps(config))
-    result = weights_for(load_model_shape(str(tmp_path)), "bfloat16", tensor_parallel_size=2)
+    pytest.importorskip("transformers")
+    from kvplan.measure.meta_build import build_layout
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return build_layout(resolved)
+
+
+@pytest.mark.parametrize("name", DENSE_VARIANTS)
+def test_config_layout_equals_a_meta_build_outside_the_catalog(tmp_path, name):
+    resolved = write_config(tmp_path, DENSE_VARIANTS[name])
+    derived, built = layout_from_config(resolved), meta_build(resolved)
+    assert derived is not None
+    assert derived.groups == built.groups
+    assert replace(derived, built_with=built.built_with) == built
+
+
+def test_model_outside_the_catalog_is_read_from_its_config(tmp_path):
+    resolved = write_config(tmp_path, TINY_LLAMA)
+    result = weights_for(resolved, "bfloat16", tensor_parallel_size=2)
     expected = tiny_layout()
     assert result.total_params == expected.total_params
     assert result.per_rank_bytes == bf16(expected, tp=2).per_rank_bytes
+    assert result.method.startswith("config.json")
+    built = estimate(meta_build(resolved), "bfloat16", 2, 1, QuantScheme("none"), "meta-device build")
+    assert (result.total_bytes, result.per_stage_bytes) == (built.total_bytes, built.per_stage_bytes)
+
+
+def test_model_outside_the_catalog_is_built_on_meta(tmp_path):
+    pytest.importorskip("torch")
+    result = weights_for(write_config(tmp_path, TINY_MIXTRAL), "bfloat16", tensor_parallel_size=2)
     assert result.method.startswith("meta-device build")
+    experts = 4 * 3 * 128 * 64
+    assert result.total_params > 2 * experts
 
 
-def test_model_outside_the_catalog_without_torch_says_so(tmp_path, monkeypatch):
+def test_remote_code_is_built_on_meta(tmp_path, monkeypatch):
+    built: list[str] = []
+    monkeypatch.setattr("kvplan.measure.meta_build.build_layout",
+                        lambda resolved, trust_remote_code: built.append(resolved.model_id) or tiny_layout())
+    resolved = write_config(tmp_path, {**TINY_LLAMA, "auto_map": {"AutoConfig": "configuration_x.XConfig"}})
+    assert weights_for(resolved, "bfloat16").method.startswith("config.json") and not built
+    assert weights_for(resolved, "bfloat16", trust_remote_code=True).method.startswith("meta-device build")
+    assert built == [resolved.model_id]
+
+
+def without_torch(monkeypatch: pytest.MonkeyPatch) -> None:
     import importlib.util
-
-    from kvplan.errors import MissingExtraError
 
     real_find_spec = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec",
                         lambda name, *args: None if name == "torch" else real_find_spec(name, *args))
-    config = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "num_hidden_layers": 2, "hidden_size": 64,
-              "num_attention_heads": 4, "vocab_size": 1000}
-    (tmp_path / "config.json").write_text(json.dumps(config))
+
+
+def test_model_outside_the_catalog_without_torch_says_so(tmp_path, monkeypatch):
+    from kvplan.errors import MissingExtraError
+
+    without_torch(monkeypatch)
     with pytest.raises(MissingExtraError, match=r"pip install -e '\.\[profile\]'") as error:
-        weights_for(resolve_config(str(tmp_path)), "bfloat16")
-    assert "torch" in str(error.value) and "\n" not in str(error.value)
+        weights_for(write_config(tmp_path, TINY_MIXTRAL), "bfloat16")
+    assert "torch" in str(error.value) and "MixtralForCausalLM" in str(error.value)
+    assert "\n" not in str(error.value)
+
+
+def test_a_dense_model_outside_the_catalog_needs_no_torch(tmp_path, monkeypatch):
+    without_torch(monkeypatch)
+    result = weights_for(write_config(tmp_path, TINY_LLAMA), "bfloat16")
+    assert result.total_bytes == bf16(tiny_layout()).total_bytes

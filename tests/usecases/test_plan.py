@@ -240,3 +240,27 @@ def test_vllm_allow_long_max_model_len_lifts_the_limit(monkeypatch) -> None:
         "(max_position_embeddings=32768.0 or model_max_length=None in model's config.json). "
         "VLLM_ALLOW_LONG_MAX_MODEL_LEN must be used with extreme caution."
     )
+
+
+def test_weights_that_cannot_be_counted_leave_the_kv_plan_whole(tmp_path, monkeypatch) -> None:
+    from kvplan.errors import KvplanError
+
+    config = {"architectures": ["MixtralForCausalLM"], "model_type": "mixtral", "num_hidden_layers": 2,
+              "hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 128,
+              "vocab_size": 1000, "num_local_experts": 4, "torch_dtype": "bfloat16"}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    why = "transformers cannot build MixtralForCausalLM to count its weights: RuntimeError: no"
+
+    def failing_build(resolved, trust_remote_code):
+        raise KvplanError(why)
+
+    monkeypatch.setattr("kvplan.measure.meta_build.build_layout", failing_build)
+    request = PlanRequest(model=str(tmp_path), kv_cache_memory_bytes=1 << 30)
+    result = plan(request)
+    without = plan(PlanRequest(model=str(tmp_path), kv_cache_memory_bytes=1 << 30, with_weights=False))
+    assert result.fits and result.weights is None and result.weights_unknown == why
+    assert (result.num_blocks, result.kv_config) == (without.num_blocks, without.kv_config)
+    record = plan_record(result)
+    assert (record["weights_bytes"], record["weights_method"]) == (None, None)
+    assert record["warnings"] == [result.weights_warning] and why in record["warnings"][0]
+    assert without.weights_unknown is None and plan_record(without)["warnings"] == []
