@@ -62,6 +62,8 @@ def measure(assertion: Assertion, target: Target) -> tuple[Any, str]:
     if key == "max_weights_bytes":
         if profile is not None:
             return profile.weights_bytes, "measured by the profile"
+        if plan.weights_per_gpu_bytes is None:
+            return None, "weights unknown: kvplan could not count them for this model"
         return plan.weights_per_gpu_bytes, "per GPU"
     raise AssertionError(f"no capacity measurement for {key}")
 
@@ -76,6 +78,9 @@ def what_to_change(assertion: Assertion, target: Target) -> str:
         return whatif.smaller_kv_per_token(target, required) or (
             "no fp8 KV cache or tensor-parallel split up to 8 GPUs brings it that low")
     if key == "max_weights_bytes":
+        if target.profile is None and plan.weights_per_gpu_bytes is None:
+            return ("count the weights with a profile: give target.profile (a file from `kvplan profile --save`), "
+                    "or install kvplan's profile extra so the plan can build the model")
         return "the weights alone exceed it: shard them (tensor_parallel_size) or use a quantized checkpoint"
     if key == "max_activation_peak_bytes":
         tokens = target.profile.profile_run_tokens if target.profile else None

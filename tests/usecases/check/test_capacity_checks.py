@@ -132,3 +132,14 @@ def test_bytes_per_block_is_the_worst_pipeline_stage():
     target = qwen_target(pipeline_parallel_size=5)
     assert whatif.bytes_per_block(target) == 5 * 8192
     assert target.plan.num_blocks == GOLDEN_KV_BYTES // (5 * 8192)
+
+
+def test_weights_that_could_not_be_counted_fail_with_how_to_count_them():
+    target = qwen_target()
+    assert target.plan is not None
+    uncounted = replace(target, plan=replace(target.plan, weights_bytes=None, weights_per_gpu_bytes=None))
+    result = check(uncounted, "max_weights_bytes", 10**12)
+    assert not result.passed and result.measured is None
+    assert "weights unknown" in result.detail and "kvplan profile --save" in result.hint
+    counted = check(target, "max_weights_bytes", 1)
+    assert not counted.passed and "weights alone exceed it" in counted.hint
