@@ -59,9 +59,11 @@ when its reachable blocks fit."""
 
 from __future__ import annotations
 
+import os
+import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
-from importlib import metadata
 from typing import Literal
 
 from kvplan.errors import KvplanError
@@ -279,13 +281,43 @@ RELEASES: dict[str, Release] = {release.version: release for release in (VLLM_0_
 NEWEST_RELEASE = VLLM_0_33_0
 
 
-def installed_vllm_version() -> str | None:
+def installed_vllm_version(search_path: Sequence[str] | None = None) -> str | None:
     """The version of the `vllm` distribution installed beside kvplan, from its package metadata
-    (vllm itself is never imported); None when there is none."""
+    (vllm itself is never imported); None when there is none. Found as importlib.metadata finds
+    it, the first `vllm-*.dist-info` (or `vllm*.egg-info`) on `sys.path`, without importing
+    importlib.metadata: 40 ms of every command's start."""
+    for entry in sys.path if search_path is None else search_path:
+        folder = entry or "."
+        try:
+            names = sorted(os.listdir(folder))
+        except OSError:  # a zip file or a missing folder on the path
+            continue
+        for name in names:
+            lower = name.lower()
+            if lower.startswith("vllm-") and lower.endswith(".dist-info"):
+                version = _metadata_version(os.path.join(folder, name, "METADATA"))
+            elif lower.startswith(("vllm-", "vllm.")) and lower.endswith(".egg-info"):
+                version = _metadata_version(os.path.join(folder, name, "PKG-INFO"))
+            else:
+                continue
+            if version is not None:
+                return version
+    return None
+
+
+def _metadata_version(path: str) -> str | None:
+    """The `Version:` header of a METADATA / PKG-INFO file (the headers end at the first blank line)."""
     try:
-        return metadata.version("vllm")
-    except metadata.PackageNotFoundError:
+        with open(path, encoding="utf-8", errors="replace") as headers:
+            for line in headers:
+                if not line.strip():
+                    break
+                key, _, value = line.partition(":")
+                if key.strip().lower() == "version":
+                    return value.strip() or None
+    except OSError:
         return None
+    return None
 
 
 def release_for_installed(installed: str | None) -> Release:
