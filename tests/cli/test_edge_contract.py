@@ -329,6 +329,17 @@ def test_a_pool_too_small_for_any_request_is_a_finding_with_nothing_on_stdout(tm
     assert code == 1 and out == "" and "does not fit" in err
 
 
+@pytest.mark.parametrize("command", ["simulate", "replay"])
+def test_a_pool_the_host_cannot_hold_is_refused_before_the_run(tmp_path, monkeypatch, command):
+    import kvplan.hostmem
+
+    monkeypatch.setattr(kvplan.hostmem, "available_memory_bytes", lambda: 1 << 20)   # 1 MiB free
+    source = write(tmp_path / "w.json", mix()) if command == "simulate" else EXAMPLE_TRACE
+    # the only line: no progress line of a run that never starts
+    one_line_exit_2([command, str(source), "--num-gpu-blocks", "100000", "--json"],
+                    "simulating a pool of 100,000 blocks needs about 0.0 GiB of memory and 0.0 GiB are free")
+
+
 def test_a_request_list_that_never_ends(tmp_path):
     workload = write(tmp_path / "w.json", {"schema_version": 1, "engine": {"num_gpu_blocks": 16},
                                            "requests": "/dev/zero"})
