@@ -73,6 +73,23 @@ def test_numbers_on_the_command_line(argv, says):
     one_line_exit_2(argv, says)
 
 
+FIT = ["fit", "-w", str(REPO / "examples" / "workloads" / "chat-5rps.json"), "--gpus", "l4-24gb"]
+
+
+@pytest.mark.parametrize(("argv", "says"), [
+    ([*FIT, "--tp", "99999999999999999999999"], "--tp: 99999999999999999999999 is out of range"),
+    ([*FIT, "--concurrency", "2@99999999999999999999999"], "--concurrency (tokens): 99999999999999999999999 is out"),
+    ([*FIT, "--rate", "1e30/s"], "--rate: 1e+30 is out of range"),
+    ([*FIT, "--slo", "ttft_p95=1e30s"], "--slo: 1e+30 is out of range"),
+    ([*FIT, "--max-num-seqs", "10000000"], "--max-num-seqs: 10000000 is out of range"),
+    ([*FIT, "--seed", str(2**70)], "--seed: 1180591620717411303424 is out of range"),
+    # a local pool forks every worker at its first task: 99,999,999 were as many processes
+    ([*FIT, "--workers", "99999999"], "--workers: 99999999 is out of range"),
+])
+def test_numbers_of_fit(argv, says):
+    one_line_exit_2(argv, says)
+
+
 @pytest.mark.parametrize(("changes", "says"), [
     ({"prefix_id": 2**70}, "requests[0].prefix_id: 1180591620717411303424 is out of range"),
     ({"num_gpu_blocks": 2**70}, "config.num_gpu_blocks: 1180591620717411303424 is out of range"),
