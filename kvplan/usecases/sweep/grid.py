@@ -240,7 +240,10 @@ def parse_grid(document: dict[str, Any], path: Path) -> Grid:
     workloads = []
     for given_path in given.get("workloads", ()):
         file = path.parent / given_path
-        data = read_input_bytes(file, f"axes.workloads: {given_path}")
+        try:
+            data = read_input_bytes(file, given_path)
+        except KvplanError as error:     # named with the grid's file, as every other mistake
+            raise FieldError("axes.workloads", str(error)) from None
         workloads.append(GridWorkload(given_path, hashlib.sha256(data).hexdigest(), load_workload(file)))
     grid = Grid(path.name, tuple(commands), tuple(axes), tuple(workloads), simulate,
                 (path, *(p for w in workloads for p in w.workload.inputs)))
