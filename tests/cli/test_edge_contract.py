@@ -314,6 +314,26 @@ def test_a_terminated_run_leaves_the_old_output(tmp_path):
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
 
 
+@pytest.mark.skipif(signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL, reason="the runner handles SIGTERM")
+def test_a_forked_worker_still_dies_on_sigterm():
+    """sweep and fit fork their workers from the command; the pool ends a worker with SIGTERM and
+    expects it gone, so the handler acts in the command's own process only."""
+    from kvplan.cli import _terminate_like_interrupt
+
+    with _terminate_like_interrupt():
+        child = os.fork()
+        if child == 0:                              # the worker: a SystemExit here would exit 99
+            try:
+                time.sleep(30)
+            except BaseException:
+                os._exit(99)
+            os._exit(0)
+        time.sleep(0.2)
+        os.kill(child, signal.SIGTERM)
+        _, status = os.waitpid(child, 0)
+    assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGTERM
+
+
 # ---------------------------------------------------------------------------- values that mean nothing
 
 @pytest.mark.parametrize(("argv", "says"), [
