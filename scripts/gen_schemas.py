@@ -1,5 +1,5 @@
 """Publish the input formats' descriptions: the JSON Schemas in docs/schemas/input/ (workload,
-trace, check spec, for editors to validate files as users write them) and the tables of limits and
+trace, check spec, sweep grid, for editors to validate files as users write them) and the tables of limits and
 keys in docs/inputs.md. The descriptions in kvplan are the source; `--check` exits 1 when a
 published file is out of date (a test runs it).
 
@@ -27,11 +27,13 @@ def formats() -> dict[str, tuple[str, Any]]:
     from kvplan.semantics.engine.trace_format import TRACE
     from kvplan.usecases.check.spec_format import SPEC
     from kvplan.usecases.simulate.workload_format import WORKLOAD
+    from kvplan.usecases.sweep.grid_format import GRID
 
     return {
         "workload": ("kvplan workload (docs/workload.md)", WORKLOAD),
         "trace": ("kvplan trace (docs/replay.md)", TRACE),
         "check-spec": ("kvplan check spec (docs/check.md), in its JSON form; TOML has the same keys", SPEC),
+        "sweep-grid": ("kvplan sweep grid (docs/sweep.md), a TOML file; the schema describes its keys", GRID),
     }
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
 import signal
 import sys
 import threading
@@ -46,7 +47,15 @@ def _tolerant_output() -> None:
             stream.reconfigure(errors="backslashreplace")
 
 
+_HANDLER_PID: list[int] = []    # the process that installed `_terminated` (a forked worker inherits it)
+
+
 def _terminated(signum: int, frame: object) -> None:
+    if os.getpid() not in _HANDLER_PID:
+        # a worker forked from the command (sweep, fit): it dies as a process does, as its pool expects
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+        return
     raise SystemExit(128 + signum)
 
 
@@ -58,6 +67,7 @@ def _terminate_like_interrupt() -> Iterator[None]:
             signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
         yield
         return
+    _HANDLER_PID[:] = [os.getpid()]
     signal.signal(signal.SIGTERM, _terminated)
     try:
         yield

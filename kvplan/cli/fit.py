@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TypeVar
 
 import typer
 
-from kvplan.cli.options import EngineOptions, engine_options, parse_optional_bytes
+from kvplan.cli.options import EngineOptions, checked, engine_options, parse_optional_bytes
 from kvplan.cli.outputs import prepare_outputs
 from kvplan.cli.root import JSON, app
 from kvplan.errors import EXIT_FINDING, KvplanError
 from kvplan.files import write_output_text
+from kvplan.limits import MAX_RATE, MAX_SECONDS, MAX_SEED, MAX_SEQS, MAX_TOKENS
+from kvplan.schema import Integer, Kind, Number
+from kvplan.semantics.engine.trace_format import BATCHED_TOKENS, MODEL_LEN, NUM_SEQS
 from kvplan.semantics.releases import DEFAULT_RELEASE, Release, release_named
 from kvplan.usecases.fit.request import (
     FitRequest,
@@ -24,6 +28,7 @@ from kvplan.usecases.fit.request import (
     positive_float,
     positive_int,
 )
+from kvplan.usecases.plan_settings import KV_CACHE_DTYPE, PARALLEL, UTILIZATION
 from kvplan.usecases.simulate.workload import Workload, load_workload
 
 EXECUTOR = typer.Option("local", "--executor", metavar="local|ray",
@@ -31,6 +36,14 @@ EXECUTOR = typer.Option("local", "--executor", metavar="local|ray",
 RAY_ADDRESS = typer.Option(None, "--ray-address", metavar="auto|HOST:PORT",
                            help="The Ray cluster to run on (default auto: the one this machine belongs to).")
 REPORT_WIDTH = 140
+# the ranges of `kvplan plan`'s flags (docs/inputs.md), for every value of a list, and fit's own
+RATE = Number(1e-6, MAX_RATE, description="requests per second")
+SEED = Integer(0, MAX_SEED)
+CONCURRENT_REQUESTS = Integer(1, MAX_SEQS * 1000, "requests at once")
+REQUEST_TOKENS = Integer(1, MAX_TOKENS, "tokens of one request")
+OBJECTIVE_SECONDS = Number(0, MAX_SECONDS, exclusive_minimum=True, description="seconds")
+PRICE = Number(0, 10**6, description="price per GPU-hour")
+T = TypeVar("T")
 WORKERS = typer.Option(None, "--workers", help="Tasks at once (default: one per core, or the cluster's CPUs).")
 
 
@@ -85,8 +98,7 @@ def fit_command(
     chosen = model or (workload.engine.model if workload is not None else None)
     if chosen is None:
         raise KvplanError("give --model (or a workload whose engine names the model)")
-    if seed is not None and seed < 0:
-        raise KvplanError(f"--seed must be >= 0, got {seed}")
+    checked(SEED, "--seed")(seed)
     gpu_keys = _gpu_keys(gpus)
     memories = tuple(parse_optional_bytes(text.strip(), "--kv-cache-memory") or 0
                      for text in (kv_cache_memories.split(",") if kv_cache_memories else ()))
@@ -98,21 +110,35 @@ def fit_command(
                           "give one of them")
     if any(value > 1 for value in utilization_list):
         raise KvplanError("--gpu-memory-utilization: every value must be in (0, 1]")
+    _within(utilization_list, UTILIZATION, "--gpu-memory-utilization")
     space = SearchSpace(
         gpus=gpu_keys,
-        tensor_parallel_sizes=parse_list(tensor_parallel, "--tp", positive_int),
-        pipeline_parallel_sizes=parse_list(pipeline_parallel, "--pp", positive_int),
-        kv_cache_dtypes=parse_list(kv_cache_dtypes, "--kv-cache-dtype", str),
+        tensor_parallel_sizes=_within(parse_list(tensor_parallel, "--tp", positive_int), PARALLEL, "--tp"),
+        pipeline_parallel_sizes=_within(parse_list(pipeline_parallel, "--pp", positive_int), PARALLEL, "--pp"),
+        kv_cache_dtypes=_within(parse_list(kv_cache_dtypes, "--kv-cache-dtype", str), KV_CACHE_DTYPE,
+                                "--kv-cache-dtype"),
         gpu_memory_utilizations=utilization_list or (None,),
         kv_cache_memories=memories,
-        max_num_seqs=parse_list(max_num_seqs, "--max-num-seqs", positive_int) or (None,),
-        max_num_batched_tokens=parse_list(max_num_batched_tokens, "--max-num-batched-tokens", positive_int) or (None,),
-        max_model_lens=parse_list(max_model_len, "--max-model-len", positive_int),
+        max_num_seqs=_within(parse_list(max_num_seqs, "--max-num-seqs", positive_int), NUM_SEQS,
+                             "--max-num-seqs") or (None,),
+        max_num_batched_tokens=_within(parse_list(max_num_batched_tokens, "--max-num-batched-tokens", positive_int),
+                                       BATCHED_TOKENS, "--max-num-batched-tokens") or (None,),
+        max_model_lens=_within(parse_list(max_model_len, "--max-model-len", positive_int), MODEL_LEN,
+                               "--max-model-len"),
     )
+    target = parse_concurrency(concurrency)
+    if target is not None:
+        checked(CONCURRENT_REQUESTS, "--concurrency (requests)")(target.requests)
+        checked(REQUEST_TOKENS, "--concurrency (tokens)")(target.tokens)
+    objectives = parse_slo(slo)
+    _within(tuple(bound.limit for bound in objectives if bound.is_latency), OBJECTIVE_SECONDS, "--slo")
+    price_list = parse_prices(prices)
+    _within(tuple(price for _, price in price_list), PRICE, "--price")
     request = FitRequest(
-        model=chosen, space=space, workload=workload, rate=parse_rate(rate), concurrency=parse_concurrency(concurrency),
-        slo=parse_slo(slo), prices=parse_prices(prices), release=engine.release() or _workload_release(workload),
-        dtype=engine.dtype or "auto", trust_remote_code=engine.trust_remote_code, seed=seed,
+        model=chosen, space=space, workload=workload, rate=checked(RATE, "--rate")(parse_rate(rate)),
+        concurrency=target, slo=objectives, prices=price_list,
+        release=engine.release() or _workload_release(workload), dtype=engine.dtype or "auto",
+        trust_remote_code=engine.trust_remote_code, seed=seed,
     )
 
     from kvplan.cli.work_progress import work_progress
@@ -156,3 +182,10 @@ def _gpu_keys(text: str | None) -> tuple[str, ...]:
 def _workload_release(workload: Workload | None) -> Release:
     named = None if workload is None else dict(workload.engine.settings).get("vllm_version")
     return DEFAULT_RELEASE if named is None else release_named(named)
+
+
+def _within(values: tuple[T, ...], kind: Kind, flag: str) -> tuple[T, ...]:
+    """The values, each checked against the kind (exit 2 naming the flag and the range)."""
+    for value in values:
+        checked(kind, flag)(value)
+    return values

@@ -25,6 +25,8 @@ from types import TracebackType
 from typing import Any, Generic, Literal, TypeVar
 
 from kvplan.errors import KvplanError
+from kvplan.parsing import FieldError
+from kvplan.schema import Integer
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -283,16 +285,29 @@ def _take(iterator: Iterator[int], count: int) -> list[int]:
     return [index for _, index in zip(range(count), iterator, strict=False)]
 
 
+# tasks at once, on any cluster; a local pool forks every worker at its first task, so it is held
+# to a few per core (99,999,999 workers were as many processes: issue 12)
+WORKERS = Integer(1, 10_000, "tasks at once")
+LOCAL_WORKERS_PER_CORE = 8
+
+
 def make_executor(name: str, workers: int | None = None, ray_address: str | None = None) -> Executor:
     """`local` (the default; one worker per core, or `workers`) or `ray` (at `ray_address`, "auto"
     by default)."""
-    if workers is not None and workers < 1:
-        raise KvplanError(f"--workers must be at least 1, got {workers}")
+    if workers is not None:
+        try:
+            WORKERS.check(workers, "--workers")
+        except FieldError as error:
+            raise KvplanError(str(error)) from None
     if name not in EXECUTORS:
         raise KvplanError(f"--executor takes {' or '.join(EXECUTORS)}, got {name!r}")
     if ray_address is not None and name != "ray":
         raise KvplanError("--ray-address applies only with --executor ray")
     if name == "ray":
         return RayExecutor(ray_address or "auto", workers)
+    if workers is not None and workers > LOCAL_WORKERS_PER_CORE * cores():
+        raise KvplanError(f"--workers {workers}: a local pool runs a process per worker, and more than "
+                          f"{LOCAL_WORKERS_PER_CORE} per core ({LOCAL_WORKERS_PER_CORE * cores()} here) only "
+                          "crowd the machine: give fewer, or --executor ray")
     count = workers or cores()
     return InProcessExecutor() if count == 1 else LocalExecutor(count)

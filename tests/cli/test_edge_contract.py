@@ -73,6 +73,23 @@ def test_numbers_on_the_command_line(argv, says):
     one_line_exit_2(argv, says)
 
 
+FIT = ["fit", "-w", str(REPO / "examples" / "workloads" / "chat-5rps.json"), "--gpus", "l4-24gb"]
+
+
+@pytest.mark.parametrize(("argv", "says"), [
+    ([*FIT, "--tp", "99999999999999999999999"], "--tp: 99999999999999999999999 is out of range"),
+    ([*FIT, "--concurrency", "2@99999999999999999999999"], "--concurrency (tokens): 99999999999999999999999 is out"),
+    ([*FIT, "--rate", "1e30/s"], "--rate: 1e+30 is out of range"),
+    ([*FIT, "--slo", "ttft_p95=1e30s"], "--slo: 1e+30 is out of range"),
+    ([*FIT, "--max-num-seqs", "10000000"], "--max-num-seqs: 10000000 is out of range"),
+    ([*FIT, "--seed", str(2**70)], "--seed: 1180591620717411303424 is out of range"),
+    # a local pool forks every worker at its first task: 99,999,999 were as many processes
+    ([*FIT, "--workers", "99999999"], "--workers: 99999999 is out of range"),
+])
+def test_numbers_of_fit(argv, says):
+    one_line_exit_2(argv, says)
+
+
 @pytest.mark.parametrize(("changes", "says"), [
     ({"prefix_id": 2**70}, "requests[0].prefix_id: 1180591620717411303424 is out of range"),
     ({"num_gpu_blocks": 2**70}, "config.num_gpu_blocks: 1180591620717411303424 is out of range"),
@@ -298,6 +315,26 @@ def test_a_terminated_run_leaves_the_old_output(tmp_path):
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
 
 
+@pytest.mark.skipif(signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL, reason="the runner handles SIGTERM")
+def test_a_forked_worker_still_dies_on_sigterm():
+    """sweep and fit fork their workers from the command; the pool ends a worker with SIGTERM and
+    expects it gone, so the handler acts in the command's own process only."""
+    from kvplan.cli import _terminate_like_interrupt
+
+    with _terminate_like_interrupt():
+        child = os.fork()
+        if child == 0:                              # the worker: a SystemExit here would exit 99
+            try:
+                time.sleep(30)
+            except BaseException:
+                os._exit(99)
+            os._exit(0)
+        time.sleep(0.2)
+        os.kill(child, signal.SIGTERM)
+        _, status = os.waitpid(child, 0)
+    assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGTERM
+
+
 # ---------------------------------------------------------------------------- values that mean nothing
 
 @pytest.mark.parametrize(("argv", "says"), [
@@ -328,6 +365,17 @@ def test_a_pool_too_small_for_any_request_is_a_finding_with_nothing_on_stdout(tm
     workload = write(tmp_path / "w.json", mix(engine={"model": "Qwen/Qwen2-0.5B-Instruct", "kv_cache_memory": "1MiB"}))
     code, out, err = run_cli(["simulate", str(workload), "--json"])
     assert code == 1 and out == "" and "does not fit" in err
+
+
+@pytest.mark.parametrize("command", ["simulate", "replay"])
+def test_a_pool_the_host_cannot_hold_is_refused_before_the_run(tmp_path, monkeypatch, command):
+    import kvplan.hostmem
+
+    monkeypatch.setattr(kvplan.hostmem, "available_memory_bytes", lambda: 1 << 20)   # 1 MiB free
+    source = write(tmp_path / "w.json", mix()) if command == "simulate" else EXAMPLE_TRACE
+    # the only line: no progress line of a run that never starts
+    one_line_exit_2([command, str(source), "--num-gpu-blocks", "100000", "--json"],
+                    "simulating a pool of 100,000 blocks needs about 0.0 GiB of memory and 0.0 GiB are free")
 
 
 def test_a_request_list_that_never_ends(tmp_path):

@@ -18,6 +18,7 @@ from kvplan.schema import check_document
 from kvplan.semantics.engine.trace_format import TRACE
 from kvplan.usecases.check.spec_format import SPEC
 from kvplan.usecases.simulate.workload_format import WORKLOAD
+from kvplan.usecases.sweep.grid_format import GRID
 
 REPO = Path(__file__).resolve().parents[2]
 SCHEMAS = REPO / "docs" / "schemas" / "input"
@@ -25,6 +26,7 @@ TRACES = sorted((REPO / "tests" / "data" / "traces").glob("*.json"))
 WORKLOADS = sorted([*(REPO / "examples" / "workloads").glob("*.json"),
                     *(REPO / "examples" / "checks" / "workloads").glob("*.json")])
 SPECS = sorted((REPO / "examples" / "checks").glob("*.toml"))
+GRIDS = sorted((REPO / "examples" / "sweeps").glob("*.toml"))
 
 
 def generator() -> Any:
@@ -62,11 +64,17 @@ def test_every_example_spec_validates(path: Path) -> None:
     validator("check-spec").validate(tomllib.loads(path.read_text()))
 
 
+@pytest.mark.parametrize("path", GRIDS, ids=lambda path: path.name)
+def test_every_example_grid_validates(path: Path) -> None:
+    validator("sweep-grid").validate(tomllib.loads(path.read_text()))
+
+
 BASE_WORKLOAD = {"schema_version": 1, "engine": {"num_gpu_blocks": 64}, "timing": {"step_time_ms": 5},
                  "classes": [{"prompt_tokens": {"dist": "lognormal", "mean": 100, "std": 40}, "output_tokens": 8}],
                  "arrival": {"process": "poisson", "rate": 5, "count": 10}}
 BASE_TRACE = {"config": {"num_gpu_blocks": 14},
               "requests": [{"request_id": "r0", "prompt_token_ids": [1, 2, 3], "max_tokens": 4}]}
+BASE_GRID = {"commands": ["plan"], "axes": {"models": ["m"], "gpus": ["l4-24gb"]}}
 BASE_SPEC = {"target": {"model": "m", "kv_cache_memory": "1GiB"}, "assert": [{"fits": True, "min_kv_tokens": 10}]}
 
 
@@ -103,6 +111,12 @@ def _with(document: dict[str, Any], path: tuple[str | int, ...], value: Any) -> 
     ("check-spec", SPEC, BASE_SPEC, ("target", "gpu_memory_utilization"), 1.5),
     ("check-spec", SPEC, BASE_SPEC, ("target", "trust_remote_code"), True),
     ("check-spec", SPEC, BASE_SPEC, ("assert",), []),
+    ("sweep-grid", GRID, BASE_GRID, ("axes", "tensor_parallel_size"), [2**70]),
+    ("sweep-grid", GRID, BASE_GRID, ("axes", "kv_cache_memory"), ["1,5GiB"]),
+    ("sweep-grid", GRID, BASE_GRID, ("axes", "block_size"), [12]),
+    ("sweep-grid", GRID, BASE_GRID, ("axes", "vllm_releases"), ["0.10.0"]),
+    ("sweep-grid", GRID, BASE_GRID, ("commands",), ["replay"]),
+    ("sweep-grid", GRID, BASE_GRID, ("axes", "models"), []),
 ])
 def test_kvplan_and_the_schema_refuse_the_same(name: str, kind: Any, base: dict[str, Any],
                                                 path: tuple[str | int, ...], value: Any) -> None:

@@ -74,8 +74,13 @@ def test_make_executor_checks_its_options():
     local.close()
     with pytest.raises(KvplanError, match="--executor takes local or ray"):
         make_executor("dask")
-    with pytest.raises(KvplanError, match="--workers must be at least 1"):
+    with pytest.raises(KvplanError, match="--workers: 0 is out of range"):
         make_executor("local", 0)
+    # issue 12: a local pool forks every worker at once; 99,999,999 of them are refused before a fork
+    with pytest.raises(KvplanError, match="--workers: 99999999 is out of range"):
+        make_executor("local", 99_999_999)
+    with pytest.raises(KvplanError, match=r"--workers 9000: .* more than 8 per core"):
+        make_executor("local", 9000)
     with pytest.raises(KvplanError, match="--ray-address applies only with --executor ray"):
         make_executor("local", None, "auto")
 

@@ -104,6 +104,7 @@ def prepare(workload: Workload, options: SimOptions) -> PreparedWorkload:
     """Resolve the engine and the time model and validate the requests against them."""
     where = workload.name
     engine = options.engine or resolve_engine(workload.engine, options.overrides, where, options.release)
+    require_pool_memory(engine.config)      # refused before the run starts, not after its first line
     timer, timing_notes = choose_step_time(workload.timing, engine.facts, step_time_ms=options.step_time_ms,
                                            gpu=options.overrides.gpu)
     seed = options.seed if options.seed is not None else workload.seed

@@ -29,14 +29,15 @@ from typing import Any
 from kvplan.errors import KvplanError
 from kvplan.files import parse_toml, read_input_bytes, read_input_text
 from kvplan.parsing import FieldError, as_bool, as_int, as_list, as_number, as_object, as_str, child, reject_unknown
+from kvplan.schema import check_document
 from kvplan.semantics.config.cache import utilization_problem
 from kvplan.semantics.releases import DEFAULT_RELEASE, RELEASES, release_named
 from kvplan.units import parse_bytes
 from kvplan.usecases.configuration import Configuration
 from kvplan.usecases.simulate.workload import Workload, load_workload
+from kvplan.usecases.sweep.grid_format import COMMANDS, GRID
 
-COMMANDS = ("plan", "profile", "simulate")
-TOP_KEYS = ("description", "commands", "axes", "simulate")
+TOP_KEYS = ("$schema", "description", "commands", "axes", "simulate")
 SIMULATE_KEYS = ("find_max_rate", "seed", "step_time_ms")
 MAX_CELLS = 1_000_000
 
@@ -181,8 +182,11 @@ def _cell_id(configuration: Configuration, workload: GridWorkload | None, comman
 
 
 def load_grid(path: Path) -> Grid:
+    """Read a grid (a regular file, TOML), check it against `GRID` (types and ranges, before any
+    value is used), then read its workloads and build its cells."""
     shown = path.name
     document = parse_toml(read_input_text(path, shown), shown)
+    check_document(GRID, document, shown)
     try:
         return parse_grid(document, path)
     except FieldError as error:
@@ -236,7 +240,10 @@ def parse_grid(document: dict[str, Any], path: Path) -> Grid:
     workloads = []
     for given_path in given.get("workloads", ()):
         file = path.parent / given_path
-        data = read_input_bytes(file, f"axes.workloads: {given_path}")
+        try:
+            data = read_input_bytes(file, given_path)
+        except KvplanError as error:     # named with the grid's file, as every other mistake
+            raise FieldError("axes.workloads", str(error)) from None
         workloads.append(GridWorkload(given_path, hashlib.sha256(data).hexdigest(), load_workload(file)))
     grid = Grid(path.name, tuple(commands), tuple(axes), tuple(workloads), simulate,
                 (path, *(p for w in workloads for p in w.workload.inputs)))

@@ -54,21 +54,33 @@ def test_ids_follow_what_decides_the_row(tmp_path):
     assert not set(first) & set(changed) and not set(first) & set(reseeded)
 
 
+AXES = "[axes]\nmodels = ['m']\ngpus = ['l4-24gb']\n"
+
+
 @pytest.mark.parametrize(("text", "message"), [
     ("[axes]\ngpus = ['l4-24gb']", "axes.models: required"),
     ("[axes]\nmodels = ['m']", "give gpus or kv_cache_memory"),
     ("[axes]\nmodels = ['m']\ngpus = ['l4-24gb']\nbatch = [1]", "axes.batch: unknown key"),
     ("[axes]\nmodels = ['m']\ngpus = ['tpu']", "axes.gpus[0]: unknown GPU"),
     ("[axes]\nmodels = ['m']\ngpus = ['l4-24gb', 'l4-24gb']", "axes.gpus[1]: 'l4-24gb' is given twice"),
-    ("[axes]\nmodels = ['m']\ngpus = ['l4-24gb']\nvllm_releases = ['0.10.0']", "vllm_releases[0]: one of"),
-    ("[axes]\nmodels = ['m']\ngpus = ['l4-24gb']\ngpu_memory_utilization = [1.5]", "gpu_memory_utilization[0]"),
-    ("[axes]\nmodels = ['m']\ngpus = ['l4-24gb']\ntensor_parallel_size = [0]", "must be >= 1"),
+    (AXES + "vllm_releases = ['0.10.0']", "vllm_releases[0]: expected one of: 0.17.1, 0.33.0"),
+    (AXES + "gpu_memory_utilization = [1.5]", "gpu_memory_utilization[0]"),
+    (AXES + "tensor_parallel_size = [0]", "tensor_parallel_size[0]: 0 is out of range"),
     ("[axes]\nmodels = ['m']\nkv_cache_memory = ['1GiB']\ngpu_memory_utilization = [0.9]", "give one of them"),
-    ("commands = ['simulate']\n[axes]\nmodels = ['m']\ngpus = ['l4-24gb']", "required by the simulate command"),
-    ("[axes]\nmodels = ['m']\ngpus = ['l4-24gb']\nworkloads = ['w.json']", "simulate is not among the commands"),
-    ("commands = ['plan', 'replay']\n[axes]\nmodels = ['m']\ngpus = ['l4-24gb']", "commands[1]: one of"),
-    ("[axes]\nmodels = []\ngpus = ['l4-24gb']", "axes.models: expected a non-empty list"),
+    ("commands = ['simulate']\n" + AXES, "required by the simulate command"),
+    (AXES + "workloads = ['w.json']", "simulate is not among the commands"),
+    ("commands = ['plan', 'replay']\n" + AXES, "commands[1]: expected one of: plan, profile, simulate"),
+    ("[axes]\nmodels = []\ngpus = ['l4-24gb']", "axes.models: expected a list of 1 to 10,000 items"),
     ("[axes\n", "not valid TOML"),
+    # issue 12: values outside any deployment's range, deep nesting, huge integers, a device as a file
+    ("[axes]\nmodels = ['m']\nkv_cache_memory = [" + str(2**70) + "]",
+     "kv_cache_memory[0]: 1180591620717411303424 bytes is out of range"),
+    (AXES + "max_num_seqs = [1000000000000]", "max_num_seqs[0]: 1000000000000 is out of range"),
+    (AXES + "block_size = [12]", "block_size[0]: 12 is not a block size vLLM accepts"),
+    (AXES + "[simulate]\nseed = " + str(2**70), "simulate.seed: 1180591620717411303424 is out of range"),
+    ("a = " + "[" * 3000 + "]" * 3000, "nests too deeply"),
+    ("[axes]\nmodels = ['m']\nkv_cache_memory = [" + "9" * 5000 + "]", "a number of more than 4,300 digits"),
+    ("commands = ['simulate']\n" + AXES + "workloads = ['/dev/zero']", "axes.workloads: /dev/zero: not a regular file"),
 ])
 def test_mistakes_name_the_field(tmp_path, text, message):
     with pytest.raises(KvplanError, match=message.replace("[", r"\[").replace("]", r"\]")) as error:
