@@ -179,7 +179,7 @@ class KVCacheManager:
         if self.enable_caching:
             # Draft and lookahead slots are never cached: cap at the tokens that exist.
             coordinator.cache_blocks(request, min(total_computed + num_new_tokens, request.num_tokens))
-        request.kv_noop_limit = coordinator.noop_limit(request)
+        request.kv_noop_limit = request.kv_slot_limit = coordinator.noop_limit(request)
         return new_blocks
 
     def _whole_sequence_fits(self, request: Request, num_new_computed_tokens: int,
@@ -199,19 +199,24 @@ class KVCacheManager:
     def _set_noop_limit(self, request: Request, blocks: list[KVCacheBlock]) -> None:
         """Full attention only: growing to `limit` tokens needs no new block (its slots exist) and
         fills no new block (the next one to cache ends past it), so `allocate_slots` would do
-        nothing; the scheduler skips the call for such steps (most decode steps)."""
+        nothing; the scheduler skips the call for such steps (most decode steps). The call also does
+        nothing past `limit` while the slots exist and the known tokens fill no new block (async
+        scheduling: the newest computed token is not known yet, so its block cannot be cached yet)."""
         block_size = self.block_size
-        limit = len(blocks) * block_size
+        limit = slot_limit = len(blocks) * block_size
+        cache_limit = slot_limit
         if self.enable_caching:
             cache_limit = (self._num_cached_block.get(request.request_id, 0) + 1) * block_size - 1
             if cache_limit < limit:
                 limit = cache_limit
         request.kv_noop_limit = limit
+        request.kv_slot_limit = slot_limit
+        request.kv_known_noop_limit = cache_limit
 
     def free(self, request: Request) -> None:
         """Every group's blocks, group by group, each table tail first."""
         self.coordinator.free(request.request_id)
-        request.kv_noop_limit = 0
+        request.kv_noop_limit = request.kv_slot_limit = 0
 
     def new_step_starts(self) -> None:
         self.coordinator.new_step_starts()

@@ -46,7 +46,8 @@ class Request:
 
     __slots__ = (
         "_hash_block_size", "block_hasher", "block_hashes", "cache_salt",
-        "finish_step", "first_scheduled_step", "kv_noop_limit", "lora_name", "max_tokens", "mm_features",
+        "finish_step", "first_scheduled_step", "kv_known_noop_limit", "kv_noop_limit", "kv_slot_limit", "lora_name",
+        "max_tokens", "mm_features",
         "needs_extra_keys", "num_cached_tokens", "num_computed_tokens", "num_in_flight_tokens",
         "num_output_placeholders", "num_output_tokens", "num_preemptions", "num_prompt_tokens", "num_tokens",
         "output_token_ids", "prompt_token_ids", "request_id", "shared_prefix_boundary", "status",
@@ -104,6 +105,12 @@ class Request:
         # Written by the KV cache manager: while num_computed_tokens + n stays within it, growing
         # the request by n tokens (no hits, no lookahead) allocates, caches and frees nothing in any group.
         self.kv_noop_limit = 0
+        # Past kv_noop_limit, growing to n computed tokens still does nothing while n stays within
+        # kv_slot_limit and num_tokens (the known tokens: only those are cached) within
+        # kv_known_noop_limit (async scheduling computes a token before it is known). Written with
+        # kv_noop_limit; where the manager cannot tell, kv_slot_limit equals kv_noop_limit.
+        self.kv_slot_limit = 0
+        self.kv_known_noop_limit = 0
 
     def install_block_hasher(self, hasher: RequestBlockHasher) -> None:
         """Hash the full blocks now and keep hashing as generated tokens fill blocks."""

@@ -224,6 +224,9 @@ class Scheduler:
         checkpoint_alignment = self._checkpoint_alignment
         self._finished_since_schedule = False
         kv.new_step_starts()
+        # Bound once: the loop below runs for every running request in every step.
+        schedule_request = scheduled_requests.append
+        record_sample = samples.append
 
         # Preemption pops from the end of `running` (a request not yet scheduled, or this one, and
         # then the scan stops), so iterating the shrinking list visits exactly vLLM's requests.
@@ -246,7 +249,9 @@ class Scheduler:
             if num_new == 0:
                 continue
             # Most decode steps neither need a block nor fill one: the manager says so in advance.
-            if computed + num_new > request.kv_noop_limit:
+            end = computed + num_new
+            if end > request.kv_noop_limit and (end > request.kv_slot_limit
+                                                or num_tokens > request.kv_known_noop_limit):
                 while True:
                     new_blocks = kv.allocate_slots(request, num_new)
                     if new_blocks is not None:
@@ -264,9 +269,9 @@ class Scheduler:
             computed += num_new
             request.num_computed_tokens = computed
             scheduled[request.request_id] = num_new
-            scheduled_requests.append(request)
+            schedule_request(request)
             sampled = computed >= num_tokens + placeholders
-            samples.append(sampled)
+            record_sample(sampled)
             if is_async:
                 request.num_in_flight_tokens += num_new
                 if sampled:
@@ -368,9 +373,10 @@ class Scheduler:
         running_status = RequestStatus.RUNNING
         finished_status = RequestStatus.FINISHED_LENGTH_CAPPED
         finished: list[str] = []
-        scheduled = batch.scheduled
-        for request, sampled in zip(batch.requests, batch.samples, strict=True):
-            request.num_in_flight_tokens -= scheduled[request.request_id]
+        # `scheduled` was filled in the order of `requests`: its values are each request's tokens.
+        for request, num_tokens_scheduled, sampled in zip(batch.requests, batch.scheduled.values(), batch.samples,
+                                                          strict=True):
+            request.num_in_flight_tokens -= num_tokens_scheduled
             if not sampled:
                 continue
             status = request.status
