@@ -10,10 +10,12 @@ and a multi-turn conversation's next turn arrives a think time after the previou
 
 from __future__ import annotations
 
+import gc
 import heapq
 import math
 from array import array
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 
 from kvplan.errors import KvplanError
@@ -204,9 +206,28 @@ def run(setup: PreparedWorkload, *, config: EngineConfig | None = None, rate_fac
     recorder = Recorder(config.num_gpu_blocks - 1, config.block_size, setup.class_names,
                         timed=setup.timer is not None, on_step=on_step, groups=groups,
                         layers_known=bool(engine.planned_groups))
-    if setup.in_steps:
-        return _run_in_steps(setup, config, recorder, progress, model_runner)
-    return _run_timed(setup, config, recorder, rate_factor, progress, model_runner)
+    with _rare_cycle_collections():
+        if setup.in_steps:
+            return _run_in_steps(setup, config, recorder, progress, model_runner)
+        return _run_timed(setup, config, recorder, rate_factor, progress, model_runner)
+
+
+# Allocations between two young-generation collections during a run (CPython's default: 700).
+RUN_COLLECTION_THRESHOLD = 100_000
+
+
+@contextmanager
+def _rare_cycle_collections() -> Iterator[None]:
+    """A run allocates millions of short-lived objects (batches, step results, block lists) that
+    reference counting frees, and keeps every request's: at the default threshold the cycle
+    collector rescans them all again and again, a tenth of a long run. Collections only reclaim
+    cycles, so running them less often changes no result."""
+    thresholds = gc.get_threshold()
+    gc.set_threshold(RUN_COLLECTION_THRESHOLD, *thresholds[1:])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*thresholds)
 
 
 def _step_seconds(setup: PreparedWorkload) -> Callable[[StepLoad], float] | None:
