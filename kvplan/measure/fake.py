@@ -78,7 +78,9 @@ class FakeBackend(PlannedGpu):
         if decoder is not None:
             # transformers' allocations without importing transformers, run on meta tensors
             # (kvplan.measure.decoder; tests/measure/test_decoder.py compares the two)
-            model = build_decoder(decoder, torch_dtype(source.dtype))
+            built = build_decoder(decoder, torch_dtype(source.dtype))
+            built.model.run_two_layers = True   # byte counts only: identical layers repeat the same peak
+            model = built
             self._mode = None
         else:
             model = build_meta_model(hf_config(shaped, trust_remote_code=source.trust_remote_code),

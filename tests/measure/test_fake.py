@@ -108,3 +108,25 @@ def test_the_forward_alone_peaks_below_the_profile_run(tiny_config):
     backend.load_model(ModelSource("tiny", tiny_config, "bfloat16"))
     assert 0 < backend.forward_peak(16) < backend.forward_peak(64)
     assert backend.forward_peak(64) <= backend.profile(profile_batch(64, 16), 132).activation_peak_bytes
+
+
+@pytest.mark.parametrize("name", ["Qwen--Qwen2-0.5B-Instruct", "meta-llama--Llama-3.1-8B-Instruct", "Qwen--Qwen3-8B"])
+@pytest.mark.parametrize(("tokens", "seqs"), [(8192, 1), (2048, 256)])
+def test_two_layers_give_the_peak_of_all_of_them(name, tokens, seqs):
+    """The fake backend runs the first two of its identical decoder layers: the same peak, the same
+    bytes kept and the same graph-pool forward as through every layer."""
+    backend = FakeBackend(H100, "h100-sxm-80gb")
+    backend.load_model(ModelSource(name, bundled_config(name), "bfloat16"))
+    decoder = backend._model.model
+    assert decoder.run_two_layers and len(decoder.layers) > 2
+    batch = profile_batch(tokens, seqs)
+    for sampler in ("v1_one_pass", "v2_default_and_warmup"):
+        elided = backend.profile(batch, 132, sampler)
+        decoder.run_two_layers = False
+        full = backend.profile(batch, 132, sampler)
+        decoder.run_two_layers = True
+        assert (elided.activation_peak_bytes, elided.retained_bytes) == (full.activation_peak_bytes,
+                                                                         full.retained_bytes)
+    elided_graph = backend.forward_peak(512)
+    decoder.run_two_layers = False
+    assert backend.forward_peak(512) == elided_graph
