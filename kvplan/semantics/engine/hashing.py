@@ -15,7 +15,7 @@ from collections.abc import Iterator, Sequence
 from hashlib import sha256
 from typing import TYPE_CHECKING, overload
 
-from kvplan.errors import KvplanError
+from kvplan.semantics.engine.request import as_token_array
 
 if TYPE_CHECKING:
     from kvplan.semantics.engine.request import Request
@@ -31,13 +31,7 @@ def none_hash(hash_seed: str) -> bytes:
 def encode_tokens(token_ids: Sequence[int]) -> bytes:
     if type(token_ids) is array:
         return token_ids.tobytes()
-    encoded = array("q")
-    try:
-        # From a list: twice as fast as the constructor walking a range (generated tokens).
-        encoded.fromlist(list(token_ids))
-        return encoded.tobytes()
-    except OverflowError:
-        raise KvplanError("token ids must fit in a signed 64-bit integer") from None
+    return as_token_array(token_ids).tobytes()
 
 
 def encode_extra_keys(extra_keys: ExtraKeys) -> bytes:

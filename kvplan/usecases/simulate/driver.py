@@ -24,7 +24,7 @@ from kvplan.parsing import FieldError, as_number
 from kvplan.semantics.engine.config import EngineConfig
 from kvplan.semantics.engine.groups import MAMBA
 from kvplan.semantics.engine.replay import replay
-from kvplan.semantics.engine.request import Request
+from kvplan.semantics.engine.request import Request, as_token_array
 from kvplan.semantics.engine.scheduler import ModelRunner, Scheduler, StepResult
 from kvplan.semantics.engine.trace import (
     CONFIG_KEYS,
@@ -404,11 +404,8 @@ def _turn_request(setup: PreparedWorkload, conversation: _Conversation, config: 
     if prompt_len >= config.max_model_len:
         return None
     base = conversation.base
-    # Built as the request's own token array; `fromlist` converts a list of ints three times faster
-    # than the array constructor walks a range.
-    conversation_tokens = array("q")
-    conversation_tokens.fromlist(list(range(base, base + history)))
-    prompt = conversation.prefix + conversation_tokens
+    # Built as the request's own token array: no per-token conversion of a list.
+    prompt = conversation.prefix + as_token_array(range(base, base + history))
     outputs = range(base + history, base + history + turn.output_tokens)
     name = setup.class_names[plan.class_index]
     request_id = f"{name}-{plan.ordinal}" if len(plan.turns) == 1 else f"{name}-{plan.ordinal}.{conversation.turn}"
