@@ -8,12 +8,12 @@ import html
 from typing import Any
 
 from kvplan.report.fit_console import REASONS
-from kvplan.report.sim_html import CSS, nice_ticks
+from kvplan.report.plot_frame import PixelBox, plot_frame
+from kvplan.report.sim_html import CSS
 from kvplan.usecases.fit.request import format_seconds
 from kvplan.usecases.fit.result import FitConfiguration, FitResult
 
-WIDTH, HEIGHT = 920, 380
-LEFT, RIGHT, TOP, BOTTOM = 72, 24, 20, 48
+BOX = PixelBox(width=920, height=380, left=72, right=24, top=20, bottom=48)
 FRONT, OTHER = "#d62728", "#8a8a8a"
 EXTRA_CSS = """
 .front { color: #d62728; font-weight: 600; } code { font-size: 0.82rem; white-space: pre-wrap; }
@@ -49,42 +49,20 @@ def cost_chart(result: FitResult) -> str:
     x_title, y_title, money = _axes(result)
     points = [(capacity(c), hourly(c, money), rank, c.pareto)
               for rank, c in enumerate(result.configurations, start=1)]
-    x_ticks = nice_ticks(max((x for x, *_ in points), default=1.0) * 1.05, 6)
-    y_ticks = nice_ticks(max((y for _, y, *_ in points), default=1.0) * 1.1)
-    x_top, y_top = x_ticks[-1] or 1.0, y_ticks[-1] or 1.0
-    plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
-
-    def px(x: float) -> float:
-        return LEFT + plot_w * x / x_top
-
-    def py(y: float) -> float:
-        return TOP + plot_h * (1 - y / y_top)
-
-    parts = [f'<svg width="{WIDTH}" height="{HEIGHT}" viewBox="0 0 {WIDTH} {HEIGHT}" '
-             'xmlns="http://www.w3.org/2000/svg" role="img" aria-label="cost against sustained rate">']
-    for tick in y_ticks:
-        parts.append(f'<line x1="{LEFT}" x2="{WIDTH - RIGHT}" y1="{py(tick):.1f}" y2="{py(tick):.1f}" stroke="#eee"/>'
-                     f'<text x="{LEFT - 6}" y="{py(tick) + 4:.1f}" text-anchor="end" font-size="11">{tick:g}</text>')
-    for tick in x_ticks:
-        parts.append(f'<text x="{px(tick):.1f}" y="{HEIGHT - BOTTOM + 16}" text-anchor="middle" font-size="11">'
-                     f'{tick:g}</text>')
-    parts.append(f'<line x1="{LEFT}" x2="{WIDTH - RIGHT}" y1="{py(0):.1f}" y2="{py(0):.1f}" stroke="#444"/>'
-                 f'<line x1="{LEFT}" x2="{LEFT}" y1="{TOP}" y2="{py(0):.1f}" stroke="#444"/>')
-    parts.append(f'<text x="{LEFT + plot_w / 2:.1f}" y="{HEIGHT - 8}" text-anchor="middle" font-size="12">'
-                 f'{_esc(x_title)}</text>')
-    parts.append(f'<text x="14" y="{TOP + plot_h / 2:.1f}" text-anchor="middle" font-size="12" '
-                 f'transform="rotate(-90 14 {TOP + plot_h / 2:.1f})">{_esc(y_title)}</text>')
+    frame = plot_frame(BOX, max((x for x, *_ in points), default=1.0) * 1.05,
+                       max((y for _, y, *_ in points), default=1.0) * 1.1)
+    parts = [frame.head("cost against sustained rate", x_title, y_title)]
     front = sorted((x, y) for x, y, _, on in points if on)
     if len(front) > 1:
-        path = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in front)
-        parts.append(f'<polyline points="{path}" fill="none" stroke="{FRONT}" stroke-width="1.5" '
+        parts.append(f'<polyline points="{frame.points(front)}" fill="none" stroke="{FRONT}" stroke-width="1.5" '
                      'stroke-dasharray="4 3"/>')
     for x, y, rank, on in points:
+        cx, cy = frame.px(x), frame.py(y)
         color = FRONT if on else OTHER
-        parts.append(f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="{6 if on else 4}" fill="{color}">'
+        parts.append(f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="{6 if on else 4}" fill="{color}">'
                      f'<title>#{rank}: {x:.4g}, {y:.4g}</title></circle>'
-                     f'<text x="{px(x) + 8:.1f}" y="{py(y) - 6:.1f}" font-size="11" fill="{color}">#{rank}</text>')
-    parts.append("</svg>")
+                     f'<text x="{cx + 8:.1f}" y="{cy - 6:.1f}" font-size="11" fill="{color}">#{rank}</text>')
+    parts.append(frame.tail())
     return "".join(parts)
 
 

@@ -5,10 +5,10 @@ tables. Rendering only: the figures are the simulation's, rounded as ``--json`` 
 from __future__ import annotations
 
 import html
-import math
 from collections.abc import Callable
 from typing import Any
 
+from kvplan.report.plot_frame import PixelBox, plot_frame
 from kvplan.report.sim_console import (
     _num,
     _pct,
@@ -25,8 +25,7 @@ from kvplan.usecases.simulate.capacity_search import Capacity
 from kvplan.usecases.simulate.metrics import RunMetrics
 from kvplan.usecases.simulate.simulation import SimResult
 
-WIDTH, HEIGHT = 920, 250
-LEFT, RIGHT, TOP, BOTTOM = 64, 16, 16, 40
+BOX = PixelBox(width=920, height=250, left=64, right=16, top=16, bottom=40)
 COLORS = {
     "used": "#1f77b4", "cached": "#aec7e8", "peak": "#0b3d63", "running": "#2ca02c", "waiting": "#d62728",
     "ttft": "#9467bd", "e2e": "#ff7f0e", "tokens": "#17becf",
@@ -56,63 +55,20 @@ def _esc(value: Any) -> str:
     return html.escape(markup_text(str(value)))
 
 
-def nice_ticks(top: float, count: int = 5) -> list[float]:
-    """Round tick values from 0 to at least ``top``."""
-    if top <= 0:
-        return [0.0, 1.0]
-    raw = top / count
-    magnitude = 10 ** math.floor(math.log10(raw))
-    step = next(m * magnitude for m in (1, 2, 2.5, 5, 10) if m * magnitude >= raw)
-    return [i * step for i in range(math.ceil(top / step + 1e-9) + 1)]
-
-
-def _label(value: float) -> str:
-    if value == 0:
-        return "0"
-    if abs(value) >= 1000:
-        return f"{value:,.0f}"
-    return f"{value:.3g}"
-
-
 def chart(series: list[dict[str, Any]], x_max: float, x_title: str, y_title: str,
           y_max: float | None = None, reference: tuple[float, str] | None = None) -> str:
     """An SVG chart; each series is {name, color, points: [(x, y)], kind: line|area, base?: [y]}."""
     top = y_max if y_max is not None else max((y for s in series for _, y in s["points"]), default=1.0)
-    y_ticks = nice_ticks(top)
-    y_top = y_ticks[-1]
-    x_ticks = nice_ticks(x_max, 6)
-    x_top = x_ticks[-1] if x_max > 0 else 1.0
-    plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
-
-    def px(x: float) -> float:
-        return LEFT + plot_w * x / x_top
-
-    def py(y: float) -> float:
-        return TOP + plot_h * (1 - y / y_top)
-
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" '
-             f'viewBox="0 0 {WIDTH} {HEIGHT}" role="img" aria-label="{_esc(y_title)} over {_esc(x_title)}">']
-    for tick in y_ticks:
-        parts.append(f'<line x1="{LEFT}" x2="{WIDTH - RIGHT}" y1="{py(tick):.1f}" y2="{py(tick):.1f}" '
-                     'stroke="#eee"/>')
-        parts.append(f'<text x="{LEFT - 6}" y="{py(tick) + 4:.1f}" font-size="11" text-anchor="end" '
-                     f'fill="#555">{_label(tick)}</text>')
-    for tick in x_ticks:
-        parts.append(f'<text x="{px(tick):.1f}" y="{HEIGHT - BOTTOM + 16}" font-size="11" text-anchor="middle" '
-                     f'fill="#555">{_label(tick)}</text>')
-    parts.append(f'<text x="{LEFT + plot_w / 2:.0f}" y="{HEIGHT - 6}" font-size="12" text-anchor="middle" '
-                 f'fill="#333">{_esc(x_title)}</text>')
-    parts.append(f'<text x="14" y="{TOP + plot_h / 2:.0f}" font-size="12" text-anchor="middle" fill="#333" '
-                 f'transform="rotate(-90 14 {TOP + plot_h / 2:.0f})">{_esc(y_title)}</text>')
+    frame = plot_frame(BOX, x_max, top)
+    parts = [frame.head(f"{y_title} over {x_title}", x_title, y_title)]
     for item in series:
         points = item["points"]
         if not points:
             continue
-        line = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in points)
+        line = frame.points(points)
         if item.get("kind") == "area":
             base = item.get("base") or [0.0] * len(points)
-            pairs = reversed(list(zip(points, base, strict=True)))
-            back = " ".join(f"{px(x):.1f},{py(b):.1f}" for (x, _), b in pairs)
+            back = frame.points((x, b) for (x, _), b in reversed(list(zip(points, base, strict=True))))
             parts.append(f'<polygon points="{line} {back}" fill="{item["color"]}" fill-opacity="0.85" stroke="none">'
                          f'<title>{_esc(item["name"])}</title></polygon>')
         else:
@@ -121,13 +77,12 @@ def chart(series: list[dict[str, Any]], x_max: float, x_title: str, y_title: str
                          f'<title>{_esc(item["name"])}</title></polyline>')
     if reference is not None:
         value, text = reference
-        parts.append(f'<line x1="{LEFT}" x2="{WIDTH - RIGHT}" y1="{py(value):.1f}" y2="{py(value):.1f}" '
+        y = frame.py(value)
+        parts.append(f'<line x1="{BOX.left}" x2="{BOX.right_edge}" y1="{y:.1f}" y2="{y:.1f}" '
                      'stroke="#d62728" stroke-dasharray="6 4"/>')
-        parts.append(f'<text x="{WIDTH - RIGHT - 4}" y="{py(value) - 4:.1f}" font-size="11" text-anchor="end" '
+        parts.append(f'<text x="{BOX.right_edge - 4}" y="{y - 4:.1f}" font-size="11" text-anchor="end" '
                      f'fill="#d62728">{_esc(text)}</text>')
-    parts.append(f'<line x1="{LEFT}" x2="{LEFT}" y1="{TOP}" y2="{TOP + plot_h}" stroke="#999"/>')
-    parts.append(f'<line x1="{LEFT}" x2="{WIDTH - RIGHT}" y1="{TOP + plot_h}" y2="{TOP + plot_h}" stroke="#999"/>')
-    parts.append("</svg>")
+    parts.append(frame.tail())
     legend = "".join(f'<span><i style="background:{s["color"]}"></i>{_esc(s["name"])}</span>' for s in series)
     return "".join(parts) + f'<div class="legend">{legend}</div>'
 

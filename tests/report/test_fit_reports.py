@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from pathlib import Path
 
 import jsonschema
+import pytest
 from rich.console import Console
 
 from kvplan.report.fit_console import render_fit
@@ -69,6 +71,17 @@ def test_html_is_self_contained_with_the_front():
     assert page.count("<circle") == 3 and page.count('fill="#d62728"') >= 2 and "<polyline" in page
     assert "<script" not in page and "cost per hour (your prices)" in page
     assert "misses the objectives at 5 req/s" in page
+
+
+def test_each_configuration_is_drawn_at_its_rate_and_cost():
+    # rates 40, 12, 70 and costs 2.5, 1.6, 5 per hour: with headroom the axes reach 80 and 6
+    page = render_fit_html(result())
+    centres = re.findall(r'<circle cx="([0-9.]+)" cy="([0-9.]+)"', page)
+    assert [float(v) for centre in centres for v in centre] == pytest.approx([
+        72 + 824 * 40 / 80, 20 + 312 * (1 - 2.5 / 6), 72 + 824 * 12 / 80, 20 + 312 * (1 - 1.6 / 6),
+        72 + 824 * 70 / 80, 20 + 312 * (1 - 5 / 6)], abs=0.05)
+    assert '<polyline points="484.0,202.0 793.0,72.0"' in page   # the front, by rate
+    assert ">80</text>" in page and ">6</text>" in page and ">100</text>" not in page
 
 
 def test_console_lists_lines_rejections_and_what_is_estimated():

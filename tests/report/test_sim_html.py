@@ -3,7 +3,7 @@ from html.parser import HTMLParser
 
 import pytest
 
-from kvplan.report.sim_html import nice_ticks, render_html
+from kvplan.report.sim_html import render_html
 from kvplan.usecases.simulate.driver import SimOptions, prepare
 from kvplan.usecases.simulate.simulation import simulate
 from kvplan.usecases.simulate.workload import load_workload
@@ -57,7 +57,3 @@ def test_text_is_escaped(document):
     hostile = replace(document, notes=("<script>alert(1)</script>",))
     assert "<script>" not in render_html(hostile)
 
-
-def test_ticks_are_round_and_cover_the_range():
-    assert nice_ticks(1799) == [0, 500, 1000, 1500, 2000]
-    assert nice_ticks(0.37) == pytest.approx([0, 0.1, 0.2, 0.3, 0.4])
