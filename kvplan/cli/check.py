@@ -14,6 +14,7 @@ from kvplan.cli.outputs import prepare_outputs
 from kvplan.cli.root import app
 from kvplan.hub import hub_access
 from kvplan.report.jsonout import emit_json
+from kvplan.report.stderr import warn_once
 
 REPORT_WIDTH = 120
 SUMMARY_VARIABLE = "GITHUB_STEP_SUMMARY"
@@ -71,6 +72,7 @@ def _check(spec_path: Path, junit: Path | None, json_output: bool, trust_remote_
 
         write_junit(report, junit)
     append_step_summary(report, protected=inputs)
+    warn_once(report.weights_warnings)
     if json_output:
         emit_json(check_record(report))
     else:

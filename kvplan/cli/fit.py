@@ -14,6 +14,7 @@ from kvplan.cli.root import JSON, app
 from kvplan.errors import EXIT_FINDING, KvplanError
 from kvplan.files import write_output_text
 from kvplan.limits import MAX_RATE, MAX_SECONDS, MAX_SEED, MAX_SEQS, MAX_TOKENS
+from kvplan.report.stderr import warn_once
 from kvplan.schema import Integer, Kind, Number
 from kvplan.semantics.engine.trace_format import BATCHED_TOKENS, MODEL_LEN, NUM_SEQS
 from kvplan.semantics.releases import DEFAULT_RELEASE, Release, release_named
@@ -147,6 +148,7 @@ def fit_command(
 
     with make_executor(executor_name, workers, ray_address) as executor, work_progress() as progress:
         result = fit(request, executor, progress=progress.update)
+    warn_once(result.weights_warnings)
 
     if report is not None:
         from kvplan.report.fit_html import render_fit_html

@@ -7,13 +7,13 @@ unknown word) goes to typer, which says what is wrong. Both paths end in `run_pl
 from __future__ import annotations
 
 import re
-import sys
 import types
 from typing import TYPE_CHECKING, Any, Union, get_args, get_origin
 
 from kvplan.cli.options import PLANNING, EngineOptions, Flag, engine_access, engine_flags, read_engine_options
 from kvplan.hub import hub_access
 from kvplan.limits import MAX_DIGITS
+from kvplan.report.stderr import warn_once
 
 if TYPE_CHECKING:
     from kvplan.usecases.check.assertions import Assertion
@@ -111,8 +111,7 @@ def run_plan(engine: EngineOptions, json_output: bool, assertions: tuple[Asserti
         from kvplan.report.plan_console import render_plan
 
         render_plan(result)
-    if result.weights_warning:
-        print(f"kvplan: warning: {result.weights_warning}", file=sys.stderr)
+    warn_once((result.weights_warning,))
     report = None
     if assertions:
         from kvplan.usecases.check.quick import plan_report

@@ -23,6 +23,7 @@ from kvplan.limits import MAX_SEED
 from kvplan.report.jsonout import dumps
 from kvplan.report.sim_timeline import TimelineCsv
 from kvplan.report.simulate_json import result_document
+from kvplan.report.stderr import warn_once
 from kvplan.schema import Integer
 from kvplan.usecases.check.quick import QUICK_ASSERTS, parse_quick_asserts, quick_help, simulation_report
 from kvplan.usecases.plan_settings import STEP_MS
@@ -70,8 +71,7 @@ def simulate_command(
                                          release=engine.release()))
     if timeline is not None:
         check_recorded_steps(setup, "--timeline")
-    for note in setup.notes:
-        print(f"kvplan: warning: {note}", file=sys.stderr)
+    warn_once((*setup.notes, setup.engine.weights_warning))
 
     with _written(timeline) as timeline_stream, reporting() as progress:
         progress.stage(f"simulating {workload.name}")

@@ -12,6 +12,7 @@ from kvplan.cli.outputs import prepare_outputs
 from kvplan.cli.root import JSON, app
 from kvplan.errors import EXIT_FINDING
 from kvplan.report import sweep_table
+from kvplan.report.stderr import warn_once
 from kvplan.usecases.sweep.cells import SweepRow
 from kvplan.usecases.sweep.grid import load_grid
 
@@ -62,6 +63,7 @@ def sweep_command(
             progress.update("cells", counts["done"], todo, counts["failed"])
 
         result = run_sweep(grid, executor, done, on_row=arrived)
+    warn_once(result.weights_warnings)
 
     order = {cell.cell_id: cell.index for cell in cells}
     rows = sweep_table.merged(previous, [sweep_table.record(row) for row in result.rows], order)

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
 from kvplan.files import same_file
+from kvplan.report.stderr import warn
 from kvplan.report.text import markup_text
 from kvplan.usecases.check.assertions import AssertionResult, Concurrency, format_margin, format_value
 from kvplan.usecases.check.evaluate import CheckReport
@@ -59,16 +59,12 @@ def append_step_summary(report: CheckReport, protected: tuple[Path, ...] = ()) -
         return None
     path = Path(target)
     if any(same_file(path, source) for source in protected):
-        _warn(f"${SUMMARY_VARIABLE} ({target!a}) is a file this check reads; the summary is not written")
+        warn(f"${SUMMARY_VARIABLE} ({target!a}) is a file this check reads; the summary is not written")
         return None
     try:
         with path.open("a", encoding="utf-8", errors="replace") as out:
             out.write(markup_text(markdown_summary(report)) + "\n")
     except (OSError, ValueError) as error:
-        _warn(f"cannot append to ${SUMMARY_VARIABLE} ({target!a}): {getattr(error, 'strerror', None) or error}")
+        warn(f"cannot append to ${SUMMARY_VARIABLE} ({target!a}): {getattr(error, 'strerror', None) or error}")
         return None
     return path
-
-
-def _warn(message: str) -> None:
-    print(f"kvplan: warning: {message}", file=sys.stderr)

@@ -271,12 +271,13 @@ def render_profile(result: ProfileResult, workload: WorkloadCheck | None = None,
                " (no gpu_memory_utilization reaches it on this GPU)")
         )
         suggestion = target.suggestion
-        console.print(
-            f"vLLM's own suggestion (CUDA graphs taken as "
-            f"{_gib(result.budget.cuda_graph_bytes if result.budget else 0)}): "
-            f"--kv-cache-memory={suggestion.to_requested_limit} to fit into requested memory, "
-            f"--kv-cache-memory={suggestion.to_gpu_limit} to use the whole GPU", markup=False,
-        )
+        if suggestion is not None:
+            console.print(
+                f"vLLM's own suggestion (logged at {suggestion.log_level}; CUDA graphs taken as "
+                f"{_gib(result.budget.cuda_graph_bytes if result.budget else 0)}): "
+                f"--kv-cache-memory={suggestion.to_requested_limit} to fit into requested memory, "
+                f"--kv-cache-memory={suggestion.to_gpu_limit} to use the whole GPU", markup=False,
+            )
     for warning in result.warnings:
         console.print(f"[yellow]warning:[/] {escape(warning)}")
     if not result.fits:

@@ -197,10 +197,11 @@ def profile_record(result: ProfileResult, workload: WorkloadCheck | None = None,
             "max_model_len": target.max_model_len,
             "kv_cache_memory_bytes": target.kv_cache_memory_bytes,
             "gpu_memory_utilization": target.gpu_memory_utilization,
-            "vllm_suggestion": {
+            "vllm_suggestion": None if target.suggestion is None else {
                 "to_requested_limit_bytes": target.suggestion.to_requested_limit,
                 "to_gpu_limit_bytes": target.suggestion.to_gpu_limit,
                 "cuda_graph_bytes_assumed": budget.cuda_graph_bytes if budget is not None else 0,
+                "log_level": target.suggestion.log_level,
                 "line": target.suggestion.line,
             },
         },

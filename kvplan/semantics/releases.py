@@ -30,7 +30,8 @@ Where each policy is applied (docs/versions.md gives every value and its effect 
     capacity_reserve_blocks       semantics/kv/sizing.py (blocks the memory check and auto-fit hold back)
     per_request_memory            semantics/kv/sizing.py (PER_REQUEST_MEMORY: one max_model_len request's bytes)
     kv_capacity                   semantics/kv/sizing.py (KV_CAPACITY: the token and concurrency figures)
-    log_format                    semantics/kv/sizing.py, semantics/memory/budget.py (LOG_FORMATS: vLLM's wording)
+    log_format                    semantics/kv/sizing.py, semantics/memory/budget.py (LOG_FORMATS: vLLM's wording;
+                                  SUGGESTION_LOG_LEVEL: the level of the --kv-cache-memory suggestion)
     freed_unhashed_blocks         semantics/engine/block_pool.py (UNHASHED_TO_HEAD: where a freed unhashed block goes)
     admission                     semantics/engine/scheduler.py (WHOLE_PROMPT_FIRST: what must fit to admit)
     prefix_stats                  semantics/engine/kv_cache_manager.py (STATS_AT_LOOKUP: when lookups are counted)

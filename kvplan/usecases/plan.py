@@ -142,10 +142,12 @@ class PlanResult:
 
     @property
     def weights_warning(self) -> str | None:
-        """One line for the user when the weights were not counted."""
+        """One line for the user when the weights were not counted, naming the model: every command
+        that plans says it once per model (`kvplan.report.stderr.warn_once`)."""
         if self.weights_unknown is None:
             return None
-        return f"weights unknown (the KV cache is sized without them): {self.weights_unknown}"
+        return (f"weights unknown for {self.setup.shape.model_id} (the KV cache is sized without them): "
+                f"{self.weights_unknown}")
 
     @property
     def summary(self) -> PlanSummary:

@@ -40,6 +40,7 @@ from kvplan.semantics.memory.budget import (
     MemoryBudget,
     available_memory_lines,
     kv_cache_memory_suggestion,
+    logs_kv_cache_memory_suggestion,
     model_loading_line,
     requested_memory,
     startup_refusal,
@@ -113,7 +114,7 @@ class FitTarget:
     kv_cache_memory_bytes: int              # bytes one such request needs (vLLM's memory check)
     gpu_memory_utilization: float | None    # the smallest that leaves them; None: not even 1.0
     largest_max_model_len: int              # the longest request the available memory holds
-    suggestion: KvCacheMemorySuggestion
+    suggestion: KvCacheMemorySuggestion | None   # None where vLLM stops before logging it
 
 
 @dataclass(frozen=True)
@@ -497,7 +498,8 @@ def _target(
         kv_cache_memory_bytes=needed,
         gpu_memory_utilization=utilization_for(budget.total_bytes, budget.non_kv_bytes, max(needed, 1)),
         largest_max_model_len=largest,
-        suggestion=kv_cache_memory_suggestion(budget, budget.cuda_graph_bytes),
+        suggestion=kv_cache_memory_suggestion(budget, budget.cuda_graph_bytes)
+        if logs_kv_cache_memory_suggestion(budget, result.sizing.fits) else None,
     )
 
 

@@ -8,25 +8,17 @@ import json
 import subprocess
 import sys
 import warnings
-from pathlib import Path
 
 import pytest
 
 from kvplan.semantics.models import resolve_config
 from kvplan.semantics.weights import QuantScheme, estimate
+from tests.uncountable import BLOCK_TORCH, model_dir, warning_lines
 
 LLAMA = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "num_hidden_layers": 6, "hidden_size": 256,
          "num_attention_heads": 8, "num_key_value_heads": 4, "intermediate_size": 704, "vocab_size": 5000,
          "max_position_embeddings": 4096, "torch_dtype": "bfloat16"}
-MIXTRAL = {"architectures": ["MixtralForCausalLM"], "model_type": "mixtral", "num_hidden_layers": 2,
-           "hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 128,
-           "vocab_size": 1000, "num_local_experts": 4, "max_position_embeddings": 4096, "torch_dtype": "bfloat16"}
 HEAVY = ("torch", "transformers")
-
-
-def model_dir(tmp_path: Path, config: dict) -> str:
-    (tmp_path / "config.json").write_text(json.dumps(config))
-    return str(tmp_path)
 
 
 def run_plan(args: list[str], *, block_torch: bool = False) -> tuple[subprocess.CompletedProcess[str], list[str]]:
@@ -34,7 +26,7 @@ def run_plan(args: list[str], *, block_torch: bool = False) -> tuple[subprocess.
     last on stderr). `block_torch` makes torch and transformers unimportable, as where they are not installed."""
     code = (
         "import sys\n"
-        + ("sys.modules['torch'] = sys.modules['transformers'] = None\n" if block_torch else "")
+        + (BLOCK_TORCH if block_torch else "")
         + "from kvplan.cli import run_app\n"
         f"try:\n    run_app(['plan', *{args!r}])\n"
         "except SystemExit as done:\n    code = done.code\n"
@@ -67,20 +59,19 @@ def test_a_local_llama_is_planned_with_its_weights_and_without_torch(tmp_path, t
 
 
 def test_weights_unknown_without_torch_still_plans(tmp_path):
-    directory = model_dir(tmp_path, MIXTRAL)
+    directory = model_dir(tmp_path)
     done, imported = run_plan(["--model", directory, "--kv-cache-memory", "24GiB", "--json"], block_torch=True)
     assert done.returncode == 0, done.stderr
     assert imported == []
     record = json.loads(done.stdout)     # stdout is the JSON and nothing else
     assert record["fits"] and record["num_blocks"] > 0
     assert (record["weights_bytes"], record["weights_per_gpu_bytes"], record["weights_exact"]) == (None, None, None)
-    warning_lines = [line for line in done.stderr.splitlines() if line.startswith("kvplan: warning:")]
-    assert len(warning_lines) == 1
-    assert "weights unknown" in warning_lines[0] and "torch" in warning_lines[0]
-    assert "pip install" in warning_lines[0] and "MixtralForCausalLM" in warning_lines[0]
-    assert warning_lines[0].removeprefix("kvplan: warning: ") in record["warnings"]
+    (warning,) = warning_lines(done.stderr)
+    assert f"weights unknown for {directory}" in warning and "torch" in warning
+    assert "pip install" in warning and "MixtralForCausalLM" in warning
+    assert warning.removeprefix("kvplan: warning: ") in record["warnings"]
 
     console, _ = run_plan(["--model", directory, "--kv-cache-memory", "24GiB"], block_torch=True)
     assert console.returncode == 0, console.stderr
     assert "weights" in console.stdout and "unknown:" in console.stdout
-    assert sum(line.startswith("kvplan: warning:") for line in console.stderr.splitlines()) == 1
+    assert warning_lines(console.stderr) == [warning]

@@ -5,6 +5,10 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
+
+import jsonschema
+import pytest
 
 from kvplan.semantics.releases import default_release
 
@@ -153,3 +157,60 @@ def test_profiling_the_same_inputs_twice_saves_the_same_bytes(kvplan, tiny_model
     record = json.loads(first.read_text())
     assert not {"timings", "created_at", "seconds"} & set(keys(record))
     assert not any("seconds" in line for line in record["vllm_log"])
+
+
+SUGGESTION = "vLLM's own suggestion"
+PROFILE_SCHEMA = jsonschema.Draft202012Validator(
+    json.loads((Path(__file__).resolve().parents[2] / "docs" / "schemas" / "profile.json").read_text()))
+REDUNDANCY_BUFFER = 150 * (1 << 20)
+SUGGESTION_LEVEL = {"0.17.1": "DEBUG", "0.33.0": "INFO"}
+
+
+def suggestion_non_kv(record: dict) -> int:
+    """The non-KV sum of `compile_or_warm_up_model`'s suggestion, from the record's own terms."""
+    if record["vllm_semantics"] == "0.17.1":      # weights + peak activation + non-torch + graphs (0 here)
+        return record["non_kv_bytes"]
+    # consumed + peak activation as logged (with the graph estimate in it) + the graphs again
+    return record["total_consumed_bytes"] + record["peak_activation_logged_bytes"] + record["cuda_graph_estimate_bytes"]
+
+
+@pytest.mark.parametrize("release", ["0.17.1", "0.33.0"])
+def test_vllms_suggestion_is_shown_only_where_vllm_logs_it(kvplan, tiny_model_dir, release):
+    """vLLM logs its --kv-cache-memory suggestion in `compile_or_warm_up_model`, which runs after the KV
+    cache was created: a configuration vLLM refuses (no memory for the blocks, or too little for one
+    max_model_len request) never reaches it. kvplan's own advice stays."""
+    args = ("profile", "--model", str(tiny_model_dir), "--backend", "fake", "--no-allocate", "--vllm-version", release)
+
+    code, out, _err = kvplan(*args, "--gpu-memory", "512MiB", "--json")
+    fitting = json.loads(out)
+    suggestion = fitting["target"]["vllm_suggestion"]
+    assert code == 0 and fitting["fits"]
+    PROFILE_SCHEMA.validate(fitting)
+    non_kv = suggestion_non_kv(fitting)
+    assert suggestion["to_requested_limit_bytes"] == fitting["requested_bytes"] - non_kv - REDUNDANCY_BUFFER > 0
+    assert suggestion["to_gpu_limit_bytes"] == fitting["free_at_start_bytes"] - non_kv - REDUNDANCY_BUFFER
+    assert suggestion["log_level"] == SUGGESTION_LEVEL[release]
+    assert f"`--kv-cache-memory={suggestion['to_requested_limit_bytes']}`" in suggestion["line"]
+    code, out, _err = kvplan(*args, "--gpu-memory", "512MiB")
+    assert code == 0
+    assert (f"{SUGGESTION} (logged at {SUGGESTION_LEVEL[release]}; CUDA graphs taken as "
+            in " ".join(out.split()))
+    assert (f"--kv-cache-memory={suggestion['to_requested_limit_bytes']} to fit into requested memory, "
+            f"--kv-cache-memory={suggestion['to_gpu_limit_bytes']} to use the whole GPU") in " ".join(out.split())
+
+    # the same model with half of one request's KV memory left, and with none at all
+    needed = fitting["target"]["kv_cache_memory_bytes"]
+    non_kv_and_graphs = fitting["requested_bytes"] - fitting["available_kv_bytes"]
+    half_a_request = int((non_kv_and_graphs + needed // 2) / fitting["gpu_memory_utilization"])
+    refusals = {str(half_a_request): "To serve at least one request with the", "2MiB": "No available memory"}
+    for gpu_memory, refusal in refusals.items():
+        code, out, _err = kvplan(*args, "--gpu-memory", gpu_memory, "--json")
+        record = json.loads(out)
+        assert code == 1 and not record["fits"] and refusal in record["error"], record["error"]
+        assert record["target"]["vllm_suggestion"] is None
+        PROFILE_SCHEMA.validate(record)
+        assert record["target"]["kv_cache_memory_bytes"] == needed
+        code, out, _err = kvplan(*args, "--gpu-memory", gpu_memory)
+        flat = " ".join(out.split())
+        assert code == 1 and SUGGESTION not in flat and "--kv-cache-memory=" not in flat
+        assert f"One 4,096-token request needs {needed:,} B of KV cache: --kv-cache-memory {needed}" in flat

@@ -16,6 +16,7 @@ from kvplan.report.plan_json import plan_record
 from kvplan.semantics.releases import VLLM_0_17_1, VLLM_0_33_0
 from kvplan.usecases.plan import PlanRequest, plan
 from tests.conftest import DATA
+from tests.uncountable import break_weight_count, model_dir
 
 CASES_FILE = DATA / "sizing" / "vllm-0.17.1-cases.json"
 
@@ -243,18 +244,8 @@ def test_vllm_allow_long_max_model_len_lifts_the_limit(monkeypatch) -> None:
 
 
 def test_weights_that_cannot_be_counted_leave_the_kv_plan_whole(tmp_path, monkeypatch) -> None:
-    from kvplan.errors import KvplanError
-
-    config = {"architectures": ["MixtralForCausalLM"], "model_type": "mixtral", "num_hidden_layers": 2,
-              "hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 128,
-              "vocab_size": 1000, "num_local_experts": 4, "torch_dtype": "bfloat16"}
-    (tmp_path / "config.json").write_text(json.dumps(config))
-    why = "transformers cannot build MixtralForCausalLM to count its weights: RuntimeError: no"
-
-    def failing_build(resolved, trust_remote_code):
-        raise KvplanError(why)
-
-    monkeypatch.setattr("kvplan.measure.meta_build.build_layout", failing_build)
+    model_dir(tmp_path)
+    why = break_weight_count(monkeypatch)
     request = PlanRequest(model=str(tmp_path), kv_cache_memory_bytes=1 << 30)
     result = plan(request)
     without = plan(PlanRequest(model=str(tmp_path), kv_cache_memory_bytes=1 << 30, with_weights=False))
@@ -263,4 +254,5 @@ def test_weights_that_cannot_be_counted_leave_the_kv_plan_whole(tmp_path, monkey
     record = plan_record(result)
     assert (record["weights_bytes"], record["weights_method"]) == (None, None)
     assert record["warnings"] == [result.weights_warning] and why in record["warnings"][0]
+    assert result.weights_warning.startswith(f"weights unknown for {tmp_path} ")
     assert without.weights_unknown is None and plan_record(without)["warnings"] == []

@@ -158,11 +158,12 @@ def available_memory_lines(budget: MemoryBudget) -> tuple[str, ...]:
 
 @dataclass(frozen=True)
 class KvCacheMemorySuggestion:
-    """`compile_or_warm_up_model`'s advice once CUDA graphs are known (logged at debug level)."""
+    """`compile_or_warm_up_model`'s advice once CUDA graphs are known, and the level vLLM logs it at."""
 
     to_requested_limit: int
     to_gpu_limit: int
     line: str
+    log_level: str
 
 
 def _usage_by_term(budget: MemoryBudget, cuda_graph_bytes: int) -> tuple[int, str]:
@@ -204,8 +205,25 @@ def peak_activation_bytes(budget: MemoryBudget) -> int:
     return PEAK_ACTIVATION[budget.release.non_kv_memory](budget)
 
 
+# Release.log_format -> the level `compile_or_warm_up_model` logs the suggestion at (0.17.1: debug,
+# shown only with VLLM_LOGGING_LEVEL=DEBUG)
+SUGGESTION_LOG_LEVEL: dict[LogFormat, str] = {
+    "separate_capacity_lines": "DEBUG",
+    "merged_capacity_line": "INFO",
+}
+
+
+def logs_kv_cache_memory_suggestion(budget: MemoryBudget, kv_cache_created: bool) -> bool:
+    """Whether vLLM reaches the suggestion: `compile_or_warm_up_model` runs only once the KV cache
+    exists (`get_kv_cache_configs` raised otherwise: no memory for the cache blocks, or too little
+    for one max_model_len request), and it logs the suggestion only after a memory profile, that is
+    without --kv-cache-memory."""
+    return kv_cache_created and budget.kv_cache_memory_override is None
+
+
 def kv_cache_memory_suggestion(budget: MemoryBudget, cuda_graph_bytes: int) -> KvCacheMemorySuggestion:
-    """`compile_or_warm_up_model`'s advice once CUDA graphs are known (0.17.1: debug, 0.33.0: INFO)."""
+    """`compile_or_warm_up_model`'s advice once CUDA graphs are known (0.17.1: debug, 0.33.0: INFO);
+    `logs_kv_cache_memory_suggestion` says whether vLLM gets that far."""
     non_kv, usage = USAGE_LINE[budget.release.log_format](budget, cuda_graph_bytes)
     to_gpu = budget.free_at_start_bytes - non_kv - REDUNDANCY_BUFFER_BYTES
     to_requested = budget.requested_bytes - non_kv - REDUNDANCY_BUFFER_BYTES
@@ -217,7 +235,7 @@ def kv_cache_memory_suggestion(budget: MemoryBudget, cuda_graph_bytes: int) -> K
         f"`--kv-cache-memory={to_gpu}` ({format_gib(to_gpu)} GiB) to fully utilize gpu memory. Current kv "
         f"cache memory in use is {format_gib(budget.available_kv_bytes)} GiB."
     )
-    return KvCacheMemorySuggestion(to_requested, to_gpu, line)
+    return KvCacheMemorySuggestion(to_requested, to_gpu, line, SUGGESTION_LOG_LEVEL[budget.release.log_format])
 
 
 def utilization_for(total_bytes: int, non_kv_bytes: int, kv_bytes: int, decimals: int = 4) -> float | None:

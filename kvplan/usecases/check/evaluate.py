@@ -25,6 +25,8 @@ class CheckReport:
     results: tuple[AssertionResult, ...]
     notes: tuple[str, ...] = ()
     release: Release = field(default_factory=default_release)   # whose numbers the assertions were judged on
+    # the plans' (the target's, a workload's pool) that could not count a model's weights, once per model
+    weights_warnings: tuple[str, ...] = ()
 
     @property
     def failures(self) -> tuple[AssertionResult, ...]:
@@ -52,6 +54,7 @@ def evaluate(spec: CheckSpec, *, trust_remote_code: bool = False) -> CheckReport
         if spec.target is not None else None
     results: list[AssertionResult] = []
     notes: list[str] = []
+    weights_warnings = [target.weights_warning] if target is not None else []
     for block in spec.blocks:
         capacity = [a for a in block.assertions if a.kind.scope == "capacity"]
         assert target is not None or not capacity  # the spec parser demands a target for these
@@ -62,8 +65,10 @@ def evaluate(spec: CheckSpec, *, trust_remote_code: bool = False) -> CheckReport
             run = run_workload(block.workload, target, block.seed, block.step_time_ms, find_max_rate, spec.release,
                                trust_remote_code=trust_remote_code)
             notes.extend(run.notes)
+            weights_warnings.append(run.result.setup.engine.weights_warning if run.result is not None else None)
             results.extend(evaluate_workload(workload, run, target, f"assert[{block.index}].workload"))
-    return CheckReport(spec.name, str(spec.path), target, tuple(results), tuple(dict.fromkeys(notes)), spec.release)
+    return CheckReport(spec.name, str(spec.path), target, tuple(results), tuple(dict.fromkeys(notes)), spec.release,
+                       tuple(dict.fromkeys(warning for warning in weights_warnings if warning)))
 
 
 def evaluate_on(assertions: tuple[Assertion, ...], target: Target, source: str) -> CheckReport:

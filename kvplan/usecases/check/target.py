@@ -56,6 +56,7 @@ class Target:
     request: PlanRequest                # reproduces the pool: kv_cache_memory_bytes is the pool's memory
     budget: Budget | None = None
     path: Path | None = None
+    weights_warning: str | None = None  # the plan's, when it could not count the model's weights
 
     @property
     def fits(self) -> bool:
@@ -105,7 +106,7 @@ def plan_result_target(result: PlanResult, label: str) -> Target:
     predicted for a GPU)."""
     request = dataclasses.replace(result.request, kv_cache_memory_bytes=result.kv_cache_memory_bytes,
                                   with_weights=False)
-    return Target("plan", label, result.summary, None, request)
+    return Target("plan", label, result.summary, None, request, weights_warning=result.weights_warning)
 
 
 def profile_target(profile: ProfileSummary, path: Path | None, model: str | None = None,

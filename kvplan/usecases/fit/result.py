@@ -32,6 +32,7 @@ class PlannedPoint:
     max_concurrency: float | None = None         # vLLM's figure, at max_model_len
     concurrency_at_target: float | None = None   # at --concurrency's tokens per request
     weights_per_gpu_bytes: int | None = None
+    weights_warning: str | None = None           # the plan's, when it could not count the model's weights
 
     @property
     def meets_memory(self) -> bool:
@@ -112,6 +113,7 @@ class FitResult:
     executor: str
     workers: int
     notes: tuple[str, ...]
+    weights_warnings: tuple[str, ...] = ()         # the plans' that could not count the model's weights, once each
 
     @property
     def found(self) -> bool:

@@ -138,7 +138,8 @@ def plan_point(configuration: Configuration, concurrency: tuple[int, int] | None
     summary = result.summary
     planned = PlannedPoint(
         configuration.settled(summary), "fits", kv_cache_memory_bytes=result.kv_cache_memory_bytes,
-        memory_source=result.memory_source, weights_per_gpu_bytes=summary.weights_per_gpu_bytes)
+        memory_source=result.memory_source, weights_per_gpu_bytes=summary.weights_per_gpu_bytes,
+        weights_warning=result.weights_warning)
     if not result.fits or result.kv_config is None:
         fix = result.suggested_fix
         return replace(planned, status="does_not_fit",
@@ -381,8 +382,9 @@ def fit(request: FitRequest, executor: Executor, progress: Progress | None = Non
         configurations=total, planned=planned, inferred=sum(1 for p in points if p.inferred), skipped_lengths=skipped,
         profile_runs=profile_runs, simulated=len(checks), simulation_runs=runs,
     )
+    weights_warnings = tuple(dict.fromkeys(point.weights_warning for point in points if point.weights_warning))
     return FitResult(request, configurations, rejected, counts, ranked_by, executor.name, executor.workers,
-                     tuple(notes))
+                     tuple(notes), weights_warnings)
 
 
 def _with_workload_defaults(request: FitRequest) -> SearchSpace:

@@ -72,6 +72,7 @@ class ResolvedEngine:
     # the model's KV cache groups as the plan gave them (their layers included); empty without a model
     planned_groups: tuple[KVCacheGroup, ...] = ()
     planned_tokens: int | None = None   # the plan's "GPU KV cache size", for its own pool
+    weights_warning: str | None = None  # the plan's, when it could not count the model's weights
 
     @property
     def kv_cache_groups(self) -> tuple[KVCacheGroup, ...]:
@@ -96,6 +97,7 @@ class PlannedPool:
     facts: ModelFacts
     kv_cache_groups: tuple[KVCacheGroup, ...] = ()
     gpu_kv_cache_tokens: int | None = None
+    weights_warning: str | None = None      # a plan's, when it could not count the model's weights
 
     def engine_groups(self, block_size: int | None = None) -> tuple[KVCacheGroup, ...] | None:
         """What the engine config takes: None for one full-attention group of the engine's block size
@@ -182,7 +184,8 @@ def resolve_engine(spec: EngineSpec, overrides: EngineOverrides, where: str,
     config = _engine_config({k: v for k, v in merged.items() if k in CONFIG_KEYS}, groups, pool, spec, where)
     facts = pool.facts if pool else ModelFacts(gpu=spec.gpu)
     return ResolvedEngine(config, source, facts, tuple(notes), planned_groups=pool.kv_cache_groups if pool else (),
-                          planned_tokens=pool.gpu_kv_cache_tokens if pool else None)
+                          planned_tokens=pool.gpu_kv_cache_tokens if pool else None,
+                          weights_warning=pool.weights_warning if pool else None)
 
 
 def _engine_config(raw: dict[str, Any], groups: tuple[KVCacheGroup, ...] | None, pool: PlannedPool | None,
@@ -223,7 +226,7 @@ def plan_pool(*, model: str, gpu: str | None, gpu_memory: int | None, gpu_memory
         fix = result.suggested_fix
         raise DoesNotFitError(f"engine.model: {model} does not fit: {summary.error}" + (f"; {fix}" if fix else ""))
     try:
-        return pool_from_plan(summary, "plan")
+        return replace(pool_from_plan(summary, "plan"), weights_warning=result.weights_warning)
     except FieldError as error:
         raise KvplanError(f"engine.model: the planner's record: {error}") from None
 

@@ -95,6 +95,15 @@ class SweepRow:
 COLUMNS = tuple(field.name for field in fields(SweepRow))
 
 
+@dataclass(frozen=True)
+class CellRun:
+    """A cell's row, and what the command says beside the table: its plan's warning when the
+    model's weights could not be counted."""
+
+    row: SweepRow
+    weights_warning: str | None = None
+
+
 def inputs_of(cell: Cell) -> dict[str, Any]:
     configuration = cell.configuration
     return dict(
@@ -118,9 +127,10 @@ def failed_row(cell: Cell, error: str) -> SweepRow:
     return SweepRow(status="error", error=error, **inputs_of(cell))
 
 
-def run_cell(cell: Cell) -> SweepRow:
+def run_cell(cell: Cell) -> CellRun:
     figures: dict[str, Any] = {}
     step = "plan"
+    planned: PlanResult | None = None
     try:
         planned = _plan(cell, figures) if "plan" in cell.commands or "simulate" in cell.commands else None
         if "profile" in cell.commands:
@@ -136,8 +146,10 @@ def run_cell(cell: Cell) -> SweepRow:
     except DoesNotFitError as finding:
         figures["note"] = f"{step}: {finding}"
     except Exception as error:  # a failing cell is recorded in its row, never the end of the sweep
-        return SweepRow(status="error", error=f"{step}: {error_text(error)}", **inputs_of(cell), **figures)
-    return SweepRow(status="ok", error=None, **inputs_of(cell), **figures)
+        row = SweepRow(status="error", error=f"{step}: {error_text(error)}", **inputs_of(cell), **figures)
+    else:
+        row = SweepRow(status="ok", error=None, **inputs_of(cell), **figures)
+    return CellRun(row, None if planned is None else planned.weights_warning)
 
 
 def _plan(cell: Cell, figures: dict[str, Any]) -> PlanResult:

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from kvplan.usecases.executors import Executor, Outcome
-from kvplan.usecases.sweep.cells import SweepRow, failed_row, run_cell
+from kvplan.usecases.sweep.cells import CellRun, SweepRow, failed_row, run_cell
 from kvplan.usecases.sweep.grid import Cell, Grid
 
 
@@ -17,6 +17,7 @@ class SweepResult:
     num_skipped: int                   # already done
     executor: str
     workers: int
+    weights_warnings: tuple[str, ...] = ()   # the plans' that could not count a model's weights, once each
 
     @property
     def num_failed(self) -> int:
@@ -29,16 +30,18 @@ def run_sweep(grid: Grid, executor: Executor, done: frozenset[str] = frozenset()
     cells = grid.cells()
     todo = [cell for cell in cells if cell.cell_id not in done]
 
-    def arrived(outcome: Outcome[SweepRow]) -> None:
+    def arrived(outcome: Outcome[CellRun]) -> None:
         if on_row is not None:
             on_row(_row(outcome, todo))
 
     outcomes = executor.map(run_cell, todo, on_outcome=arrived)
     rows = tuple(_row(outcome, todo) for outcome in outcomes)
-    return SweepResult(rows, len(cells), len(cells) - len(todo), executor.name, executor.workers)
+    warnings = tuple(dict.fromkeys(outcome.value.weights_warning for outcome in outcomes
+                                   if outcome.value is not None and outcome.value.weights_warning))
+    return SweepResult(rows, len(cells), len(cells) - len(todo), executor.name, executor.workers, warnings)
 
 
-def _row(outcome: Outcome[SweepRow], cells: list[Cell]) -> SweepRow:
+def _row(outcome: Outcome[CellRun], cells: list[Cell]) -> SweepRow:
     if outcome.value is not None:
-        return outcome.value
+        return outcome.value.row
     return failed_row(cells[outcome.index], outcome.error or "the task failed")

@@ -4,18 +4,20 @@ test_budget_0_33.py)."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from kvplan.semantics.memory.budget import (
     REDUNDANCY_BUFFER_BYTES,
     MemoryBudget,
     available_memory_lines,
     kv_cache_memory_suggestion,
+    logs_kv_cache_memory_suggestion,
     model_loading_line,
     requested_memory,
     startup_refusal,
     utilization_for,
 )
-from kvplan.semantics.releases import VLLM_0_17_1
+from kvplan.semantics.releases import VLLM_0_17_1, VLLM_0_33_0
 
 H100 = 85_045_477_376
 GIB = 1 << 30
@@ -66,6 +68,19 @@ def test_suggestion_follows_compile_or_warm_up_model():
     assert suggestion.to_gpu_limit == H100 - GIB - non_kv - REDUNDANCY_BUFFER_BYTES
     assert f"`--kv-cache-memory={suggestion.to_requested_limit}`" in suggestion.line
     assert "0.25 GiB for CUDAGraph memory" in suggestion.line
+    assert suggestion.log_level == "DEBUG"       # 0.17.1: `logger.debug(msg)`
+    assert kv_cache_memory_suggestion(replace(budget, release=VLLM_0_33_0), 0).log_level == "INFO"
+
+
+def test_the_suggestion_is_logged_only_once_the_kv_cache_exists_after_a_memory_profile():
+    """`compile_or_warm_up_model` runs after `get_kv_cache_configs`, which raises when the cache does
+    not fit, and suggests only when kv_cache_memory_bytes is unset (both releases)."""
+    profiled = MemoryBudget(H100, H100, 0.9, 2 * GIB, GIB, 0, release=VLLM_0_17_1)
+    given = replace(profiled, kv_cache_memory_override=20 * GIB)
+    for release in (VLLM_0_17_1, VLLM_0_33_0):
+        assert logs_kv_cache_memory_suggestion(replace(profiled, release=release), kv_cache_created=True)
+        assert not logs_kv_cache_memory_suggestion(replace(profiled, release=release), kv_cache_created=False)
+        assert not logs_kv_cache_memory_suggestion(replace(given, release=release), kv_cache_created=True)
 
 
 def test_utilization_for_is_the_smallest_that_fits():

@@ -99,6 +99,8 @@ def test_kv_cache_memory_reproduces_vllms_worked_example():
     assert "Maximum concurrency for 32,768 tokens per request: 64.42x" in record["vllm_log"]
     assert any("as specified by kv_cache_memory_bytes config" in line for line in record["vllm_log"])
     assert record["target"]["kv_cache_memory_bytes"] == 402_653_184
+    # vLLM suggests a --kv-cache-memory only after profiling memory, never when it was given
+    assert record["target"]["vllm_suggestion"] is None
 
 
 def test_weights_above_the_budget_is_vllms_no_memory_finding(tiny_config_only_dir):
@@ -106,6 +108,8 @@ def test_weights_above_the_budget_is_vllms_no_memory_finding(tiny_config_only_di
     assert not result.fits and result.allocation is None
     assert result.finding.startswith("No available memory for the cache blocks.")
     assert profile_record(result)["largest_max_model_len"] == 0
+    # vLLM raised before `compile_or_warm_up_model`, which logs the suggestion
+    assert result.target.suggestion is None and result.target.kv_cache_memory_bytes > 0
 
 
 def test_too_long_max_model_len_is_a_finding_with_the_fitting_length(tiny_config_only_dir):

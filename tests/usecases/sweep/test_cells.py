@@ -23,7 +23,7 @@ def cells(tmp_path: Path, text: str) -> list:
 def test_profile_and_plan_agree_on_the_predicted_pool(tmp_path):
     [cell] = cells(tmp_path, 'commands = ["plan", "profile"]\n[axes]\nmodels = ["Qwen/Qwen2-0.5B-Instruct"]\n'
                              'gpus = ["l4-24gb"]\ngpu_memory_utilization = [0.5]\n')
-    row = run_cell(cell)
+    row = run_cell(cell).row
     assert row.status == "ok", row.error
     assert row.plan_num_blocks == row.profile_num_blocks > 1
     assert row.plan_kv_cache_memory_bytes == row.profile_available_kv_bytes
@@ -35,9 +35,9 @@ def test_refusals_and_findings(tmp_path):
     refused, tight = cells(tmp_path, 'commands = ["plan", "simulate"]\n[axes]\nmodels = ["Qwen/Qwen2-0.5B-Instruct"]\n'
                                      'kv_cache_memory = ["64MiB"]\ntensor_parallel_size = [3, 1]\n'
                                      'max_model_len = [32768]\nworkloads = ["w.json"]\n')
-    row = run_cell(refused)
+    row = run_cell(refused).row
     assert row.status == "error" and row.error.startswith("plan: ") and row.tensor_parallel_size == 3
     assert row.kv_cache_memory_bytes == 64 << 20 and row.plan_fits is None
-    row = run_cell(tight)
+    row = run_cell(tight).row
     assert row.status == "ok" and row.plan_fits is False and row.plan_error
     assert row.note == "simulate skipped: the configuration does not fit" and row.simulate_num_requests is None
