@@ -4,12 +4,10 @@ front highlighted, then the ranked table with each `vllm serve` line and the rej
 
 from __future__ import annotations
 
-import html
-from typing import Any
-
 from kvplan.report.fit_console import REASONS
 from kvplan.report.plot_frame import PixelBox, plot_frame
 from kvplan.report.sim_html import CSS
+from kvplan.report.text import html_text
 from kvplan.usecases.fit.request import format_seconds
 from kvplan.usecases.fit.result import FitConfiguration, FitResult
 
@@ -19,10 +17,6 @@ EXTRA_CSS = """
 .front { color: #d62728; font-weight: 600; } code { font-size: 0.82rem; white-space: pre-wrap; }
 td.args { text-align: left; }
 """
-
-
-def _esc(value: Any) -> str:
-    return html.escape(str(value))
 
 
 def _axes(result: FitResult) -> tuple[str, str, bool]:
@@ -81,11 +75,11 @@ def render_fit_html(result: FitResult) -> str:
                        + (f" at {request.rate:g} requests/s" if request.rate is not None else ""))
     if request.concurrency is not None:
         traffic.append(request.concurrency.describe())
-    out = [f"<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{_esc(title)}</title>"
+    out = [f"<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>{html_text(title)}</title>"
            f"<style>{CSS}{EXTRA_CSS}</style></head><body>",
-           f"<h1>{_esc(title)}</h1>",
-           f"<p class=\"sub\">vLLM {_esc(request.release.version)} &middot; {_esc('; '.join(traffic))} &middot; "
-           f"objectives: {_esc(objectives)}</p>"]
+           f"<h1>{html_text(title)}</h1>",
+           f"<p class=\"sub\">vLLM {html_text(request.release.version)} &middot; "
+           f"{html_text('; '.join(traffic))} &middot; objectives: {html_text(objectives)}</p>"]
     if result.configurations:
         out.append("<h2>Cost against sustained rate</h2>")
         out.append(cost_chart(result))
@@ -101,12 +95,12 @@ def render_fit_html(result: FitResult) -> str:
             per_million = c.cost_per_million_requests if money else c.gpu_hours_per_million_requests
             css = ' class="front"' if c.pareto else ""
             out.append(
-                f"<tr><td{css}>{rank}</td><td>{_esc(c.configuration.gpu)}</td><td>{c.configuration.num_gpus}</td>"
+                f"<tr><td{css}>{rank}</td><td>{html_text(c.configuration.gpu)}</td><td>{c.configuration.num_gpus}</td>"
                 f"<td>{'-' if c.point.kv_cache_tokens is None else f'{c.point.kv_cache_tokens:,}'}</td>"
                 f"<td>{_rate(None if check is None else check.max_sustained_rate)}</td>"
                 f"<td>{'-' if check is None or check.ttft_p95_s is None else format_seconds(check.ttft_p95_s)}</td>"
                 f"<td>{'-' if per_million is None else f'{per_million:.4g}'}</td>"
-                f"<td class=\"args\"><code>{_esc(c.configuration.vllm_serve_args())}</code></td></tr>")
+                f"<td class=\"args\"><code>{html_text(c.configuration.vllm_serve_args())}</code></td></tr>")
         out.append("</table>")
     else:
         out.append("<p class=\"stalled\">No configuration meets the target.</p>")
@@ -115,13 +109,14 @@ def render_fit_html(result: FitResult) -> str:
         for family in result.rejected:
             name = (f"{family.gpu} x{family.num_gpus} (TP{family.tensor_parallel_size} "
                     f"PP{family.pipeline_parallel_size}) {family.kv_cache_dtype}")
-            out.append(f"<tr><td>{_esc(name)}</td><td>{_esc(REASONS[family.reason])}: {_esc(family.detail)}</td></tr>")
+            out.append(f"<tr><td>{html_text(name)}</td>"
+                       f"<td>{html_text(REASONS[family.reason])}: {html_text(family.detail)}</td></tr>")
         out.append("</table>")
     counts = result.counts
     out.append(f"<p class=\"note\">Searched {counts.configurations} configurations: planned {counts.planned}, "
                f"{counts.inferred} decided without a plan of their own, simulated {counts.simulated} in "
                f"{counts.simulation_runs} runs.</p>")
     for note in result.notes:
-        out.append(f"<p class=\"note\">{_esc(note)}</p>")
+        out.append(f"<p class=\"note\">{html_text(note)}</p>")
     out.append("</body></html>\n")
     return "\n".join(out)

@@ -8,12 +8,11 @@ outside the plot area rather than being clamped to it."""
 
 from __future__ import annotations
 
-import html
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from kvplan.report.text import markup_text
+from kvplan.report.text import html_text
 
 X_TICKS, Y_TICKS = 6, 5   # about how many steps each axis is cut into
 GRID, AXIS, TICK_TEXT, TITLE_TEXT = "#eee", "#999", "#555", "#333"
@@ -39,10 +38,6 @@ def tick_label(value: float) -> str:
     if abs(value) >= 1000:
         return f"{value:,.0f}"
     return f"{value:.3g}"
-
-
-def _text(value: str) -> str:
-    return html.escape(markup_text(value))
 
 
 @dataclass(frozen=True)
@@ -95,7 +90,7 @@ class PlotFrame:
         """The opening ``<svg>`` (``label`` for screen readers), grid, tick labels and axis titles."""
         box = self.box
         parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{box.width}" height="{box.height}" '
-                 f'viewBox="0 0 {box.width} {box.height}" role="img" aria-label="{_text(label)}">']
+                 f'viewBox="0 0 {box.width} {box.height}" role="img" aria-label="{html_text(label)}">']
         for tick in self.y_ticks:
             y = self.py(tick)
             parts.append(f'<line x1="{box.left}" x2="{box.right_edge}" y1="{y:.1f}" y2="{y:.1f}" stroke="{GRID}"/>')
@@ -106,9 +101,10 @@ class PlotFrame:
                          f'text-anchor="middle" fill="{TICK_TEXT}">{tick_label(tick)}</text>')
         middle_x, middle_y = box.left + box.plot_width / 2, box.top + box.plot_height / 2
         parts.append(f'<text x="{middle_x:.0f}" y="{box.height - 6}" font-size="12" text-anchor="middle" '
-                     f'fill="{TITLE_TEXT}">{_text(x_title)}</text>')
+                     f'fill="{TITLE_TEXT}">{html_text(x_title)}</text>')
         parts.append(f'<text x="{TITLE_X}" y="{middle_y:.0f}" font-size="12" text-anchor="middle" '
-                     f'fill="{TITLE_TEXT}" transform="rotate(-90 {TITLE_X} {middle_y:.0f})">{_text(y_title)}</text>')
+                     f'fill="{TITLE_TEXT}" transform="rotate(-90 {TITLE_X} {middle_y:.0f})">'
+                     f'{html_text(y_title)}</text>')
         return "".join(parts)
 
     def tail(self) -> str:

@@ -4,7 +4,6 @@ tables. Rendering only: the figures are the simulation's, rounded as ``--json`` 
 
 from __future__ import annotations
 
-import html
 from collections.abc import Callable
 from typing import Any
 
@@ -20,7 +19,7 @@ from kvplan.report.sim_console import (
     timing_text,
 )
 from kvplan.report.simulate_json import SeriesRow, round_floats, series_rows
-from kvplan.report.text import markup_text
+from kvplan.report.text import html_text
 from kvplan.usecases.simulate.capacity_search import Capacity
 from kvplan.usecases.simulate.metrics import RunMetrics
 from kvplan.usecases.simulate.simulation import SimResult
@@ -50,11 +49,6 @@ table.kv td, table.kv th { text-align: left; }
 """
 
 
-def _esc(value: Any) -> str:
-    """Any text of the page: escaped, and only characters HTML can carry."""
-    return html.escape(markup_text(str(value)))
-
-
 def chart(series: list[dict[str, Any]], x_max: float, x_title: str, y_title: str,
           y_max: float | None = None, reference: tuple[float, str] | None = None) -> str:
     """An SVG chart; each series is {name, color, points: [(x, y)], kind: line|area, base?: [y]}."""
@@ -70,20 +64,20 @@ def chart(series: list[dict[str, Any]], x_max: float, x_title: str, y_title: str
             base = item.get("base") or [0.0] * len(points)
             back = frame.points((x, b) for (x, _), b in reversed(list(zip(points, base, strict=True))))
             parts.append(f'<polygon points="{line} {back}" fill="{item["color"]}" fill-opacity="0.85" stroke="none">'
-                         f'<title>{_esc(item["name"])}</title></polygon>')
+                         f'<title>{html_text(item["name"])}</title></polygon>')
         else:
             dash = ' stroke-dasharray="4 3"' if item.get("dashed") else ""
             parts.append(f'<polyline points="{line}" fill="none" stroke="{item["color"]}" stroke-width="1.6"{dash}>'
-                         f'<title>{_esc(item["name"])}</title></polyline>')
+                         f'<title>{html_text(item["name"])}</title></polyline>')
     if reference is not None:
         value, text = reference
         y = frame.py(value)
         parts.append(f'<line x1="{BOX.left}" x2="{BOX.right_edge}" y1="{y:.1f}" y2="{y:.1f}" '
                      'stroke="#d62728" stroke-dasharray="6 4"/>')
         parts.append(f'<text x="{BOX.right_edge - 4}" y="{y - 4:.1f}" font-size="11" text-anchor="end" '
-                     f'fill="#d62728">{_esc(text)}</text>')
+                     f'fill="#d62728">{html_text(text)}</text>')
     parts.append(frame.tail())
-    legend = "".join(f'<span><i style="background:{s["color"]}"></i>{_esc(s["name"])}</span>' for s in series)
+    legend = "".join(f'<span><i style="background:{s["color"]}"></i>{html_text(s["name"])}</span>' for s in series)
     return "".join(parts) + f'<div class="legend">{legend}</div>'
 
 
@@ -146,8 +140,8 @@ def latency_chart(result: SimResult) -> str:
 
 
 def _table(header: list[str], rows: list[list[Any]], css_class: str = "") -> str:
-    head = "".join(f"<th>{_esc(h)}</th>" for h in header)
-    body = "".join("<tr>" + "".join(f"<td>{_esc(c)}</td>" for c in row) + "</tr>" for row in rows)
+    head = "".join(f"<th>{html_text(h)}</th>" for h in header)
+    body = "".join("<tr>" + "".join(f"<td>{html_text(c)}</td>" for c in row) + "</tr>" for row in rows)
     attribute = f' class="{css_class}"' if css_class else ""
     return f"<table{attribute}><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
@@ -172,8 +166,8 @@ def _cards(metrics: RunMetrics) -> str:
          + (f", {_seconds(throughput.duration_s_estimate)} (est.)" if throughput.duration_s_estimate else "")),
     ]
     return '<div class="cards">' + "".join(
-        f'<div class="card"><div class="k">{_esc(k)}</div><div class="v">{_esc(v)}</div>'
-        f'<div class="k">{_esc(d)}</div></div>' for k, v, d in cards) + "</div>"
+        f'<div class="card"><div class="k">{html_text(k)}</div><div class="v">{html_text(v)}</div>'
+        f'<div class="k">{html_text(d)}</div></div>' for k, v, d in cards) + "</div>"
 
 
 def _latency_table(metrics: RunMetrics) -> str:
@@ -257,13 +251,13 @@ def render_html(result: SimResult) -> str:
     stalled = ('<p class="stalled"><b>The simulation stalled:</b> a request cannot be scheduled even alone '
                '(too few blocks or tokens per step for it). The numbers cover the steps before the stall.</p>'
                if metrics.stalled else "")
-    warnings = "".join(f'<li class="warn">{_esc(w)}</li>' for w in result.notes)
+    warnings = "".join(f'<li class="warn">{html_text(w)}</li>' for w in result.notes)
     timed = result.setup.timer is not None
     body = [
-        f"<h1>kvplan simulate: {_esc(workload.name)}</h1>",
-        f'<p class="sub">vLLM {_esc(result.setup.config.release.version)} scheduler and block-manager semantics, '
-        f'{_esc(result.setup.config.scheduling)} scheduling · seed '
-        f"{_esc(result.setup.seed)} · "
+        f"<h1>kvplan simulate: {html_text(workload.name)}</h1>",
+        f'<p class="sub">vLLM {html_text(result.setup.config.release.version)} scheduler and block-manager semantics, '
+        f'{html_text(result.setup.config.scheduling)} scheduling · seed '
+        f"{html_text(result.setup.seed)} · "
         f"{'times are estimates from the step-time model' if timed else 'no time model: steps only'}</p>",
         stalled,
         _cards(metrics),
@@ -285,7 +279,7 @@ def render_html(result: SimResult) -> str:
         body += ["<h2>Warnings</h2>", f"<ul>{warnings}</ul>"]
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-        f"<title>kvplan simulate: {_esc(workload.name)}</title>"
+        f"<title>kvplan simulate: {html_text(workload.name)}</title>"
         f'<meta name="viewport" content="width=device-width, initial-scale=1"><style>{CSS}</style></head>'
         f"<body>{''.join(body)}</body></html>\n"
     )

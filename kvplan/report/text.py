@@ -5,6 +5,7 @@ written as its `\\xNN` escape). Rich consoles get `rich.text.Text` or escaped ma
 
 from __future__ import annotations
 
+import html
 import re
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -24,6 +25,11 @@ def markup_text(text: str) -> str:
         char = match.group(0)
         return "\ufffd" if 0xD800 <= ord(char) <= 0xDFFF else f"\\x{ord(char):02x}"
     return _C1.sub(visible, _NOT_XML.sub(visible, text))
+
+
+def html_text(value: object) -> str:
+    """Any value shown in an HTML page: escaped, and only characters HTML can carry."""
+    return html.escape(markup_text(str(value)))
 
 
 def plain(text: object) -> str:

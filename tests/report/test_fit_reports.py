@@ -3,6 +3,7 @@ HTML page is self-contained with the front highlighted, the console names what i
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import re
@@ -71,6 +72,15 @@ def test_html_is_self_contained_with_the_front():
     assert page.count("<circle") == 3 and page.count('fill="#d62728"') >= 2 and "<polyline" in page
     assert "<script" not in page and "cost per hour (your prices)" in page
     assert "misses the objectives at 5 req/s" in page
+
+
+def test_user_text_is_escaped_and_carries_no_control_characters():
+    # the notes and a rejection's detail carry text from the user's files (model ids, class names)
+    base = result()
+    rejected = dataclasses.replace(base.rejected[0], detail="closest <b>x</b>\x07 \ud800")
+    page = render_fit_html(dataclasses.replace(base, rejected=(rejected,), notes=("a\x1bnote & <i>",)))
+    assert "closest &lt;b&gt;x&lt;/b&gt;\\x07 \ufffd" in page and "a\\x1bnote &amp; &lt;i&gt;" in page
+    assert not re.search("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]", page)
 
 
 def test_each_configuration_is_drawn_at_its_rate_and_cost():
