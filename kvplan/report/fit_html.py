@@ -45,17 +45,22 @@ def cost_chart(result: FitResult) -> str:
               for rank, c in enumerate(result.configurations, start=1)]
     frame = plot_frame(BOX, max((x for x, *_ in points), default=1.0) * 1.05,
                        max((y for _, y, *_ in points), default=1.0) * 1.1)
-    parts = [frame.head("cost against sustained rate", x_title, y_title)]
+    parts = [frame.head(f"{y_title} against {x_title}", x_title, y_title)]
     front = sorted((x, y) for x, y, _, on in points if on)
     if len(front) > 1:
         parts.append(f'<polyline points="{frame.points(front)}" fill="none" stroke="{FRONT}" stroke-width="1.5" '
                      'stroke-dasharray="4 3"/>')
+    # configurations at the same place (e.g. two KV dtypes with equal figures) share one label
+    labels: dict[tuple[str, str], tuple[list[int], str]] = {}
     for x, y, rank, on in points:
-        cx, cy = frame.px(x), frame.py(y)
+        cx, cy = f"{frame.px(x):.1f}", f"{frame.py(y):.1f}"
         color = FRONT if on else OTHER
-        parts.append(f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="{6 if on else 4}" fill="{color}">'
-                     f'<title>#{rank}: {x:.4g}, {y:.4g}</title></circle>'
-                     f'<text x="{cx + 8:.1f}" y="{cy - 6:.1f}" font-size="11" fill="{color}">#{rank}</text>')
+        parts.append(f'<circle cx="{cx}" cy="{cy}" r="{6 if on else 4}" fill="{color}">'
+                     f'<title>#{rank}: {x:.4g}, {y:.4g}</title></circle>')
+        labels.setdefault((cx, cy), ([], color))[0].append(rank)
+    for (cx, cy), (ranks, color) in labels.items():
+        parts.append(f'<text x="{float(cx) + 8:.1f}" y="{float(cy) - 6:.1f}" font-size="11" fill="{color}">'
+                     f'{" ".join(f"#{rank}" for rank in ranks)}</text>')
     parts.append(frame.tail())
     return "".join(parts)
 

@@ -94,6 +94,17 @@ def test_each_configuration_is_drawn_at_its_rate_and_cost():
     assert ">80</text>" in page and ">6</text>" in page and ">100</text>" not in page
 
 
+def test_configurations_at_one_place_share_one_label():
+    base = result()
+    twin = dataclasses.replace(base.configurations[0], pareto=False)
+    page = render_fit_html(dataclasses.replace(base, configurations=(base.configurations[0], twin,
+                                                                     *base.configurations[1:])))
+    assert page.count("<circle") == 4
+    labels = re.findall(r'font-size="11" fill="[^"]+">([^<]+)</text>', page)
+    assert labels == ["#1 #2", "#3", "#4"]
+    assert 'aria-label="cost per hour (your prices) against highest sustained rate' in page
+
+
 def test_console_lists_lines_rejections_and_what_is_estimated():
     stream = io.StringIO()
     render_fit(result(), Console(file=stream, width=160))
