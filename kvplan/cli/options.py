@@ -237,10 +237,11 @@ _OPTIONS: dict[str, Flag] = {
     "max_num_batched_tokens": _flag(str | None, _declared(
         None, "--max-num-batched-tokens",
         help="Token budget per step, e.g. 8192 or 8K (as vLLM reads it). Default: what `vllm serve` picks for the "
-        "GPU (2048 without --gpu)."),
+        "GPU (2048 for one outside the catalog, given by --gpu-memory alone)."),
         lambda text: parse_optional_count(text, "--max-num-batched-tokens", BATCHED_TOKENS)),
     "max_num_seqs": _flag(int | None, _declared(
-        None, "--max-num-seqs", help="Most running requests. Default: what `vllm serve` picks (256 without --gpu)."),
+        None, "--max-num-seqs",
+        help="Most running requests. Default: what `vllm serve` picks for the GPU (256 for one outside the catalog)."),
         checked(NUM_SEQS, "--max-num-seqs")),
     "kv_cache_dtype": _flag(str | None, _declared(
         None, "--kv-cache-dtype", help="auto (the default), fp8, fp8_e4m3 or fp8_e5m2."),
