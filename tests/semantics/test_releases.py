@@ -34,7 +34,7 @@ from kvplan.semantics.kv.sizing import (
     size_kv_cache,
 )
 from kvplan.semantics.kv.specs import FullAttentionSpec, SizingLimits
-from kvplan.semantics.memory.budget import NON_KV_MEMORY, MemoryBudget
+from kvplan.semantics.memory.budget import NON_KV_MEMORY, SUGGESTION_LOG_LEVEL, MemoryBudget
 from kvplan.semantics.models.architectures import CONFIG_WIDE_WINDOW
 from kvplan.semantics.models.validation import CONFIG_CLASSES
 from kvplan.semantics.releases import (
@@ -125,31 +125,42 @@ def test_an_egg_info_checkout_is_read_too(tmp_path):
     assert releases.installed_vllm_version([str(tmp_path)]) == "0.33.0+cu128"
 
 
-def test_every_policy_value_has_its_implementation():
-    assert set(NON_KV_MEMORY) == set(get_args(NonKvMemory))
-    assert set(PER_REQUEST_MEMORY) == set(get_args(PerRequestMemory))
-    assert set(KV_CAPACITY) == set(get_args(KvCapacity))
-    assert set(LOG_FORMATS) == set(get_args(LogFormat))
-    assert set(KV_TENSOR_LAYOUT) == set(get_args(KvTensorLayout))
-    assert set(IN_FLIGHT_TOKENS) == set(get_args(InFlightTokens))
-    assert set(SPEC_BUCKETS) == set(get_args(SpecBuckets))
-    assert set(PAGE_UNIFICATION) == set(get_args(PageUnification))
-    assert set(BATCH_DEFAULTS) == set(get_args(BatchDefaults))
-    assert set(MLA_BLOCK_SIZE) == set(get_args(MlaBlockSize))
-    assert set(HYBRID_ALIGNMENT) == set(get_args(HybridBlockAlignment))
+# every table that implements a release policy, beside the policy's type: one entry per value
+POLICY_TABLES = [
+    pytest.param(NON_KV_MEMORY, NonKvMemory, id="NON_KV_MEMORY"),
+    pytest.param(PER_REQUEST_MEMORY, PerRequestMemory, id="PER_REQUEST_MEMORY"),
+    pytest.param(KV_CAPACITY, KvCapacity, id="KV_CAPACITY"),
+    pytest.param(LOG_FORMATS, LogFormat, id="LOG_FORMATS"),
+    pytest.param(KV_TENSOR_LAYOUT, KvTensorLayout, id="KV_TENSOR_LAYOUT"),
+    pytest.param(IN_FLIGHT_TOKENS, InFlightTokens, id="IN_FLIGHT_TOKENS"),
+    pytest.param(SPEC_BUCKETS, SpecBuckets, id="SPEC_BUCKETS"),
+    pytest.param(PAGE_UNIFICATION, PageUnification, id="PAGE_UNIFICATION"),
+    pytest.param(BATCH_DEFAULTS, BatchDefaults, id="BATCH_DEFAULTS"),
+    pytest.param(MLA_BLOCK_SIZE, MlaBlockSize, id="MLA_BLOCK_SIZE"),
+    pytest.param(HYBRID_ALIGNMENT, HybridBlockAlignment, id="HYBRID_ALIGNMENT"),
+    pytest.param(UNHASHED_TO_HEAD, FreedUnhashedBlocks, id="UNHASHED_TO_HEAD"),
+    pytest.param(WHOLE_PROMPT_FIRST, Admission, id="WHOLE_PROMPT_FIRST"),
+    pytest.param(STATS_AT_LOOKUP, PrefixStats, id="STATS_AT_LOOKUP"),
+    pytest.param(BATCHES_IN_FLIGHT, Scheduling, id="BATCHES_IN_FLIGHT"),
+    pytest.param(CACHES_REACHABLE_ONLY, PrefixCacheRetention, id="CACHES_REACHABLE_ONLY"),
+    pytest.param(FREES_PROCESSED_ONLY, WindowFrees, id="FREES_PROCESSED_ONLY"),
+    pytest.param(MAMBA_CHUNK_END, MambaChunkEnds, id="MAMBA_CHUNK_END"),
+    pytest.param(RETIRES_PAST_NULLS, MambaRetirement, id="RETIRES_PAST_NULLS"),
+    pytest.param(ONE_BLOCK_SIZE, HybridBlockSizes, id="ONE_BLOCK_SIZE"),
+    pytest.param(CONFIG_CLASSES, ConfigClasses, id="CONFIG_CLASSES"),
+    pytest.param(CONFIG_WIDE_WINDOW, ConfigWideWindow, id="CONFIG_WIDE_WINDOW"),
+    pytest.param(SUGGESTION_LOG_LEVEL, LogFormat, id="SUGGESTION_LOG_LEVEL"),
+]
+
+
+@pytest.mark.parametrize(("table", "policy"), POLICY_TABLES)
+def test_every_policy_value_has_its_implementation(table, policy):
+    assert set(table) == set(get_args(policy))
+
+
+def test_every_mamba_cache_mode_rule_has_its_release():
     assert set(MAMBA_MODE_RULES) == {VLLM_0_17_1.mamba_cache_modes, VLLM_0_33_0.mamba_cache_modes}
-    assert set(UNHASHED_TO_HEAD) == set(get_args(FreedUnhashedBlocks))
-    assert set(WHOLE_PROMPT_FIRST) == set(get_args(Admission))
-    assert set(STATS_AT_LOOKUP) == set(get_args(PrefixStats))
-    assert set(BATCHES_IN_FLIGHT) == set(get_args(Scheduling))
     assert set(get_args(MambaCacheMode)) <= set(MAMBA_CACHE_MODES)
-    assert set(CACHES_REACHABLE_ONLY) == set(get_args(PrefixCacheRetention))
-    assert set(FREES_PROCESSED_ONLY) == set(get_args(WindowFrees))
-    assert set(MAMBA_CHUNK_END) == set(get_args(MambaChunkEnds))
-    assert set(RETIRES_PAST_NULLS) == set(get_args(MambaRetirement))
-    assert set(ONE_BLOCK_SIZE) == set(get_args(HybridBlockSizes))
-    assert set(CONFIG_CLASSES) == set(get_args(ConfigClasses))
-    assert set(CONFIG_WIDE_WINDOW) == set(get_args(ConfigWideWindow))
 
 
 def test_the_engine_policies_move_the_records(traces_dir):
