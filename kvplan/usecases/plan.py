@@ -8,6 +8,7 @@ size), per-worker specs, then `get_kv_cache_configs` on `kv_cache_memory_bytes` 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from kvplan.errors import KvplanError
@@ -353,6 +354,11 @@ def plan(request: PlanRequest, setup: SettledConfig | None = None,
         weights=weights, warnings=setup.shape.warnings, kv_cache_memory_per_worker=tuple(per_worker),
         weights_unknown=weights_unknown,
     )
+
+
+def distinct_weights_warnings(warnings: Iterable[str | None]) -> tuple[str, ...]:
+    """The plans' unknown-weights warnings a command carries: each distinct one once, in order."""
+    return tuple(dict.fromkeys(warning for warning in warnings if warning))
 
 
 def count_weights(request: PlanRequest, setup: SettledConfig) -> tuple[WeightEstimate | None, str | None]:

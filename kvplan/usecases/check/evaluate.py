@@ -15,6 +15,7 @@ from kvplan.usecases.check.assertions import Assertion, AssertionResult
 from kvplan.usecases.check.capacity_checks import evaluate_capacity
 from kvplan.usecases.check.spec import CheckSpec
 from kvplan.usecases.check.target import Target, load_target
+from kvplan.usecases.plan import distinct_weights_warnings
 
 
 @dataclass(frozen=True)
@@ -68,7 +69,7 @@ def evaluate(spec: CheckSpec, *, trust_remote_code: bool = False) -> CheckReport
             weights_warnings.append(run.result.setup.engine.weights_warning if run.result is not None else None)
             results.extend(evaluate_workload(workload, run, target, f"assert[{block.index}].workload"))
     return CheckReport(spec.name, str(spec.path), target, tuple(results), tuple(dict.fromkeys(notes)), spec.release,
-                       tuple(dict.fromkeys(warning for warning in weights_warnings if warning)))
+                       distinct_weights_warnings(weights_warnings))
 
 
 def evaluate_on(assertions: tuple[Assertion, ...], target: Target, source: str) -> CheckReport:

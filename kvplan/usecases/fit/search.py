@@ -33,7 +33,7 @@ from kvplan.usecases.fit.result import (
     RejectedFamily,
     RejectReason,
 )
-from kvplan.usecases.plan import PlanRequest, settle
+from kvplan.usecases.plan import PlanRequest, distinct_weights_warnings, settle
 from kvplan.usecases.simulate.capacity_search import highest_passing, sustained
 from kvplan.usecases.simulate.driver import run
 from kvplan.usecases.simulate.workload import Workload, plan_conversations
@@ -382,7 +382,7 @@ def fit(request: FitRequest, executor: Executor, progress: Progress | None = Non
         configurations=total, planned=planned, inferred=sum(1 for p in points if p.inferred), skipped_lengths=skipped,
         profile_runs=profile_runs, simulated=len(checks), simulation_runs=runs,
     )
-    weights_warnings = tuple(dict.fromkeys(point.weights_warning for point in points if point.weights_warning))
+    weights_warnings = distinct_weights_warnings(point.weights_warning for point in points)
     return FitResult(request, configurations, rejected, counts, ranked_by, executor.name, executor.workers,
                      tuple(notes), weights_warnings)
 

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from kvplan.usecases.executors import Executor, Outcome
+from kvplan.usecases.plan import distinct_weights_warnings
 from kvplan.usecases.sweep.cells import CellRun, SweepRow, failed_row, run_cell
 from kvplan.usecases.sweep.grid import Cell, Grid
 
@@ -36,8 +37,8 @@ def run_sweep(grid: Grid, executor: Executor, done: frozenset[str] = frozenset()
 
     outcomes = executor.map(run_cell, todo, on_outcome=arrived)
     rows = tuple(_row(outcome, todo) for outcome in outcomes)
-    warnings = tuple(dict.fromkeys(outcome.value.weights_warning for outcome in outcomes
-                                   if outcome.value is not None and outcome.value.weights_warning))
+    warnings = distinct_weights_warnings(outcome.value.weights_warning for outcome in outcomes
+                                         if outcome.value is not None)
     return SweepResult(rows, len(cells), len(cells) - len(todo), executor.name, executor.workers, warnings)
 
 
