@@ -17,6 +17,7 @@ COMMAND_MODULES: dict[str, str] = {
     "profile": "kvplan.cli.profile",
     "check": "kvplan.cli.check",
     "fit": "kvplan.cli.fit",
+    "bench": "kvplan.cli.bench",
     "sweep": "kvplan.cli.sweep",
 }
 
