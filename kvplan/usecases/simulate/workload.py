@@ -141,7 +141,8 @@ def load_workload(path: Path) -> Workload:
         requests = _read_jsonl(path, path.name)
         workload = Workload(path.name, 0, EngineSpec(), TimingSpec(), requests=requests, requests_source=path.name)
     else:
-        document = parse_json(read_input_text(path, path.name), path.name)
+        # a file that cannot be read is named as given: its name alone would hide a folder ("[/].json")
+        document = parse_json(read_input_text(path, str(path)), path.name)
         if isinstance(document, dict) and "schema_version" not in document and "config" in document:
             check_document(TRACE, document, path.name)
             workload = _from_trace(document, path.name)

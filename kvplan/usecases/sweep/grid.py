@@ -204,7 +204,8 @@ def load_grid(path: Path) -> Grid:
     """Read a grid (a regular file, TOML), check it against `GRID` (types and ranges, before any
     value is used), then read its workloads and build its cells."""
     shown = path.name
-    document = parse_toml(read_input_text(path, shown), shown)
+    # a file that cannot be read is named as given: its name alone would hide a folder ("[/].toml")
+    document = parse_toml(read_input_text(path, str(path)), shown)
     check_document(GRID, document, shown)
     try:
         return parse_grid(document, path)
