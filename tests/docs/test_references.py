@@ -46,7 +46,8 @@ OUTSIDE = re.compile(r"vllm-kv-semantics\.md|vllm-0\.3\d-changes\.md|trace-repla
 
 VERSION = r"\d+\.\d+\.\d+"
 ONLY_RELEASE = re.compile(rf"\b{VERSION}\s+only\b|\bonly\s+(?:vLLM\s+)?{VERSION}\b(?!['’]s)"
-                          rf"|\bexact(?:ly)?\s+(?:to|as|like)\s+vLLM\s+{VERSION}\b(?!\s*(?:,|and|or)\s*\d)")
+                          rf"|\bexact(?:ly)?\s+(?:to|as|like)\s+vLLM\s+{VERSION}\b(?!\s*(?:,|and|or)\s*\d)",
+                          re.IGNORECASE)
 CHOICES = re.compile(rf"{VERSION}(?:\|{VERSION})+")
 PAGES_LISTING_RELEASES = ("README.md", "docs/versions.md", "docs/architecture.md")
 # `kvplan.semantics.releases`, `usecases.plan`, `semantics/engine/groups.py`, `cli/` as the pages write them
