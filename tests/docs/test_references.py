@@ -5,7 +5,8 @@
   it cites (`§2.2`, `§1.2–§1.4`) is a numbered heading of that document;
 - nothing names the notes kept beside a checkout (`vllm-kv-semantics.md`, `trace-replay.md`,
   `/work/shared/...`), which users and CI do not have;
-- the pages name only modules and files of `kvplan/` that exist (`cli/app.py` did not);
+- the pages name only modules and files of `kvplan/` that exist (`cli/app.py` did not), and a
+  package's docstring only modules it holds;
 - no module docstring names one release as the only one kvplan follows ("0.17.1 only", "exact to vLLM
   0.17.1"), and the pages that list the releases list every release of the table."""
 
@@ -269,3 +270,11 @@ def test_a_list_of_release_choices_is_the_release_table(path: Path):
     wrong = [m.group() for m in CHOICES.finditer(text) if set(m.group().split("|")) != set(RELEASES)]
     assert not wrong, (f"{rel(path)} offers {', '.join(wrong)} where the release table has "
                        f"{'|'.join(RELEASES)}")
+
+
+@pytest.mark.parametrize("package", sorted(PACKAGE.rglob("__init__.py")), ids=rel)
+def test_a_package_docstring_lists_only_its_own_modules(package: Path):
+    docstring = ast.get_docstring(ast.parse(package.read_text(encoding="utf-8"))) or ""
+    missing = [name for name in re.findall(r"(?<![\w/.])(\w+)\.py\b", docstring)
+               if not (package.parent / f"{name}.py").is_file()]
+    assert not missing, f"{rel(package)} describes modules it does not hold: {', '.join(missing)}"
