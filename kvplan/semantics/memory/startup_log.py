@@ -5,7 +5,7 @@ a setting, each with the wordings that print it, and the record header every lin
 The wordings are the values of `Release.log_format` (`LogWording`): two capacity lines ("GPU KV
 cache size: N tokens" then "Maximum concurrency for L tokens per request: Cx", vLLM 0.17.1 up to the
 0.2x releases), one merged line (0.3x), and the merged line logged after warmup with the "Memory after
-warmup" and "Extended KV cache" lines (0.34.0, vllm-0.34-changes.md sections 1.4 and 1.7). A line
+warmup" and "Extended KV cache" lines (0.34.0, docs/vllm/changes-0.34.md §1.4 and §1.7). A line
 printed by every wording has `wordings=None`. Figures are vLLM's `format_gib` (GiB to 2 decimals,
 trailing zeros dropped), so a byte count read back is known to +-0.005 GiB (`GIB_RESOLUTION`).
 
