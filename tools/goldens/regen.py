@@ -30,6 +30,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 TRACE_DIR = os.path.join(REPO, "tests", "data", "traces")
 RELEASES = ("0.17.1", "0.33.0", "0.34.0")
+MODES = ("sync", "async")
 
 
 @dataclass(frozen=True)
@@ -68,8 +69,9 @@ def has_groups(trace: str) -> bool:
         return "kv_cache_groups" in json.load(f).get("config", {})
 
 
-def harness_commands(release: str, traces: list[Trace], py: str, out: str) -> list[list[str]]:
-    """The harness invocations that write every record of `traces` for `release` into `out`."""
+def harness_commands(release: str, traces: list[Trace], py: str, out: str,
+                     modes: tuple[str, ...] = MODES) -> list[list[str]]:
+    """The harness invocations that write the records of `traces` for `release` into `out`."""
     rel_dir = os.path.join(HERE, f"vllm-{release}")
     cmds: list[list[str]] = []
 
@@ -82,8 +84,11 @@ def harness_commands(release: str, traces: list[Trace], py: str, out: str) -> li
     if release == "0.17.1":
         for t in traces:
             sync = ["--driver", "both"] if t.driver_both else []
-            cmds.append([py, os.path.join(rel_dir, "replay.py"), path(t), *sync, *fq(t),
-                         "-o", os.path.join(out, record_name(t.name, release, "sync"))])
+            if "sync" in modes:
+                cmds.append([py, os.path.join(rel_dir, "replay.py"), path(t), *sync, *fq(t),
+                             "-o", os.path.join(out, record_name(t.name, release, "sync"))])
+            if "async" not in modes:
+                continue
             script = "replay_hybrid_async.py" if has_groups(t.name) else "replay_async.py"
             mode = [] if has_groups(t.name) else ["--scheduling", "async"]
             cmds.append([py, os.path.join(rel_dir, script), path(t), *mode, *fq(t),
@@ -96,7 +101,7 @@ def harness_commands(release: str, traces: list[Trace], py: str, out: str) -> li
             if not batch:
                 continue
             script = f"replay_hybrid{tag}.py" if hybrid else f"replay{tag}.py"
-            for mode in ("sync", "async"):
+            for mode in modes:
                 cmds.append([py, os.path.join(rel_dir, script), *[path(t) for t in batch],
                              "--scheduling", mode, *(["--dump-free-queue"] if free_queue else []),
                              "--batch", out, "--suffix", mode])
@@ -117,6 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--vllm", required=True, choices=RELEASES, help="the release whose records to rebuild")
     ap.add_argument("--set", default="all", choices=SETS, help="which traces (default: all)")
     ap.add_argument("--trace", action="append", default=[], help="only this trace (repeatable)")
+    ap.add_argument("--mode", choices=[*MODES, "both"], default="both", help="scheduling mode (default: both)")
     ap.add_argument("--venv", help="the release's venv (default: $GOLDENS_VENVS/vllm-RELEASE,"
                     " GOLDENS_VENVS defaulting to ~/.cache/kvplan-goldens); built when missing")
     ap.add_argument("--out", default=TRACE_DIR, help="where to write the records (default: tests/data/traces)")
@@ -132,14 +138,15 @@ def main(argv: list[str] | None = None) -> int:
     py = ensure_venv(a.vllm, a.venv or os.path.join(root, f"vllm-{a.vllm}"))
     env = dict(os.environ, HF_HUB_OFFLINE="1")
     with tempfile.TemporaryDirectory(prefix="goldens-") as tmp:
-        for cmd in harness_commands(a.vllm, traces, py, tmp):
+        modes = MODES if a.mode == "both" else (a.mode,)
+        for cmd in harness_commands(a.vllm, traces, py, tmp, modes):
             print("goldens: " + " ".join(os.path.relpath(c, REPO) if c.startswith(REPO) else c
                                          for c in cmd), file=sys.stderr, flush=True)
             rc = subprocess.run(cmd, env=env, cwd=tmp).returncode
             if rc not in (0, 3):  # 3 = the trace stalls, which its summary records
                 print(f"goldens: the harness failed (exit {rc})", file=sys.stderr)
                 return rc
-        names = [record_name(t.name, a.vllm, m) for t in traces for m in ("sync", "async")]
+        names = [record_name(t.name, a.vllm, m) for t in traces for m in modes]
         differ = []
         for name in names:
             made, kept = os.path.join(tmp, name), os.path.join(a.out, name)
