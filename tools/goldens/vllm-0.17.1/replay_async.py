@@ -5,7 +5,7 @@
 `--scheduling async`: vLLM 0.17.1's real AsyncScheduler driven the way
 EngineCore.step_with_batch_queue drives it (batch queue of 2 = UniProc/Multiproc
 executor max_concurrent_batches with async_scheduling and pp=1).  See
-CONTRACT-async-0.17.1.md.  `--scheduling sync` (default) is byte-for-byte the
+docs/vllm/replay-async-0.17.1.md.  `--scheduling sync` (default) is byte-for-byte the
 old harness (drivers minimal / vllm-scheduler / both).
 
 Run it with the interpreter of the peer venv (see README.md next to this file):
