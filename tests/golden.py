@@ -1,5 +1,5 @@
 """The golden trace records in tests/data/traces: which trace, release and scheduling mode each
-file holds, and how records are compared (trace-replay.md section 4)."""
+file holds, and how records are compared (docs/vllm/replay-contract.md §4)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Any
 TRACES = Path(__file__).parent / "data" / "traces"
 # NAME.vllm-0.17.1.jsonl is 0.17.1's synchronous loop; every other file names its mode.
 RECORDS = re.compile(r"(?P<name>.+)\.vllm-(?P<version>\d+\.\d+\.\d+)(?:\.(?P<mode>sync|async))?\.jsonl")
-# Informational summary keys (trace-replay.md section 4, trace-replay-0.33.md section 2.6); a
+# Informational summary keys (docs/vllm/replay-contract.md §4, docs/vllm/replay-0.33.md §2.6); a
 # record's `usage` is compared approximately.
 INFORMATIONAL_SUMMARY_KEYS = {"config", "vllm_version", "vllm_semantics", "driver", "driver_check", "schema_version",
                               "scheduling", "engine", "token_check"}

@@ -37,6 +37,16 @@ EXECUTOR = typer.Option("local", "--executor", metavar="local|ray",
 RAY_ADDRESS = typer.Option(None, "--ray-address", metavar="auto|HOST:PORT",
                            help="The Ray cluster to run on (default auto: the one this machine belongs to).")
 REPORT_WIDTH = 140
+
+
+def _utilization_help() -> str:
+    """The default utilization of every release, read from the release table (stays right as releases change)."""
+    from kvplan.semantics.releases import RELEASES
+
+    defaults = ", ".join(f"{release.gpu_memory_utilization:g} for {release.version}" for release in RELEASES.values())
+    return f"Utilizations to try (default: the release's, {defaults})."
+
+
 # the ranges of `kvplan plan`'s flags (docs/inputs.md), for every value of a list, and fit's own
 RATE = Number(1e-6, MAX_RATE, description="requests per second")
 SEED = Integer(0, MAX_SEED)
@@ -68,7 +78,7 @@ def fit_command(
     pipeline_parallel: str = typer.Option("1", "--pp", "--pipeline-parallel-size", help="Pipeline-parallel sizes."),
     kv_cache_dtypes: str = typer.Option("auto", "--kv-cache-dtype", help="KV-cache dtypes, e.g. auto,fp8."),
     utilizations: str | None = typer.Option(None, "--gpu-memory-utilization",
-                                            help="Utilizations to try (default: the release's, 0.9 for 0.17.1)."),
+                                            help=_utilization_help()),
     kv_cache_memories: str | None = typer.Option(None, "--kv-cache-memory", help="KV-cache bytes per GPU to try "
                                                  "instead of utilizations, e.g. 20GiB,40GiB (vLLM's "
                                                  "--kv-cache-memory-bytes)."),

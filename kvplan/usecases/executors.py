@@ -38,11 +38,14 @@ RAY_EXTRA = "pip install 'kvplan[ray]'"
 
 @dataclass(frozen=True)
 class Outcome(Generic[R]):
-    """What one task gave: `value`, or `error` (one line) when it raised."""
+    """What one task gave: `value`, or `error` (one line) when it raised. `crashed`: the task
+    raised something other than kvplan's own refusal (a KvplanError), a fault of kvplan's, which
+    callers must not report as the configuration's answer."""
 
     index: int
     value: R | None = None
     error: str | None = None
+    crashed: bool = False
 
     @property
     def ok(self) -> bool:
@@ -63,7 +66,7 @@ def guarded(function: Callable[[T], R], index: int, item: T) -> Outcome[R]:
     try:
         return Outcome(index, function(item))
     except Exception as error:  # a failing task is recorded, never the end of the run
-        return Outcome(index, None, error_text(error))
+        return Outcome(index, None, error_text(error), crashed=not isinstance(error, KvplanError))
 
 
 def cores() -> int:

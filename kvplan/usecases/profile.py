@@ -1,7 +1,7 @@
-"""`kvplan profile`: vLLM 0.17.1's start-up on one device, in its order
-(`vllm-kv-semantics.md` section 2): snapshot and `requested`, load the model, profile run,
-non-KV memory, available KV memory, sizing (the very functions `kvplan plan` uses), then the
-KV tensors allocated and checked.
+"""`kvplan profile`: vLLM's start-up on one device, in its order (docs/vllm/kv-semantics.md §2;
+what later releases change: docs/vllm/changes-0.33.md §1, docs/vllm/changes-0.34.md §1): snapshot
+and `requested`, load the model, profile run, non-KV memory, available KV memory, sizing (the very
+functions `kvplan plan` uses), then the KV tensors allocated and checked.
 
 Public API:
     ProfileRequest(plan, backend="auto", device_index=0, load_format="dummy", ...)

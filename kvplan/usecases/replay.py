@@ -1,4 +1,4 @@
-"""`kvplan replay`: a request trace through the engine, step by step (`trace-replay.md`).
+"""`kvplan replay`: a request trace through the engine, step by step (docs/vllm/replay-contract.md).
 
     ReplayRequest(trace, overrides) -> load_replay(request) -> Trace
     replay_trace(trace, observe=None) -> ReplaySummary    (`observe` sees every step as it happens)"""

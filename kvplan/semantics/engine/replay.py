@@ -1,4 +1,4 @@
-"""The replay loop of `trace-replay.md` section 2: arrivals by step, one scheduler step (engine-core
+"""The replay loop of docs/vllm/replay-contract.md §2: arrivals by step, one scheduler step (engine-core
 iteration, in either scheduling mode) per step, the stall rule, and the run's summary. Records are
 streamed to an observer, never kept."""
 

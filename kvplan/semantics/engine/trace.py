@@ -1,4 +1,4 @@
-"""The replay trace format (`trace-replay.md` section 1): reading, validation and token-id rules.
+"""The replay trace format (docs/vllm/replay-contract.md §1): reading, validation and token-id rules.
 
 Every mistake is a KvplanError naming the trace, the place and the fix, so that the CLI prints
 one line and exits with code 2."""
@@ -34,9 +34,9 @@ CONFIG_KEYS = {
 }
 # The release whose engine policies apply (`semantics/releases.py`), as a version string.
 RELEASE_KEY = "vllm_version"
-# `trace-replay-hybrid.md`: the KV cache groups sharing the pool, by type (`trace_format.GROUP`). A
+# docs/vllm/replay-hybrid.md §1: the KV cache groups sharing the pool, by type (`trace_format.GROUP`). A
 # group's own `block_size` (a multiple of the trace's, as vLLM's page-size unification gives) is
-# kvplan's addition: the contract's harness gives every group the trace's block size.
+# kvplan's addition: the contract's reference gives every group the trace's block size.
 GROUPS_KEY = "kv_cache_groups"
 CONFIG = Record({**SCHEDULER_SETTINGS, GROUPS_KEY: Field(GROUPS)})
 REQUEST_KEYS = (

@@ -29,6 +29,7 @@ from kvplan.usecases.fit.result import (
     FitCounts,
     FitResult,
     PlannedPoint,
+    PointStatus,
     RateCheck,
     RejectedFamily,
     RejectReason,
@@ -348,7 +349,8 @@ def fit(request: FitRequest, executor: Executor, progress: Progress | None = Non
     for bundle, outcome in zip(tasks, executor.map(plan_groups, tasks, on_outcome=planned_one), strict=True):
         for index, group in enumerate(bundle):
             if outcome.value is None:
-                points.extend(PlannedPoint(group.point(lengths[-1], i), "refused", reason=outcome.error)
+                status: PointStatus = "failed" if outcome.crashed else "refused"
+                points.extend(PlannedPoint(group.point(lengths[-1], i), status, reason=outcome.error)
                               for i in range(group.size))
                 continue
             plan = outcome.value[index]
@@ -533,6 +535,6 @@ def _why(request: FitRequest, family: tuple[str, int, int, str],
         reason, detail = "does_not_fit", str(point.reason)
     else:
         point = tried[0][0]
-        reason, detail = "refused", str(point.reason)
+        reason, detail = ("failed" if point.status == "failed" else "refused"), str(point.reason)
     return RejectedFamily(gpu, tp, pp, kv_dtype, reason, detail, point, check,
                           None if price is None else price * tp * pp)

@@ -111,7 +111,9 @@ AXES: dict[str, tuple[str, Callable[[Any, str], Any]]] = {
 
 
 @dataclass(frozen=True)
-class SimulateOptions:
+class GridSimulateTable:
+    """The grid's [simulate] table: what every cell's simulate command adds to its workload."""
+
     find_max_rate: bool = False
     seed: int | None = None
     step_time_ms: float | None = None
@@ -131,7 +133,7 @@ class Cell:
     configuration: Configuration
     workload: GridWorkload | None
     commands: tuple[str, ...]
-    simulate: SimulateOptions
+    simulate: GridSimulateTable
 
 
 @dataclass(frozen=True)
@@ -140,7 +142,7 @@ class Grid:
     commands: tuple[str, ...]
     axes: tuple[tuple[str, tuple[Any, ...]], ...]     # in AXES order, only those given
     workloads: tuple[GridWorkload, ...]
-    simulate: SimulateOptions
+    simulate: GridSimulateTable
     inputs: tuple[Path, ...]                          # the grid and every file it reads
 
     @property
@@ -171,7 +173,7 @@ class Grid:
 
 
 def _cell_id(configuration: Configuration, workload: GridWorkload | None, commands: tuple[str, ...],
-             simulate: SimulateOptions) -> str:
+             simulate: GridSimulateTable) -> str:
     inputs = {field.name: getattr(configuration, field.name) for field in fields(configuration)}
     inputs["release"] = configuration.release.version
     document = {"configuration": inputs, "workload": None if workload is None else [workload.given, workload.sha256],
@@ -231,7 +233,7 @@ def parse_grid(document: dict[str, Any], path: Path) -> Grid:
                          else "given, but simulate is not among the commands")
     simulate_doc = as_object(document.get("simulate", {}), "simulate")
     reject_unknown(simulate_doc, "simulate", SIMULATE_KEYS)
-    simulate = SimulateOptions(
+    simulate = GridSimulateTable(
         find_max_rate=as_bool(simulate_doc.get("find_max_rate", False), "simulate.find_max_rate"),
         seed=None if "seed" not in simulate_doc else as_int(simulate_doc["seed"], "simulate.seed", minimum=0),
         step_time_ms=None if "step_time_ms" not in simulate_doc else as_number(
