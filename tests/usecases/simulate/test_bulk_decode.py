@@ -19,7 +19,7 @@ from kvplan.usecases.simulate.metrics import RequestRecord
 from kvplan.usecases.simulate.workload import load_workload, parse_workload
 
 REPO = Path(__file__).resolve().parents[3]
-EXAMPLES = sorted((REPO / "examples" / "workloads").glob("*.json")) + [REPO / "examples/checks/workloads/chat.json"]
+EXAMPLES = [*sorted((REPO / "examples" / "workloads").glob("*.json")), REPO / "examples/checks/workloads/chat.json"]
 # The longest runs are compared in their own release's mode only here (both modes, byte for byte
 # through the CLI: scripts/compare_bulk_decode.sh).
 LONG = ("chat-5rps", "multi-turn-agent", "rag-long-context")
