@@ -5,7 +5,8 @@
   it cites (`§2.2`, `§1.2–§1.4`) is a numbered heading of that document;
 - nothing names the notes kept beside a checkout (`vllm-kv-semantics.md`, `trace-replay.md`,
   `/work/shared/...`), which users and CI do not have;
-- the pages name only modules and files of `kvplan/` that exist (`cli/app.py` did not);
+- the pages name only modules and files of `kvplan/` that exist (`cli/app.py` did not), and a
+  package's docstring only modules it holds;
 - no module docstring names one release as the only one kvplan follows ("0.17.1 only", "exact to vLLM
   0.17.1"), and the pages that list the releases list every release of the table."""
 
@@ -34,7 +35,7 @@ THIS = "tests/docs/test_references.py"
 
 SECTION = r"§\s?\d+(?:\.\d+)*"
 SECTIONS = rf"{SECTION}(?:\s*(?:,|and|or|to|–|-)\s*(?:{SECTION}|\d+(?:\.\d+)+))*"
-DOC_PATH = r"(?<![\w/.-])(?:docs/[\w./-]+\.md|[\w.-]+\.md)(?![\w/])"
+DOC_PATH = r"(?<![\w/.-])(?:\.\.?/)*(?:docs/[\w./-]+\.md|[\w.-]+\.md)(?![\w/])"
 MD_LINK = r"\]\((?P<link>[^)#\s]+\.md)(?:#[^)]*)?\)"
 CITATION = re.compile(rf"(?:(?P<path>{DOC_PATH})|{MD_LINK})`?(?P<sections>\s*{SECTIONS})?")
 LONE_SECTIONS = re.compile(SECTIONS)
@@ -69,8 +70,8 @@ def _files(*patterns: str, under: tuple[str, ...] = ("",)) -> list[Path]:
 
 CODE = _files("*.py", under=CODE_DIRS)
 PAGES = [REPO / "README.md", *_files("*.md", under=("docs",))]
-TEXTS = [*CODE, *PAGES, *_files("*.md", "*.toml", "*.cfg", "*.csv", "*.json", under=("kvplan", "tests", "docs",
-                                                                                    "examples", "scripts")),
+TEXTS = [*CODE, *PAGES, *_files("*.md", "*.toml", "*.cfg", "*.csv", "*.json", "*.txt", "*.sh",
+                                under=("kvplan", "tests", "docs", "examples", "scripts", "tools")),
          REPO / "pyproject.toml", REPO / "Makefile"]
 
 
@@ -158,6 +159,9 @@ def test_the_citation_patterns_read_what_the_code_writes():
                      ("docs/vllm/changes-0.33.md", ["1.2", "1.4"])]
     assert resolve("docs/vllm/kv-semantics.md", sample) == [REPO / "docs" / "vllm" / "kv-semantics.md"]
     assert resolve("trace-replay.md", sample) == []
+    assert [m.group("path") for m in CITATION.finditer("see ../../docs/trace-replay-hybrid.md")] == \
+        ["../../docs/trace-replay-hybrid.md"]
+    assert resolve("../../docs/trace-replay-hybrid.md", REPO / "tools" / "goldens" / "x" / "replay.py") == []
     assert "2.2" in headings(REPO / "docs" / "vllm" / "kv-semantics.md")
     assert ONLY_RELEASE.search("exact to vLLM 0.17.1") and ONLY_RELEASE.search("for 0.17.1 only")
     assert not ONLY_RELEASE.search("exact to vLLM 0.17.1 and 0.33.0")
@@ -269,3 +273,11 @@ def test_a_list_of_release_choices_is_the_release_table(path: Path):
     wrong = [m.group() for m in CHOICES.finditer(text) if set(m.group().split("|")) != set(RELEASES)]
     assert not wrong, (f"{rel(path)} offers {', '.join(wrong)} where the release table has "
                        f"{'|'.join(RELEASES)}")
+
+
+@pytest.mark.parametrize("package", sorted(PACKAGE.rglob("__init__.py")), ids=rel)
+def test_a_package_docstring_lists_only_its_own_modules(package: Path):
+    docstring = ast.get_docstring(ast.parse(package.read_text(encoding="utf-8"))) or ""
+    missing = [name for name in re.findall(r"(?<![\w/.])(\w+)\.py\b", docstring)
+               if not (package.parent / f"{name}.py").is_file()]
+    assert not missing, f"{rel(package)} describes modules it does not hold: {', '.join(missing)}"
