@@ -35,7 +35,7 @@ THIS = "tests/docs/test_references.py"
 
 SECTION = r"§\s?\d+(?:\.\d+)*"
 SECTIONS = rf"{SECTION}(?:\s*(?:,|and|or|to|–|-)\s*(?:{SECTION}|\d+(?:\.\d+)+))*"
-DOC_PATH = r"(?<![\w/.-])(?:docs/[\w./-]+\.md|[\w.-]+\.md)(?![\w/])"
+DOC_PATH = r"(?<![\w/.-])(?:\.\.?/)*(?:docs/[\w./-]+\.md|[\w.-]+\.md)(?![\w/])"
 MD_LINK = r"\]\((?P<link>[^)#\s]+\.md)(?:#[^)]*)?\)"
 CITATION = re.compile(rf"(?:(?P<path>{DOC_PATH})|{MD_LINK})`?(?P<sections>\s*{SECTIONS})?")
 LONE_SECTIONS = re.compile(SECTIONS)
@@ -70,8 +70,8 @@ def _files(*patterns: str, under: tuple[str, ...] = ("",)) -> list[Path]:
 
 CODE = _files("*.py", under=CODE_DIRS)
 PAGES = [REPO / "README.md", *_files("*.md", under=("docs",))]
-TEXTS = [*CODE, *PAGES, *_files("*.md", "*.toml", "*.cfg", "*.csv", "*.json", under=("kvplan", "tests", "docs",
-                                                                                    "examples", "scripts")),
+TEXTS = [*CODE, *PAGES, *_files("*.md", "*.toml", "*.cfg", "*.csv", "*.json", "*.txt", "*.sh",
+                                under=("kvplan", "tests", "docs", "examples", "scripts", "tools")),
          REPO / "pyproject.toml", REPO / "Makefile"]
 
 
@@ -159,6 +159,9 @@ def test_the_citation_patterns_read_what_the_code_writes():
                      ("docs/vllm/changes-0.33.md", ["1.2", "1.4"])]
     assert resolve("docs/vllm/kv-semantics.md", sample) == [REPO / "docs" / "vllm" / "kv-semantics.md"]
     assert resolve("trace-replay.md", sample) == []
+    assert [m.group("path") for m in CITATION.finditer("see ../../docs/trace-replay-hybrid.md")] == \
+        ["../../docs/trace-replay-hybrid.md"]
+    assert resolve("../../docs/trace-replay-hybrid.md", REPO / "tools" / "goldens" / "x" / "replay.py") == []
     assert "2.2" in headings(REPO / "docs" / "vllm" / "kv-semantics.md")
     assert ONLY_RELEASE.search("exact to vLLM 0.17.1") and ONLY_RELEASE.search("for 0.17.1 only")
     assert not ONLY_RELEASE.search("exact to vLLM 0.17.1 and 0.33.0")
