@@ -550,6 +550,7 @@ def summarize(result: ProfileResult) -> ProfileSummary:
         non_kv_bytes=None if budget is None else budget.non_kv_bytes,
         available_kv_bytes=None if budget is None else budget.available_kv_bytes,
         largest_max_model_len=None if result.target is None else result.target.largest_max_model_len,
+        cuda_graph_estimate_bytes=None if result.cuda_graphs is None else result.cuda_graphs.bytes,
         profile_run_tokens=result.batch.num_tokens,
         plan=None if result.plan is None else result.plan.summary,
         provenance=Provenance(

@@ -62,6 +62,7 @@ TOP_LEVEL_FIGURES: tuple[tuple[str, Callable[[Any, str], Any], bool | None], ...
     ("non_kv_bytes", as_int, None),
     ("available_kv_bytes", as_int, None),
     ("largest_max_model_len", as_int, None),
+    ("cuda_graph_estimate_bytes", as_int, None),
 )
 
 # The figures a saved profile is read back for, with their ranges: a profile is kvplan's own output,
@@ -123,6 +124,7 @@ PROFILE = Record({
     "non_kv_bytes": Field(_BYTES, nullable=True),
     "available_kv_bytes": Field(Integer(-limits.MAX_BYTES, limits.MAX_BYTES), nullable=True),
     "largest_max_model_len": Field(_TOKENS, nullable=True),
+    "cuda_graph_estimate_bytes": Field(_BYTES, nullable=True),
     "profile_run": Field(Record({"num_tokens": Field(_TOKENS, nullable=True)}, open=True), nullable=True),
     "plan": Field(_PLAN, nullable=True),
     "provenance": Field(Record({
@@ -168,6 +170,8 @@ class ProfileSummary:
     plan: PlanSummary | None                # None when vLLM refused to start before sizing
     provenance: Provenance
     calibration: tuple[tuple[int, float], ...] = ()   # step times measured on the device
+    # the CUDA-graph pool a release that takes it from the KV budget subtracted (None: it does not)
+    cuda_graph_estimate_bytes: int | None = None
 
 
 def knobs_sha256(knobs: Mapping[str, Any]) -> str:
