@@ -237,9 +237,10 @@ VLLM_0_17_1 = Release(
     mamba_prefill_checkpoints="none",
 )
 
-# The engine's policies are 0.33.0's (trace-replay-0.33.md and, with several KV cache groups, vLLM
-# 0.33.0's coordinator and managers; checked against its records in both modes); the sizing ones
-# reproduce tests/data/sizing/vllm-0.33.0-cases.json, the memory ones vllm-0.33-changes.md section 1.
+# The engine's policies are 0.33.0's (docs/vllm/replay-0.33.md and, with several KV cache groups,
+# vLLM 0.33.0's coordinator and managers, docs/vllm/changes-0.33.md §3.4 and §3.5; checked against its
+# records in both modes); the sizing ones reproduce tests/data/sizing/vllm-0.33.0-cases.json, the
+# memory ones docs/vllm/changes-0.33.md §1.
 VLLM_0_33_0 = Release(
     version="0.33.0",
     gpu_memory_utilization=0.92,

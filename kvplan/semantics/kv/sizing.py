@@ -1,6 +1,6 @@
 """Sizing the KV-cache pool from per-worker specs and memory, as vLLM's `get_kv_cache_configs` does
-(0.17.1: `v1/core/kv_cache_utils.py`, semantics sections 2.3 and 3.2; 0.33.0:
-`v1/core/kv_cache_planning.py`, changes doc section 2). What differs between releases is read from
+(0.17.1: `v1/core/kv_cache_utils.py`, docs/vllm/kv-semantics.md §2.3 and §3.2; 0.33.0:
+`v1/core/kv_cache_planning.py`, docs/vllm/changes-0.33.md §2). What differs between releases is read from
 the `Release` handed in, through the tables below (PER_REQUEST_MEMORY, KV_TENSOR_LAYOUT,
 KV_CAPACITY, IN_FLIGHT_TOKENS, LOG_FORMATS).
 

@@ -1,5 +1,5 @@
 """vLLM's memory accounting, from the start-up snapshot to the KV-cache budget
-(`vllm-kv-semantics.md` sections 2.1, 2.2, 2.4 and 2.5; `vllm-0.33-changes.md` section 1), and the
+(docs/vllm/kv-semantics.md §2.1, §2.2, §2.4 and §2.5; docs/vllm/changes-0.33.md §1), and the
 log lines that report it.
 
     requested = ceil(total * gpu_memory_utilization)          (refused if free < requested)

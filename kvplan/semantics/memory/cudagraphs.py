@@ -1,5 +1,5 @@
 """The CUDA graphs vLLM captures, and how vLLM 0.33.0 estimates their pool before the KV cache exists
-(`vllm-0.33-changes.md` sections 1.3 and 5).
+(docs/vllm/changes-0.33.md §1.3 and §5).
 
     capture_sizes(max_num_seqs, max_num_batched_tokens, capability, *, release) -> sizes, ascending
         `VllmConfig._set_cudagraph_sizes` with the release's defaults (CAPTURE_SIZES).

@@ -1,4 +1,4 @@
-"""The block pool against vLLM's documented behaviour (0.17.1 semantics section 6; 0.33.0 changes section 3.1)."""
+"""The block pool against vLLM's documented behaviour (docs/vllm/kv-semantics.md §6; docs/vllm/changes-0.33.md §3.1)."""
 
 from __future__ import annotations
 
