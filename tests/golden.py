@@ -55,7 +55,17 @@ def golden_cases() -> list[GoldenCase]:
     return cases
 
 
-GOLDEN_CASES = golden_cases()
+# Records committed ahead of kvplan's support for their release, made by tools/goldens from vLLM's own
+# classes so that the release work has them to match (issue 20 adds vLLM 0.34.0). They are left out
+# of GOLDEN_CASES, which every golden test uses, and run in tests/semantics/engine/test_golden_traces.py
+# as strict xfails with this reason: when kvplan reproduces them the xfail fails, and the release's
+# entry goes (then every golden test picks the records up).
+PENDING_RELEASES = {
+    "0.34.0": "issue 20: kvplan does not replay vLLM 0.34.0 yet; these records came first, from tools/goldens",
+}
+ALL_CASES = golden_cases()
+GOLDEN_CASES = [case for case in ALL_CASES if case.vllm_version not in PENDING_RELEASES]
+PENDING_CASES = [case for case in ALL_CASES if case.vllm_version in PENDING_RELEASES]
 
 
 def normalised(record: dict[str, Any]) -> dict[str, Any]:

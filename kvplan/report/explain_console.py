@@ -29,7 +29,7 @@ def _value(setting: Setting) -> str:
 
 
 def _settings_table(result: ExplainResult) -> Table:
-    table = Table(title="Settings (from: the log's line, a flag, the GPU catalog, or assumed: vLLM's default)",
+    table = Table(title="Settings (from: log:line, a flag, the GPU catalog, or assumed: vLLM's default)",
                   title_justify="left", show_edge=False, pad_edge=False)
     table.add_column("setting", no_wrap=True)
     table.add_column("value", overflow="fold")
@@ -54,7 +54,7 @@ def _figure(row: TermRow, value: int | float | None, signed: bool = False) -> st
 
 
 def terms_table(result: ExplainResult) -> Table:
-    table = Table(title="Start-up terms ([log line]; GiB as vLLM rounds them; difference = kvplan - log)",
+    table = Table(title="Start-up terms (the log line in brackets; GiB as vLLM rounds them; difference = kvplan - log)",
                   title_justify="left",
                   show_edge=False, pad_edge=False)
     table.add_column("term", overflow="fold")
@@ -91,8 +91,8 @@ def render_explain(result: ExplainResult, console: Console | None = None) -> Non
     for reason in result.not_predicted:
         console.print(Text(f"not predicted: {reason}", style="yellow"))
     if log.error is not None:
-        console.print(Text(f"The start-up ended in an error (line {log.error.line}): {log.error.message}",
-                           style="bold red"))
+        message = log.error.message if len(log.error.message) <= 300 else log.error.message[:297] + "..."
+        console.print(Text(f"The start-up ended in an error (line {log.error.line}): {message}", style="bold red"))
     elif log.engine_ready:
         console.print(Text("The engine started (init engine ... took).", style="green"))
     if result.shortfall is not None:

@@ -233,7 +233,9 @@ def _oom_fixes(log: StartupLog, context: FixContext) -> tuple[Fix, ...]:
     utilization = round(budget.utilization - step, 4)
     kv = requested_memory(budget.total_bytes, utilization) - _non_kv_total(budget)
     out = [Fix((("--gpu-memory-utilization", f"{utilization:g}"),),
-               f"{format_gib(short)} GiB more left beside the KV cache ({format_gib(kv)} GiB of KV cache)",
+               f"{format_gib(short)} GiB more left beside the KV cache ({format_gib(kv)} GiB of KV cache): the "
+               "allocation that failed, less what was free, plus vLLM's 150 MiB margin; the least that can start "
+               "(kvplan does not model the warm-up's later allocations)",
                True, _outcome(_sized(request, kv, gpu_memory_utilization=utilization)))]
     phase = str(error.figures.get("phase", ""))
     if "sampler" in phase and budget is not None:

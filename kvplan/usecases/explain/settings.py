@@ -56,10 +56,26 @@ class ResolvedSettings:
         return next((setting for setting in self.settings if setting.name == name), None)
 
 
+def observed_policies(log: StartupLog) -> dict[str, Any]:
+    """The release policies the log's lines show (`Release` field -> value): its wording, whether the
+    CUDA-graph estimate came out of the KV budget, and how non-KV memory was added up (the
+    --kv-cache-memory suggestion names consumed memory, or non-torch memory)."""
+    seen: dict[str, Any] = {}
+    if log.wording is not None:
+        seen["log_format"] = log.wording
+    if log.setting("graph_estimate_in_budget") is not None:
+        seen["cuda_graphs_in_budget"] = log.setting("graph_estimate_in_budget")
+    if log.figure("consumed") is not None:
+        seen["non_kv_memory"] = "consumed_plus_transient_peak"
+    elif log.figure("non_torch") is not None:
+        seen["non_kv_memory"] = "weights_peak_non_torch"
+    return seen
+
+
 def release_for(log: StartupLog, release_flag: str | None) -> tuple[Release, str]:
     """--vllm-version, else the logged version when kvplan reproduces it, else the release that
-    prints the log's wording (the newest of them), else the release nearest the logged version,
-    else the newest."""
+    shares most of the policies the log shows (`observed_policies`; its wording first), the nearest
+    version among those that share as many, else the newest."""
     version = None if log.vllm_version is None else str(log.vllm_version.value)
     if release_flag is not None:
         return release_named(release_flag), f"--vllm-version {release_flag}"
@@ -68,34 +84,41 @@ def release_for(log: StartupLog, release_flag: str | None) -> tuple[Release, str
         return RELEASES[public], f"the log is vLLM {version}"
     said = f"the log is vLLM {version}, which kvplan does not reproduce" if version else \
         "the log does not name its release"
-    worded = [release for release in RELEASES.values() if release.log_format == log.wording]
-    if worded:
-        chosen = worded[-1]
-        words = _WORDING_WORDS[chosen.log_format]
-        return chosen, f"{said}; its lines are in {chosen.version}'s wording ({words})"
-    nearest = _nearest(public)
-    if nearest is not None:
-        return nearest, (f"{said}; its lines do not tell the wording: predicting with the nearest release, "
-                         f"{nearest.version}")
-    return NEWEST_RELEASE, f"{said}: predicting with the newest release kvplan reproduces"
+    seen = observed_policies(log)
+    if not seen and _version_key(public or "") is None:
+        return NEWEST_RELEASE, f"{said}: predicting with the newest release kvplan reproduces"
+
+    def score(release: Release) -> tuple[int, int, int]:
+        shared = [name for name, value in seen.items() if getattr(release, name) == value]
+        return len(shared), int("log_format" in shared), -_distance(public, release)
+    chosen = max(reversed(list(RELEASES.values())), key=score)
+    shared = [name for name, value in seen.items() if getattr(chosen, name) == value]
+    if not shared:
+        return chosen, (f"{said}; its lines show none of the policies that tell releases apart: predicting with "
+                        f"the nearest release, {chosen.version}")
+    words = {"log_format": f"its wording ({_WORDING_WORDS[chosen.log_format]})",
+             "cuda_graphs_in_budget": "the CUDA-graph estimate " + ("taken from" if chosen.cuda_graphs_in_budget
+                                                                    else "left out of") + " the KV budget",
+             "non_kv_memory": "non-KV memory as " + ("consumed + transient peak"
+                                                     if chosen.non_kv_memory == "consumed_plus_transient_peak"
+                                                     else "weights + peak + non-torch")}
+    others = [name for name in seen if name not in shared]
+    unlike = f"; unlike {chosen.version}, its lines show {', '.join(others)}" if others else ""
+    return chosen, f"{said}; as in {chosen.version}: {', '.join(words[name] for name in shared)}{unlike}"
+
+
+def _distance(version: str | None, release: Release) -> int:
+    key, other = _version_key(version or ""), _version_key(release.version)
+    if key is None or other is None:
+        return 0
+    def number(parts: tuple[int, ...]) -> int:
+        return sum(part * 1000 ** (2 - index) for index, part in enumerate(parts))
+    return abs(number(key) - number(other))
 
 
 def _version_key(version: str) -> tuple[int, ...] | None:
     parts = version.split(".")[:3]
-    return tuple(int(part) for part in parts) if all(part.isdigit() for part in parts) else None
-
-
-def _nearest(version: str | None) -> Release | None:
-    """The release kvplan reproduces whose version is nearest (major, minor, patch as a number)."""
-    key = None if version is None else _version_key(version)
-    if key is None:
-        return None
-
-    def distance(release: Release) -> int:
-        other = _version_key(release.version) or (0, 0, 0)
-        return abs(sum(a * 1000 ** (2 - i) for i, a in enumerate(key)) -
-                   sum(b * 1000 ** (2 - i) for i, b in enumerate(other)))
-    return min(RELEASES.values(), key=distance)
+    return tuple(int(part) for part in parts) if len(parts) == 3 and all(part.isdigit() for part in parts) else None
 
 
 _WORDING_WORDS: dict[str, str] = {

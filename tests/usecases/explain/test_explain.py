@@ -130,3 +130,17 @@ def test_non_torch_memory_under_tp_reads_as_nccl(data_dir):
     result = run(data_dir, "vllm-0.19.0-llama-3.1-8b-h100-tp2.log", predict=True, vllm_version="0.17.1")
     reading = row(result, "non_torch").reading
     assert reading is not None and "NCCL buffers under TP" in reading
+
+
+def test_a_release_kvplan_does_not_reproduce_is_predicted_by_the_policies_its_lines_show(data_dir):
+    """A 0.2x-like log (synthetic: the real 0.19.0 log renamed 0.27.1, its CUDA-graph estimate taken
+    from the budget as from 0.21.0): 0.17.1 shares two of the three policies it shows, and the
+    reason names the one it does not share."""
+    text = (data_dir / "logs" / "vllm-0.19.0-llama-3.1-8b-h100-tp1.log").read_text()
+    text = text.replace("version 0.19.0", "version 0.27.1").replace("(v0.19.0)", "(v0.27.1)")
+    text = text.replace("In v0.19, CUDA graph memory profiling will be enabled by default",
+                        "CUDA graph memory profiling is enabled (default since v0.21.0). The current "
+                        "--gpu-memory-utilization=0.9500 is equivalent to --gpu-memory-utilization=0.9394 without")
+    result = run(data_dir, "renamed.log", text=text)
+    assert result.release.version == "0.17.1"
+    assert "unlike 0.17.1, its lines show cuda_graphs_in_budget" in result.release_reason
