@@ -121,5 +121,7 @@ def render_fit(result: FitResult, console: Console) -> None:
         "objectives), TTFT, TPOT and preemptions at the workload's rate, and GPU-hours (or cost) per million "
         "requests at that highest rate." + (" Costs use your --price figures." if request.prices else "")
         + " front: on the Pareto front of cost per hour against rate.")
+    for method in result.estimate_methods:
+        console.print(f"step time: {escape(method)}", soft_wrap=True)
     for note in result.notes:
         console.print(f"note: {escape(note)}", soft_wrap=True)

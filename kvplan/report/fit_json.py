@@ -130,5 +130,6 @@ def fit_document(result: FitResult) -> dict[str, Any]:
         "executor": {"name": result.executor, "workers": result.workers},
         "exact": list(EXACT),
         "estimates": list(ESTIMATES),
+        "estimate_methods": list(result.estimate_methods),
         "notes": list(result.notes),
     }

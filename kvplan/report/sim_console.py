@@ -206,6 +206,8 @@ def timing_text(timer: StepTimeModel | None) -> str:
     if isinstance(timer, CalibratedStepTime):
         return f"calibrated from {len(timer.points)} points ({timer.source}), estimate"
     assert isinstance(timer, RooflineStepTime)
+    if timer.factors is not None:
+        return f"estimate: {timer.method}"
     bandwidth, tflops = significant(timer.bandwidth_bytes_per_s / 1e9), significant(timer.flops_per_s / 1e12)
     return (f"roofline estimate on {timer.gpu}: {bandwidth:,.0f} GB/s, "
             f"{tflops:,.0f} TFLOPS, +{_ms(timer.overhead_s):.3g} ms per step")

@@ -152,6 +152,21 @@ def describe_timer(timer: StepTimeModel) -> dict[str, Any]:
             "points": [{"num_tokens": t, "ms": s * 1e3} for t, s in timer.points],
         }
     assert isinstance(timer, RooflineStepTime)
+    if timer.factors is not None:
+        return {
+            "model": "roofline_with_factors",
+            "method": timer.method,
+            "gpu": timer.gpu,
+            "weights_bytes": timer.weights_bytes,
+            "weight_format": timer.weight_format,
+            "kv_bytes_per_token": timer.kv_bytes_per_token,
+            "cuda_graphs": timer.cuda_graphs,
+            "achieved_bandwidth_gbps": timer.bandwidth_bytes_per_s / 1e9,
+            "achieved_tflops": timer.flops_per_s / 1e12,
+            "step_overhead_ms": (timer.overhead_s + timer.layer_overhead_s) * 1e3,
+            "request_overhead_ms": timer.request_overhead_s * 1e3,
+            "factors": to_jsonable(timer.factors),
+        }
     return {
         "model": "roofline",
         "gpu": timer.gpu,

@@ -57,6 +57,9 @@ def test_what_fit_reports_simulate_confirms_both_ways(tmp_path, kvplan):
     # pruning: plans for every configuration, simulations only for those that fit
     counts = document["counts"]
     assert counts["simulated"] <= counts["planned"] < counts["configurations"]
+    # the answer says how its latencies were priced: the step-time model simulate uses
+    assert document["estimate_methods"]
+    assert all(m.startswith("roofline with efficiency factors on ") for m in document["estimate_methods"])
 
     for configuration in configurations:
         simulated = simulate_with(kvplan, workload, configuration["gpu"], configuration["vllm_serve_args"])

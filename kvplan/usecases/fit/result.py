@@ -60,6 +60,7 @@ class RateCheck:
     max_rate_bounded: bool                        # False: every higher rate tried held too (a lower bound)
     lowest_rate_tried: float
     runs: int
+    step_time_method: str | None = None           # how the simulations priced each step (docs/accuracy.md)
 
 
 @dataclass(frozen=True)
@@ -119,3 +120,9 @@ class FitResult:
     @property
     def found(self) -> bool:
         return bool(self.configurations)
+
+    @property
+    def estimate_methods(self) -> tuple[str, ...]:
+        """How the latencies and rates of the answer were priced: each step-time method once."""
+        checks = [c.check for c in self.configurations] + [f.check for f in self.rejected]
+        return tuple(dict.fromkeys(c.step_time_method for c in checks if c is not None and c.step_time_method))

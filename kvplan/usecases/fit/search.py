@@ -291,6 +291,7 @@ def check_rates(task: RateTask) -> RateCheck:
         num_finished=at_rate.num_finished,
         max_sustained_rate=None if low is None else rate * low, max_rate_bounded=high is not None,
         lowest_rate_tried=rate * min(trials), runs=len(trials),
+        step_time_method=setup.timer.method if setup.timer is not None else None,
     )
 
 

@@ -1,3 +1,5 @@
+import dataclasses
+
 import pytest
 
 from kvplan.errors import KvplanError
@@ -80,3 +82,67 @@ def test_gpu_without_bandwidth_cannot_make_a_roofline():
     facts = ModelFacts(weights_bytes=1, kv_bytes_per_token=1)
     with pytest.raises(KvplanError, match="step-time-ms"):
         choose_step_time(TimingSpec(), facts, step_time_ms=None, gpu="h100-nvl-94gb")
+
+
+def _shape(weight_format="bf16", streamed=QWEN2_05B_WEIGHTS):
+    from kvplan.usecases.simulate.timing import ComputeShape
+
+    return ComputeShape(matmul_params=QWEN2_05B_WEIGHTS // 2, streamed_bytes=streamed, num_layers=24,
+                        attention_layers=24, attention_heads=14, head_size=64, weight_format=weight_format)
+
+
+def test_factored_roofline_counts_fixed_costs_attention_and_running_requests():
+    from kvplan.usecases.simulate.timing import DEFAULT_FACTORS as F
+    from kvplan.usecases.simulate.timing import factored_roofline
+
+    model = factored_roofline(shape=_shape(), kv_bytes_per_token=QWEN2_05B_KV_PER_TOKEN, bandwidth_gbps=300,
+                              tflops=121, gpu="l4-24gb")
+    one = StepLoad(num_tokens=1, context_tokens=300, num_requests=1)
+    moved = QWEN2_05B_WEIGHTS + QWEN2_05B_KV_PER_TOKEN * 301
+    fixed = (F.step_ms + 24 * F.layer_ms + F.request_ms) / 1e3
+    assert model.seconds(one) == pytest.approx(fixed + moved / (300e9 * F.bandwidth_efficiency))
+    # 31 more running requests cost their per-request share and their KV reads
+    many = StepLoad(num_tokens=32, context_tokens=32 * 300, num_requests=32)
+    assert model.seconds(many) > model.seconds(one) + 31 * F.request_ms / 1e3
+    # a long prefill is compute-bound, and its attention pairs make it slower than its GEMMs alone
+    prefill = StepLoad(num_tokens=16384, context_tokens=16384, num_requests=1, attention_pairs=16384 * 16385 // 2)
+    gemm = 2 * (QWEN2_05B_WEIGHTS // 2) * 16384 / (121e12 * F.flops_efficiency)
+    assert model.seconds(prefill) > fixed + gemm * 1.5
+    assert "roofline with efficiency factors on l4-24gb" in model.method
+
+
+def test_enforce_eager_costs_more_per_step_than_cuda_graphs():
+    from kvplan.usecases.simulate.timing import factored_roofline
+
+    kwargs = dict(shape=_shape(), kv_bytes_per_token=QWEN2_05B_KV_PER_TOKEN, bandwidth_gbps=300, tflops=121,
+                  gpu="l4-24gb")
+    graphs, eager = factored_roofline(**kwargs), factored_roofline(**kwargs, cuda_graphs=False)
+    load = StepLoad(num_tokens=1, context_tokens=300, num_requests=1)
+    assert eager.seconds(load) > graphs.seconds(load)
+    assert "CUDA graphs off" in eager.method
+
+
+def test_fp8_weights_run_at_the_fp8_peak_where_the_gpu_has_one():
+    facts = ModelFacts(weights_bytes=QWEN2_05B_WEIGHTS // 2, kv_bytes_per_token=QWEN2_05B_KV_PER_TOKEN,
+                       compute=_shape("fp8", QWEN2_05B_WEIGHTS // 2))
+    h100, notes = choose_step_time(TimingSpec(), facts, step_time_ms=None, gpu="h100-sxm-80gb")
+    assert h100.flops_per_s == pytest.approx(get_gpu("h100-sxm-80gb").fp8_tflops * 1e12 * 0.6) and not notes
+    a100, notes = choose_step_time(TimingSpec(), facts, step_time_ms=None, gpu="a100-sxm-80gb")
+    assert a100.flops_per_s == pytest.approx(312e12 * 0.6) and "no fp8 tensor-core peak" in notes[0]
+
+
+def test_int4_checkpoints_stream_a_quarter_of_their_bf16_weights():
+    from kvplan.usecases.plan import PlanRequest, plan
+    from kvplan.usecases.simulate.compute_shape import compute_shape
+
+    result = plan(PlanRequest(model="Qwen/Qwen2.5-7B-Instruct", kv_cache_memory_bytes=8 << 30))
+    bf16, notes = compute_shape(result)
+    assert bf16 is not None and bf16.weight_format == "bf16" and not notes
+    setup = dataclasses.replace(result.setup, quantization="awq_marlin")
+    awq, notes = compute_shape(dataclasses.replace(result, setup=setup))
+    assert awq.weight_format == "int4" and not notes
+    # the embeddings stay 16-bit; every linear weight is 4-bit plus its scales
+    assert 0.25 < awq.streamed_bytes / bf16.streamed_bytes < 0.45
+    odd, notes = compute_shape(dataclasses.replace(result, setup=dataclasses.replace(result.setup,
+                                                                                     quantization="bitsandbytes")))
+    assert odd.streamed_bytes == bf16.streamed_bytes and "cannot price 'bitsandbytes'" in notes[0]
