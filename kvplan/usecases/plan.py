@@ -23,6 +23,7 @@ from kvplan.semantics.engine.groups import KVCacheGroup, groups_from_kv_cache_co
 from kvplan.semantics.kv.layer_specs import CacheLayout, CacheSettings, build_worker_specs, resolve_cache_layout
 from kvplan.semantics.kv.sizing import SizingResult, kv_bytes_per_token, size_kv_cache, sizing_limits
 from kvplan.semantics.kv.specs import KVCacheConfig, KVCacheSpec
+from kvplan.semantics.memory.measured import SizingPath, default_utilization, sizing_path
 from kvplan.semantics.models.resolve import ResolvedConfig, resolve_config
 from kvplan.semantics.models.shape import ModelShape
 from kvplan.semantics.releases import Release, default_release
@@ -54,15 +55,26 @@ class PlanRequest:
     disable_hybrid_kv_cache_manager: bool | None = None
     with_weights: bool = True
     release: Release = field(default_factory=default_release)
+    # --enable-extensible-kv-cache / --no-enable-extensible-kv-cache (vLLM 0.34.0); None: vLLM decides
+    enable_extensible_kv_cache: bool | None = None
 
     def __post_init__(self) -> None:
         if self.gpu_memory_utilization is None:
-            object.__setattr__(self, "gpu_memory_utilization", self.release.gpu_memory_utilization)
+            # 0.34.0 resolves an unset value by the sizing path: 1.0 measured, 0.92 estimated
+            object.__setattr__(self, "gpu_memory_utilization", default_utilization(self.release, self.sizing_path))
+
+    @property
+    def sizing_path(self) -> SizingPath:
+        """Which path sizes the KV cache for these settings, and the flag that decides
+        (`semantics/memory/measured.py`; every release before 0.34.0 sizes from the estimate)."""
+        return sizing_path(self.release, kv_cache_memory_given=self.kv_cache_memory_bytes is not None,
+                           blocks_override_given=self.num_gpu_blocks_override is not None,
+                           extensible=self.enable_extensible_kv_cache)
 
     @property
     def utilization(self) -> float:
         """gpu_memory_utilization, the release's default when it was left unset."""
-        return self.release.gpu_memory_utilization if self.gpu_memory_utilization is None \
+        return default_utilization(self.release, self.sizing_path) if self.gpu_memory_utilization is None \
             else self.gpu_memory_utilization
 
 

@@ -503,6 +503,9 @@ def _target(
     )
 
 
+# PlanRequest fields that vLLM 0.34.0 added
+SINCE_0_34_0 = ("enable_extensible_kv_cache",)
+
 PREDICTED_MEMORY = "predicted: ceil(total x utilization) - weights - activation peak (fake profile run)"
 
 
@@ -521,9 +524,11 @@ def plan_for_device(request: PlanRequest, progress: Progress | None = None) -> P
 def provenance_knobs(result: ProfileResult) -> dict[str, Any]:
     """The settings a saved profile was made with: vLLM's, then how kvplan measured."""
     options = result.options
-    # the release is the provenance's `vllm_semantics`, not a setting
+    # the release is the provenance's `vllm_semantics`, not a setting; a setting only 0.34.0 has is
+    # recorded where it was given (profiles of earlier releases keep their knobs and digest)
     knobs = {field.name: getattr(options.plan, field.name) for field in dataclasses.fields(PlanRequest)
-             if field.name != "release"}
+             if field.name != "release" and not (field.name in SINCE_0_34_0 and getattr(options.plan, field.name)
+                                                  is None)}
     knobs.update(
         backend=result.backend, load_format=options.load_format, attention_backend=options.attention_backend,
         allocate=options.allocate, non_torch_bytes=options.non_torch_bytes,
