@@ -88,3 +88,14 @@ def test_an_explicit_utilization_caps_the_measured_size(measured):
     capped = run_profile(ProfileRequest(plan=request, backend="fake", allocate=False))
     assert capped.plan.sizing_path.measured and capped.plan.num_blocks < measured.plan.num_blocks
     assert any(line.startswith("gpu_memory_utilization=0.9 caps this instance at") for line in capped.vllm_log)
+
+
+def test_the_documents_validate_against_the_published_schemas(measured):
+    import jsonschema
+
+    from kvplan.report.profile_json import profile_record
+    from tests.docs.test_schemas import validator
+
+    validator("plan").validate(json.loads(json.dumps(plan_record(measured.plan))))
+    jsonschema.validate(json.loads(json.dumps(profile_record(measured))), json.loads(
+        (__import__("pathlib").Path(__file__).resolve().parents[2] / "docs/schemas/profile.json").read_text()))
