@@ -1,3 +1,4 @@
-"""kvplan: exact KV-cache sizing, profiling and simulation with vLLM 0.17.1's semantics."""
+"""kvplan: exact KV-cache sizing, profiling and simulation with the semantics of each vLLM release it
+reproduces (`kvplan.semantics.releases`)."""
 
 __version__ = "0.1.0"

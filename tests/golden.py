@@ -1,5 +1,5 @@
 """The golden trace records in tests/data/traces: which trace, release and scheduling mode each
-file holds, and how records are compared (trace-replay.md section 4)."""
+file holds, and how records are compared (docs/vllm/replay-contract.md §4)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Any
 TRACES = Path(__file__).parent / "data" / "traces"
 # NAME.vllm-0.17.1.jsonl is 0.17.1's synchronous loop; every other file names its mode.
 RECORDS = re.compile(r"(?P<name>.+)\.vllm-(?P<version>\d+\.\d+\.\d+)(?:\.(?P<mode>sync|async))?\.jsonl")
-# Informational summary keys (trace-replay.md section 4, trace-replay-0.33.md section 2.6); a
+# Informational summary keys (docs/vllm/replay-contract.md §4, docs/vllm/replay-0.33.md §2.6); a
 # record's `usage` is compared approximately.
 INFORMATIONAL_SUMMARY_KEYS = {"config", "vllm_version", "vllm_semantics", "driver", "driver_check", "schema_version",
                               "scheduling", "engine", "token_check"}
@@ -55,7 +55,17 @@ def golden_cases() -> list[GoldenCase]:
     return cases
 
 
-GOLDEN_CASES = golden_cases()
+# Records committed ahead of kvplan's support for their release, made by tools/goldens from vLLM's own
+# classes so that the release work has them to match (issue 20 adds vLLM 0.34.0). They are left out
+# of GOLDEN_CASES, which every golden test uses, and run in tests/semantics/engine/test_golden_traces.py
+# as strict xfails with this reason: when kvplan reproduces them the xfail fails, and the release's
+# entry goes (then every golden test picks the records up).
+PENDING_RELEASES = {
+    "0.34.0": "issue 20: kvplan does not replay vLLM 0.34.0 yet; these records came first, from tools/goldens",
+}
+ALL_CASES = golden_cases()
+GOLDEN_CASES = [case for case in ALL_CASES if case.vllm_version not in PENDING_RELEASES]
+PENDING_CASES = [case for case in ALL_CASES if case.vllm_version in PENDING_RELEASES]
 
 
 def normalised(record: dict[str, Any]) -> dict[str, Any]:

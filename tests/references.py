@@ -20,7 +20,7 @@ def hash_block_tokens(parent: bytes, token_ids: Sequence[int], extra_keys: Extra
 def sampler_peak_bytes(
     num_tokens: int, num_reqs: int, hidden_size: int, dtype_bytes: int, spec: SamplerSpec
 ) -> int:
-    """The tensors alive at the sampler's peak, unrounded (the formula of section 2.2)."""
+    """The tensors alive at the sampler's peak, unrounded (the formula of docs/vllm/kv-semantics.md §2.2)."""
     vocab, padded = spec.vocab_size, spec.padded_vocab_size
     held = num_tokens * hidden_size * dtype_bytes + 2 * num_reqs * hidden_size * dtype_bytes
     logits = num_reqs * padded * dtype_bytes

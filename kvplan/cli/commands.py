@@ -15,6 +15,7 @@ COMMAND_MODULES: dict[str, str] = {
     "models": "kvplan.cli.models",
     "simulate": "kvplan.cli.simulate",
     "profile": "kvplan.cli.profile",
+    "explain": "kvplan.cli.explain",
     "check": "kvplan.cli.check",
     "fit": "kvplan.cli.fit",
     "sweep": "kvplan.cli.sweep",

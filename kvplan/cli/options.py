@@ -261,7 +261,9 @@ _OPTIONS: dict[str, Flag] = {
         checked(PARALLEL, "--pipeline-parallel-size")),
     "enable_prefix_caching": _flag(bool | None, _declared(
         None, "--enable-prefix-caching/--no-enable-prefix-caching",
-        help="vLLM's prefix caching. Default: on, except for Mamba hybrids in vLLM 0.17.1.")),
+        help="vLLM's prefix caching. Default: on" + "".join(
+            f", except for Mamba hybrids in vLLM {' and '.join(off)}" for off in
+            [[r.version for r in RELEASES.values() if not r.prefix_caching_for_hybrids]] if off) + ".")),
     "enable_chunked_prefill": _flag(bool | None, _declared(
         None, "--enable-chunked-prefill/--no-enable-chunked-prefill", help="vLLM's chunked prefill (default on).")),
     "trust_remote_code": _flag(bool, _declared(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import types
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Union, get_args, get_origin
 
 from kvplan.cli.options import PLANNING, EngineOptions, Flag, engine_access, engine_flags, read_engine_options
@@ -96,12 +97,13 @@ def _convert(text: str, kind: type) -> Any:
     return None
 
 
-def run_plan(engine: EngineOptions, json_output: bool, assertions: tuple[Assertion, ...]) -> int:
+def run_plan(engine: EngineOptions, json_output: bool, assertions: tuple[Assertion, ...],
+             profile: Path | None = None, model_given: bool = True) -> int:
     """Plan, print the plan (JSON or the console report), then the verdict of the assertions; the
-    exit code."""
+    exit code. With `profile`, on that saved profile's measured terms (`usecases.profile_plan`)."""
     from kvplan.cli.quick_asserts import verdict_exit_code
 
-    result = _plan(engine.plan_request())
+    result = _plan(engine.plan_request()) if profile is None else _plan_from_profile(engine, profile, model_given)
     if json_output:
         from kvplan.report.jsonout import emit_json
         from kvplan.report.plan_json import plan_record
@@ -118,6 +120,35 @@ def run_plan(engine: EngineOptions, json_output: bool, assertions: tuple[Asserti
 
         report = plan_report(assertions, result)
     return verdict_exit_code(report, finding=not result.fits)
+
+
+def _plan_from_profile(engine: EngineOptions, path: Path, model_given: bool) -> PlanResult:
+    """The plan on a saved profile's terms, at the settings the command line gives."""
+    from dataclasses import fields
+
+    from kvplan.usecases.profile_plan import plan_from_profile
+    from kvplan.usecases.profile_summary import load_profile
+
+    given = {field.name: getattr(engine, field.name) for field in fields(EngineOptions)
+             if field.name in _REQUEST_FIELDS and getattr(engine, field.name) is not None}
+    given = {_REQUEST_FIELDS[name]: value for name, value in given.items()}
+    if not model_given:
+        given.pop("model", None)
+    if not engine.trust_remote_code:
+        given.pop("trust_remote_code", None)
+    return plan_from_profile(load_profile(path, f"--profile {path}"), f"--profile {path}", given, engine.release())
+
+
+# EngineOptions field -> the PlanRequest field it sets (a flag left out keeps the profile's setting)
+_REQUEST_FIELDS = {
+    "model": "model", "kv_cache_memory": "kv_cache_memory_bytes", "gpu": "gpu", "gpu_memory": "gpu_memory_bytes",
+    "gpu_memory_utilization": "gpu_memory_utilization", "block_size": "block_size", "max_model_len": "max_model_len",
+    "max_num_batched_tokens": "max_num_batched_tokens", "max_num_seqs": "max_num_seqs",
+    "kv_cache_dtype": "kv_cache_dtype", "dtype": "dtype", "tensor_parallel_size": "tensor_parallel_size",
+    "pipeline_parallel_size": "pipeline_parallel_size", "num_gpu_blocks_override": "num_gpu_blocks_override",
+    "enable_prefix_caching": "enable_prefix_caching", "enable_chunked_prefill": "enable_chunked_prefill",
+    "trust_remote_code": "trust_remote_code",
+}
 
 
 def _plan(request: PlanRequest) -> PlanResult:

@@ -1,6 +1,6 @@
 """`kvplan replay TRACE.json`: the trace through vLLM's scheduler and block manager (either release,
-either scheduling mode), one JSON record per step (contracts: `trace-replay.md`, `trace-replay-0.33.md`,
-`trace-replay-async-0.17.1.md`)."""
+either scheduling mode), one JSON record per step (contracts: docs/vllm/replay-contract.md,
+docs/vllm/replay-async-0.17.1.md, docs/vllm/replay-0.33.md, docs/vllm/replay-hybrid.md)."""
 
 from __future__ import annotations
 

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import typer
 
+from kvplan.semantics.releases import RELEASES
+
 JSON = typer.Option(False, "--json", help="Print one JSON document on stdout and nothing else.")
 
 app = typer.Typer(
     name="kvplan",
-    help="KV-cache capacity planning, profiling and simulation, exact to vLLM 0.17.1 and 0.33.0 (--vllm-version).",
+    help="KV-cache capacity planning, profiling and simulation, exact to vLLM "
+         f"{', '.join(list(RELEASES)[:-1])} and {list(RELEASES)[-1]} (--vllm-version).",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -29,4 +32,4 @@ def _root(
     version: bool = typer.Option(False, "--version", is_eager=True, callback=_print_version,
                                  help="Print kvplan's version and exit (as `kvplan version`)."),
 ) -> None:
-    """KV-cache capacity planning, profiling and simulation, exact to vLLM 0.17.1 and 0.33.0 (--vllm-version)."""
+    """The root options; the application's help names the releases of the release table."""

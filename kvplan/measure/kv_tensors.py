@@ -3,9 +3,9 @@ proves the memory is real and addressed the way the kernels address it: the byte
 where the documented layout puts them (`kvplan.semantics.kv.layout.kv_addressing` and
 `shared_backing_addressing`), never through the view that wrote them.
 
-0.17.1 (`vllm-kv-semantics.md` section 5): one zero-filled int8 tensor per `KVCacheTensor`, shared by
+0.17.1 (docs/vllm/kv-semantics.md §5): one zero-filled int8 tensor per `KVCacheTensor`, shared by
 its layers, viewed per layer in the attention backend's layout. 0.33.0 (the config's
-`tensor_layout` "shared_backing", changes doc 2.2): one zero-filled int8 backing allocation; each
+`tensor_layout` "shared_backing", docs/vllm/changes-0.33.md §2.2): one zero-filled int8 backing allocation; each
 layer is a strided view of its region (layout LBNHC: `[block, token, head, K|V, head_size]` in
 memory), which the attention backends transpose and split into K and V; groups alias from byte 0.
 

@@ -4,7 +4,7 @@ meta device (no memory, no weights) and described as a WeightLayout. Only the bu
 `profile` extra, so a catalog model or a local Llama, Mistral, Qwen2/3, Phi-3 or Gemma imports no torch.
 
 `torch.device("meta")` keeps tied embeddings tied, so they are counted once
-(`accelerate.init_empty_weights` would untie them: profiling-notes P8)."""
+(`accelerate.init_empty_weights` would untie them: docs/prediction.md §7, P8)."""
 
 from __future__ import annotations
 

@@ -47,9 +47,11 @@ def _shard_text(text: dict[str, Any], shard: RankShard) -> dict[str, Any]:
     heads = text.get("num_attention_heads")
     if isinstance(heads, int) and heads:
         kv = text.get("num_key_value_heads") or heads
-        head_dim = text.get("head_dim") or text["hidden_size"] // heads
-        # the head size stays: transformers would derive it from hidden_size / heads otherwise
-        out.update(num_attention_heads=max(1, heads // tp), num_key_value_heads=max(1, kv // tp), head_dim=head_dim)
+        out.update(num_attention_heads=max(1, heads // tp), num_key_value_heads=max(1, kv // tp))
+        if "qk_rope_head_dim" not in text:
+            # the head size stays: transformers would derive it from hidden_size / heads otherwise. An MLA
+            # config (DeepSeek-V2/V3) derives its own from qk_rope_head_dim, which a head_dim would override
+            out["head_dim"] = text.get("head_dim") or text["hidden_size"] // heads
     for key in _INTERMEDIATE_KEYS:
         if key in text:
             out[key] = _split(text[key], tp)

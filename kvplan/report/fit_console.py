@@ -4,9 +4,9 @@ rejected family, and what the search did."""
 from __future__ import annotations
 
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
+from kvplan.report.text import plain as escape
 from kvplan.units import human_bytes
 from kvplan.usecases.fit.request import format_seconds
 from kvplan.usecases.fit.result import FitConfiguration, FitResult, RejectedFamily
@@ -16,6 +16,7 @@ REASONS = {
     "refused": "refused",
     "short_of_concurrency": "too little KV cache",
     "slo_missed": "objectives missed",
+    "failed": "kvplan failed on it (a bug in kvplan, not an answer: please report this line)",
 }
 
 
@@ -94,6 +95,10 @@ def render_fit(result: FitResult, console: Console) -> None:
         for rank, c in enumerate(result.configurations, start=1):
             gpu = escape(f"[{c.configuration.gpu}]")
             console.print(f"  {rank}. {gpu} {escape(c.configuration.vllm_serve_args())}", soft_wrap=True)
+    elif any(family.reason == "failed" for family in result.rejected):
+        failed = sum(family.reason == "failed" for family in result.rejected)
+        console.print(f"[bold]No configuration kvplan could evaluate meets the target[/bold]; kvplan failed on "
+                      f"{failed} famil{'y' if failed == 1 else 'ies'} (below), so they are not ruled out.")
     else:
         console.print("[bold]No configuration meets the target.[/bold]")
     if result.rejected:

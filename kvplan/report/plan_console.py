@@ -102,7 +102,7 @@ def print_sizing_path(result: PlanResult, console: Console) -> None:
     """0.34.0: the path that sized the cache and why; on the measured path its terms."""
     console.print(path_line(result.sizing_path), markup=False)
     if result.measured is not None:
-        console.print("Measured after warmup and CUDA-graph capture (vllm-0.34-changes.md 1.4):")
+        console.print("Measured after warmup and CUDA-graph capture (docs/vllm/changes-0.34.md 1.4):")
         for line in measured_lines(result.measured):
             console.print(line, markup=False)
 

@@ -1,4 +1,4 @@
-"""The JSON Lines records of `kvplan replay` (`trace-replay.md` section 3).
+"""The JSON Lines records of `kvplan replay` (docs/vllm/replay-contract.md §3).
 
 Queue contents, block tables and the free queue cost time proportional to the batch and the pool,
 so they are built here, per printed record, and never by the scheduler. `RecordEncoder` writes

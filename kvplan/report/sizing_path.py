@@ -1,5 +1,5 @@
 """Which path sized the KV cache and why, and 0.34.0's measured terms beside the formula of
-`vllm-0.34-changes.md` section 1.4, for the console and the JSON documents of plan and profile.
+`docs/vllm/changes-0.34.md` section 1.4, for the console and the JSON documents of plan and profile.
 
 A release whose block count always comes from the estimate (0.17.1, 0.33.0) has no choice of path:
 its documents do not name one (STATES_PATH), so they stay as they were."""

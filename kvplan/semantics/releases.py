@@ -64,7 +64,7 @@ Where each policy is applied (docs/versions.md gives every value and its effect 
                                   at output time in sync mode)
     auto_fit_passes               semantics/memory/measured.py (AUTO_FIT_PASSES: auto-fit again after warmup)
 
-0.34.0 (`vllm-0.34-changes.md`, its section 9 lists these policies) is 0.33.0's row with the measured
+0.34.0 (`docs/vllm/changes-0.34.md`, its section 9 lists these policies) is 0.33.0's row with the measured
 sizing path and its new values of cudagraph_capture_sizes (SM100 grids), in_flight_tokens (Model
 Runner V2 only) and log_format (the lines after warmup).
 
@@ -95,7 +95,7 @@ ProfileSampler = Literal["v1_one_pass", "v2_default_and_warmup"]
 # with max_num_batched_tokens and max_num_seqs added when they fit (0.33.0)
 # with max_num_batched_tokens and max_num_seqs added when they fit (0.33.0); or, on SM100-family GPUs,
 # PIECEWISE graphs on a token grid up to min(8192, max_num_batched_tokens) and FULL decode graphs on a
-# request grid up to max_num_seqs, 0.33.0's list elsewhere (0.34.0, vllm-0.34-changes.md section 3)
+# request grid up to max_num_seqs, 0.33.0's list elsewhere (0.34.0, docs/vllm/changes-0.34.md section 3)
 CudagraphCaptureSizes = Literal["up_to_512", "up_to_1024_on_sm100_with_batch_limits", "split_grids_on_sm100"]
 # an MLA model's block size: forced by the backend when the requested one does not suit it, or the
 # selected backend's preferred size when none is requested (a requested one picks a backend that takes it)
@@ -129,7 +129,7 @@ KvCapacity = Literal["blocks_per_group", "concurrency_times_length"]
 # vLLM's wording: two capacity lines ("GPU KV cache size", "Maximum concurrency") and the 0.17.1 texts,
 # or one merged line and the 0.33.0 texts (memory check, auto-fit, --kv-cache-memory suggestion), or
 # 0.34.0's: the merged line logged after warmup on the measured block count, the "Memory after warmup"
-# and "Extended KV cache" lines, its auto-fit texts (vllm-0.34-changes.md sections 1.4 and 1.5)
+# and "Extended KV cache" lines, its auto-fit texts (docs/vllm/changes-0.34.md sections 1.4 and 1.5)
 LogFormat = Literal["separate_capacity_lines", "merged_capacity_line", "merged_capacity_line_after_warmup"]
 # freed blocks without a hash (every block with caching off) join the free queue's tail, or its head
 FreedUnhashedBlocks = Literal["tail", "head"]
@@ -178,14 +178,14 @@ MambaPrefillCheckpoints = Literal["none", "mamba2_and_gdn"]
 # how the block count is decided: from the profile run's estimate (requested - non-KV - CUDA-graph
 # estimate), or from the memory measured after warmup and CUDA-graph capture where the extensible KV
 # cache is on (0.34.0 on CUDA without --kv-cache-memory, --num-gpu-blocks-override or
-# --no-enable-extensible-kv-cache; vllm-0.34-changes.md section 1.1)
+# --no-enable-extensible-kv-cache; docs/vllm/changes-0.34.md section 1.1)
 KvSizing = Literal["profiled_estimate", "measured_after_capture"]
 # what the measured path keeps free of the memory it measures: nothing (a release without that path),
 # or max(1 GiB, 0.75 x P) plus max(P, G), P the sizing step's transient peak and G torch's reservation
-# growth (vllm-0.34-changes.md section 1.4)
+# growth (docs/vllm/changes-0.34.md section 1.4)
 MeasuredKvMargin = Literal["none", "max_1gib_or_three_quarters_peak"]
 # auto-fit of --max-model-len auto runs once (on the memory the check sees), or a second time after
-# warmup on the measured blocks when the block count is measured (vllm-0.34-changes.md section 1.5)
+# warmup on the measured blocks when the block count is measured (docs/vllm/changes-0.34.md section 1.5)
 AutoFitPasses = Literal["once", "twice_when_measured"]
 
 
@@ -231,7 +231,7 @@ class Release:
     # (model_type, checkpoint quant_method, the method name vLLM resolves it to) where they differ
     quantization_names: tuple[tuple[str, str, str], ...]
     mamba_prefill_checkpoints: MambaPrefillCheckpoints  # which Mamba layers take prefill checkpoint blocks
-    # vllm-0.34-changes.md section 9's new policies
+    # docs/vllm/changes-0.34.md section 9's new policies
     kv_sizing: KvSizing                            # how the block count is decided
     measured_utilization: float | None             # gpu_memory_utilization's default on the measured path
     measured_kv_margin: MeasuredKvMargin           # what the measured path keeps free
@@ -284,9 +284,10 @@ VLLM_0_17_1 = Release(
     auto_fit_passes="once",
 )
 
-# The engine's policies are 0.33.0's (trace-replay-0.33.md and, with several KV cache groups, vLLM
-# 0.33.0's coordinator and managers; checked against its records in both modes); the sizing ones
-# reproduce tests/data/sizing/vllm-0.33.0-cases.json, the memory ones vllm-0.33-changes.md section 1.
+# The engine's policies are 0.33.0's (docs/vllm/replay-0.33.md and, with several KV cache groups,
+# vLLM 0.33.0's coordinator and managers, docs/vllm/changes-0.33.md §3.4 and §3.5; checked against its
+# records in both modes); the sizing ones reproduce tests/data/sizing/vllm-0.33.0-cases.json, the
+# memory ones docs/vllm/changes-0.33.md §1.
 VLLM_0_33_0 = Release(
     version="0.33.0",
     gpu_memory_utilization=0.92,
@@ -331,7 +332,7 @@ VLLM_0_33_0 = Release(
     auto_fit_passes="once",
 )
 
-# vllm-0.34-changes.md: 0.33.0's planning and engine, plus the measured sizing path of the extensible
+# docs/vllm/changes-0.34.md: 0.33.0's planning and engine, plus the measured sizing path of the extensible
 # KV cache (section 1), the default block size 64 (section 2), the SM100 capture grids (section 3),
 # Model Runner V2 only (section 1.7), the Mamba sync output-time hashing (section 6.1) and the log
 # lines of section 1.4; the new policies are listed in its section 9

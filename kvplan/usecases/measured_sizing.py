@@ -1,4 +1,4 @@
-"""vLLM 0.34.0's measured sizing, predicted (`vllm-0.34-changes.md` section 1.4): the reservation is
+"""vLLM 0.34.0's measured sizing, predicted (`docs/vllm/changes-0.34.md` section 1.4): the reservation is
 planned on the capacity (`requested - non-KV`, no CUDA-graph estimate), then the block count comes
 from what vLLM will measure after warmup and CUDA-graph capture, worker by worker:
 

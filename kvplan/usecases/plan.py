@@ -1,5 +1,5 @@
-"""`kvplan plan`: from a model config and the serving settings to vLLM 0.17.1's KV-cache
-configuration, without a GPU and without torch (for catalog models).
+"""`kvplan plan`: from a model config and the serving settings to the KV-cache configuration vLLM
+computes (the request's release), without a GPU and without torch (for catalog models).
 
 The order follows vLLM's start-up: resolve dtype and lengths (`ModelConfig`), batch defaults and
 their validation (`EngineArgs`, `SchedulerConfig`), cache layout (model hooks, platform block

@@ -1,7 +1,7 @@
-"""`kvplan profile`: vLLM 0.17.1's start-up on one device, in its order
-(`vllm-kv-semantics.md` section 2): snapshot and `requested`, load the model, profile run,
-non-KV memory, available KV memory, sizing (the very functions `kvplan plan` uses), then the
-KV tensors allocated and checked.
+"""`kvplan profile`: vLLM's start-up on one device, in its order (docs/vllm/kv-semantics.md §2;
+what later releases change: docs/vllm/changes-0.33.md §1, docs/vllm/changes-0.34.md §1): snapshot
+and `requested`, load the model, profile run, non-KV memory, available KV memory, sizing (the very
+functions `kvplan plan` uses), then the KV tensors allocated and checked.
 
 Public API:
     ProfileRequest(plan, backend="auto", device_index=0, load_format="dummy", ...)
@@ -583,6 +583,7 @@ def summarize(result: ProfileResult) -> ProfileSummary:
         non_kv_bytes=None if budget is None else budget.non_kv_bytes,
         available_kv_bytes=None if budget is None else budget.available_kv_bytes,
         largest_max_model_len=None if result.target is None else result.target.largest_max_model_len,
+        cuda_graph_estimate_bytes=None if result.cuda_graphs is None else result.cuda_graphs.bytes,
         profile_run_tokens=result.batch.num_tokens,
         plan=None if result.plan is None else result.plan.summary,
         provenance=Provenance(

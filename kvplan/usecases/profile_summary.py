@@ -62,6 +62,7 @@ TOP_LEVEL_FIGURES: tuple[tuple[str, Callable[[Any, str], Any], bool | None], ...
     ("non_kv_bytes", as_int, None),
     ("available_kv_bytes", as_int, None),
     ("largest_max_model_len", as_int, None),
+    ("cuda_graph_estimate_bytes", as_int, None),
 )
 
 # The figures a saved profile is read back for, with their ranges: a profile is kvplan's own output,
@@ -123,6 +124,7 @@ PROFILE = Record({
     "non_kv_bytes": Field(_BYTES, nullable=True),
     "available_kv_bytes": Field(Integer(-limits.MAX_BYTES, limits.MAX_BYTES), nullable=True),
     "largest_max_model_len": Field(_TOKENS, nullable=True),
+    "cuda_graph_estimate_bytes": Field(_BYTES, nullable=True),
     "profile_run": Field(Record({"num_tokens": Field(_TOKENS, nullable=True)}, open=True), nullable=True),
     "plan": Field(_PLAN, nullable=True),
     "provenance": Field(Record({
@@ -168,6 +170,8 @@ class ProfileSummary:
     plan: PlanSummary | None                # None when vLLM refused to start before sizing
     provenance: Provenance
     calibration: tuple[tuple[int, float], ...] = ()   # step times measured on the device
+    # the CUDA-graph pool a release that takes it from the KV budget subtracted (None: it does not)
+    cuda_graph_estimate_bytes: int | None = None
 
 
 def knobs_sha256(knobs: Mapping[str, Any]) -> str:
@@ -328,6 +332,18 @@ def _gpu_key(gpu: Any) -> str | None:
     return gpu if isinstance(gpu, str) else None
 
 
+def release_mismatch(profile: ProfileSummary, release: Release, run: str) -> str | None:
+    """The one release rule of every command that reads a saved profile (check's target, a
+    workload's engine.profile in simulate, sweep and fit): a profile describes the release it was
+    saved under, and only that one (its pool size follows that release's sizing)."""
+    saved = profile.provenance.vllm_semantics
+    if saved == release.version:
+        return None
+    if saved is None:
+        return f"it records no vLLM release (provenance.vllm_semantics), {run} follows {release.version}"
+    return f"it follows vLLM {saved} semantics, {run} follows {release.version}"
+
+
 def profile_mismatches(
     profile: ProfileSummary, release: Release, config_sha256: str | None = None,
     knobs: Mapping[str, Any] | None = None,
@@ -335,10 +351,9 @@ def profile_mismatches(
     """Why a saved profile does not describe this release, this model and these knobs (empty: it does)."""
     provenance = profile.provenance
     reasons = []
-    if provenance.vllm_semantics != release.version:
-        reasons.append(
-            f"it follows vLLM {provenance.vllm_semantics} semantics, this check follows {release.version}"
-        )
+    mismatch = release_mismatch(profile, release, "this check")
+    if mismatch is not None:
+        reasons.append(mismatch)
     if config_sha256 is not None and provenance.config_sha256 != config_sha256:
         reasons.append("it was made for a different model config (config sha256 differs)")
     if knobs is not None and provenance.knobs_sha256 != knobs_sha256(knobs):

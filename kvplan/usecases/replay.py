@@ -1,10 +1,11 @@
-"""`kvplan replay`: a request trace through the engine, step by step (`trace-replay.md`).
+"""`kvplan replay`: a request trace through the engine, step by step (docs/vllm/replay-contract.md).
 
     ReplayRequest(trace, overrides) -> load_replay(request) -> Trace
     replay_trace(trace, observe=None) -> ReplaySummary    (`observe` sees every step as it happens)"""
 
 from __future__ import annotations
 
+import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -47,8 +48,18 @@ def load_replay(request: ReplayRequest) -> Trace:
 
 
 def replay_trace(trace: Trace, observe: StepObserver | None = None) -> ReplaySummary:
+    """A per-step observer reads every request's counters, so it gets the per-step path."""
     require_pool_memory(trace.config)
-    return replay(trace, observe)
+    return replay(trace, observe, bulk_decode=observe is None and bulk_decode())
+
+
+# The scheduler's bulk fast path for steady decodes (`semantics/engine/cruise.py`) gives the same
+# records as the per-step path; KVPLAN_BULK_DECODE=0 turns it off, so that tests compare both.
+BULK_DECODE_VARIABLE = "KVPLAN_BULK_DECODE"
+
+
+def bulk_decode() -> bool:
+    return os.environ.get(BULK_DECODE_VARIABLE, "1") != "0"
 
 
 # what the engine keeps per block (a KVCacheBlock and its place in the free queue), measured with

@@ -41,7 +41,7 @@ def _through_typer(args: list[str], monkeypatch: pytest.MonkeyPatch) -> tuple[En
     from kvplan.cli import run_app
 
     seen = []
-    monkeypatch.setattr(plan_cli, "run_plan", lambda engine, json_output, assertions: seen.append(
+    monkeypatch.setattr(plan_cli, "run_plan", lambda engine, json_output, assertions, **_: seen.append(
         (engine, json_output)) or 0)
     monkeypatch.setattr("kvplan.cli.plan_plain.parse_plain", lambda args: None)
     with pytest.raises(SystemExit) as done:

@@ -33,7 +33,8 @@ def kvplan_json(*args: str) -> str:
 
 def test_every_schema_is_a_valid_schema_with_a_versioned_document():
     names = sorted(path.stem for path in SCHEMAS.glob("*.json"))
-    assert names == ["check", "fit", "gpus", "models", "plan", "profile", "replay", "simulate", "sweep", "version"]
+    assert names == ["check", "explain", "fit", "gpus", "models", "plan", "profile", "replay", "simulate",
+                     "sweep", "version"]
     for name in names:
         validator(name)
 
@@ -104,3 +105,20 @@ def test_profile_saved_and_fresh(tmp_path):
 @pytest.mark.parametrize("spec", ["l4-chat.toml", "fail-tight-kv-cache.toml"])
 def test_check(spec):
     validator("check").validate(json.loads(kvplan_json("check", f"examples/checks/{spec}", "--json")))
+
+
+LOGS = REPO / "tests" / "data" / "logs"
+
+
+@pytest.mark.parametrize(("log", "flags"), [
+    ("vllm-0.19.0-llama-3.1-8b-h100-tp1.log", ("--no-predict",)),
+    ("vllm-0.19.0-gpt-oss-20b-h100-oom.log", ("--no-predict",)),
+    ("vllm-0.31.0-llama-3.1-8b-a100-excerpt.log", ("--no-predict", "--model", "meta-llama/Llama-3.1-8B-Instruct")),
+    ("vllm-0.19.0-codellama-34b-h100-tp2-refused.log", ("--no-predict", "--offline")),
+])
+def test_explain_output_and_the_profile_it_saves(log, flags, tmp_path):
+    saved = tmp_path / "p.json"
+    save = ("--save-profile", str(saved)) if "codellama" not in log else ()
+    validator("explain").validate(json.loads(kvplan_json("explain", str(LOGS / log), "--json", *flags, *save)))
+    if save:
+        validator("profile").validate(json.loads(saved.read_text()))

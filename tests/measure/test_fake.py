@@ -1,4 +1,4 @@
-"""The fake backend's prediction: golden numbers from profiling-notes.md section 10, and
+"""The fake backend's prediction: golden numbers from docs/prediction.md §8, and
 agreement with a real CPU forward of the same model."""
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ def uniform_config(spec, num_layers: int, num_blocks: int) -> KVCacheConfig:
 
 
 def test_qwen2_worked_example_on_meta_has_vllms_shape_and_bytes():
-    # vllm-kv-semantics.md 2.6: 131,928 blocks, 24 tensors of 1,080,754,176 bytes, (2, 131928, 16, 2, 64)
+    # docs/vllm/kv-semantics.md §2.6: 131,928 blocks, 24 tensors of 1,080,754,176 bytes, (2, 131928, 16, 2, 64)
     allocation = allocate_kv_cache(uniform_config(QWEN2_05B, 24, 131928), "flash_attn", "meta")
     assert [t.numel() for t in allocation.raw] == [1_080_754_176] * 24
     view = allocation.views["model.layers.0.self_attn.attn"][0]

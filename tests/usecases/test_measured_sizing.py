@@ -1,5 +1,5 @@
 """vLLM 0.34.0's measured sizing end to end on the fake backend: the path and why, every term of the
-prediction as vllm-0.34-changes.md section 1.4 adds them up, the block count, and the lines vLLM
+prediction as docs/vllm/changes-0.34.md section 1.4 adds them up, the block count, and the lines vLLM
 logs in its order. Each test names its release."""
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""vLLM 0.17.1's block manager and scheduler in pure Python (no torch): `kvplan replay` and
+"""vLLM's block manager and scheduler in pure Python (no torch), for every release kvplan reproduces
+(where releases differ, the engine reads the policy from its `Release`): `kvplan replay` and
 `kvplan simulate` run on it.
 
 An engine is `Scheduler(EngineConfig(...))`. `EngineConfig.kv_cache_groups` None is one

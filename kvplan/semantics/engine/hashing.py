@@ -1,4 +1,6 @@
-"""Prefix-cache keys: chained hashes over a request's full blocks (vLLM 0.17.1 `kv_cache_utils.py`).
+"""Prefix-cache keys: chained hashes over a request's full blocks (vLLM's `kv_cache_utils.py`:
+docs/vllm/kv-semantics.md §7; 0.33.0's tagged extra keys change hash values, not hits:
+docs/vllm/changes-0.33.md §3.2).
 
 Block i's hash covers (hash of block i-1, the block's tokens, its extra keys), so equal hashes mean
 equal prefixes. vLLM hashes a pickle with SHA-256; kvplan hashes a compact fixed-width encoding

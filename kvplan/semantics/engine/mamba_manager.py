@@ -1,8 +1,9 @@
 """The Mamba (linear attention) manager: a request needs only the state after its last computed
 token, so everything before that block is freed.
 
-Cache modes: "none" (caching off; one block of max_model_len tokens per request), "all" (vLLM
-0.17.1 only: every full block is a cached state snapshot; the generic rule with skip = computed - 1)
+Cache modes: "none" (caching off; one block of max_model_len tokens per request), "all" (a mode
+of vLLM 0.17.1's, gone in 0.33.0: every full block is a cached state snapshot; the generic rule
+with skip = computed - 1)
 and "align" (one running-state block, the previous state block freed a step later; chunks end on
 block boundaries, which the scheduler enforces). No speculative blocks.
 

@@ -1,4 +1,4 @@
-"""The replay loop of `trace-replay.md` section 2: arrivals by step, one scheduler step (engine-core
+"""The replay loop of docs/vllm/replay-contract.md §2: arrivals by step, one scheduler step (engine-core
 iteration, in either scheduling mode) per step, the stall rule, and the run's summary. Records are
 streamed to an observer, never kept."""
 
@@ -49,12 +49,17 @@ class ReplaySummary:
 
 
 def replay(trace: Trace, observe: StepObserver | None = None,
-           model_runner: ModelRunner | None = None, on_idle: IdleObserver | None = None) -> ReplaySummary:
+           model_runner: ModelRunner | None = None, on_idle: IdleObserver | None = None,
+           bulk_decode: bool | None = None) -> ReplaySummary:
     """Run the trace to completion (or to a stall), calling `observe` after every step (and
     `model_runner` inside every step, see `Scheduler`). A long stretch of idle steps before the next
     arrival is skipped in one go when no observer needs each step, or when `on_idle` accounts for it:
-    a trace whose arrivals lie 10**9 steps apart takes no longer than one whose arrivals touch."""
-    scheduler = Scheduler(trace.config, model_runner)
+    a trace whose arrivals lie 10**9 steps apart takes no longer than one whose arrivals touch.
+    `bulk_decode` (the scheduler's fast path; same records): None, on when nobody observes steps,
+    since an observer may read every request's counters."""
+    if bulk_decode is None:
+        bulk_decode = observe is None
+    scheduler = Scheduler(trace.config, model_runner, bulk_decode=bulk_decode)
     arrivals: defaultdict[int, list[int]] = defaultdict(list)
     for spec in trace.requests:
         arrivals[spec.arrival_step].append(spec.ordinal)

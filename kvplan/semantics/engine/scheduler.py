@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from kvplan.errors import KvplanError
 from kvplan.semantics.engine.config import EngineConfig
+from kvplan.semantics.engine.cruise import Cruise
 from kvplan.semantics.engine.groups import MAMBA
 from kvplan.semantics.engine.hashing import RequestBlockHasher
 from kvplan.semantics.engine.kv_cache_manager import KVCacheManager, prefill_end
@@ -64,6 +65,12 @@ class StepResult:
     # Async: `finished` and the frees come from the output of a batch with tokens that an earlier
     # step scheduled, whose tokens were known when that batch's run ended (before this step's).
     output_of_earlier_batch: bool = False
+    # The bulk fast path (`cruise.py`): requests that decode one token this step without being
+    # listed in `scheduled`, and the sum of their computed tokens after the schedule.
+    num_bulk_scheduled: int = 0
+    bulk_context_tokens: int = 0
+    # Requests listed again from this step on, with their computed tokens before its schedule.
+    rejoined: dict[str, int] | None = None
 
 
 @dataclass(slots=True)
@@ -78,13 +85,21 @@ class Batch:
     prefix_hit_tokens: dict[str, int]
     preempted: list[str]
     num_tokens: int
+    step: int = -1
+    # The leading requests of the batch are the cruising requests, not listed (`cruise.py`).
+    cruising: bool = False
 
 
 EMPTY_BATCH = Batch({}, [], [], [], [], {}, [], 0)
 
 
 class Scheduler:
-    def __init__(self, config: EngineConfig, model_runner: ModelRunner | None = None) -> None:
+    """`bulk_decode`: advance steady decodes without per-request work (`cruise.py`; same steps,
+    same records) where the engine has one full-attention group and no model runner; callers that
+    read a request's counters between steps turn it off (`running` lists them all either way)."""
+
+    def __init__(self, config: EngineConfig, model_runner: ModelRunner | None = None,
+                 bulk_decode: bool = False) -> None:
         config.validate()
         self.config = config
         self.model_runner = model_runner
@@ -108,13 +123,14 @@ class Scheduler:
         self._checkpoint_alignment = internal_checkpoint_alignment(config)
         # vLLM 0.34.0's `update_from_output` also caches a Mamba hybrid's blocks at output time in sync
         # mode with prefix caching ("publish finalized states before retirement or completion",
-        # vllm-0.34-changes.md section 6.1); async already does it for every model
+        # docs/vllm/changes-0.34.md section 6.1); async already does it for every model
         self._cache_at_sync_output = (release.mamba_sync_output_caching and not self._async
                                       and config.enable_prefix_caching
                                       and any(group.kind == MAMBA for group in config.groups))
         self.block_pool = self.kv_cache_manager.block_pool
         self.waiting: deque[Request] = deque()
-        self.running: list[Request] = []
+        # The running requests that are not cruising, in running order (after the cruising ones).
+        self._active: list[Request] = []
         self.requests: dict[str, Request] = {}
         self.prefix_cache_stats = PrefixCacheStats()
         self.num_steps = 0
@@ -123,6 +139,47 @@ class Scheduler:
         self._block_hasher = (
             RequestBlockHasher(config.block_size, config.hash_seed) if config.enable_prefix_caching else None
         )
+        # Hybrids (several groups, windows, Mamba) always run per step.
+        bulk = (bulk_decode and model_runner is None and self._mamba_chunk is None
+                and self.kv_cache_manager.is_full_attention)
+        self._cruise = (Cruise(self.kv_cache_manager, self._block_hasher, config.block_size, self._async,
+                               config.max_model_len) if bulk else None)
+        self._rejoined: dict[str, int] | None = None
+
+    @property
+    def running(self) -> list[Request]:
+        """Every running request, in running order, with its counters as the per-step path keeps
+        them (cruising requests land first: reading them costs the fast path a few steps)."""
+        if self._cruise is not None and self._cruise.cruisers:
+            self._land()
+        return self._active
+
+    @property
+    def num_running(self) -> int:
+        return len(self._active) + (len(self._cruise.cruisers) if self._cruise is not None else 0)
+
+    def _land(self) -> None:
+        """Every cruising request back to per-step work before step `num_steps`; under async
+        scheduling, listed in the batch in flight that holds its token."""
+        assert self._cruise is not None
+        step = self.num_steps
+        landed = self._cruise.land(step)
+        if self._async and self._batch_queue:
+            batch = self._batch_queue[-1]
+            assert len(self._batch_queue) == 1 and batch.step == step - 1
+            if batch.cruising:
+                members = [c.request for c in landed if c.promoted_at < step - 1]
+                scheduled = dict.fromkeys([r.request_id for r in members], 1)
+                scheduled.update(batch.scheduled)
+                batch.scheduled = scheduled
+                batch.requests = members + batch.requests
+                batch.samples = [True] * len(members) + batch.samples
+                batch.cruising = False
+        rejoined = self._rejoined if self._rejoined is not None else {}
+        for cruiser in landed:
+            rejoined[cruiser.request.request_id] = cruiser.request.num_computed_tokens
+        self._rejoined = rejoined
+        self._active = [c.request for c in landed] + self._active
 
     def add_request(self, request: Request) -> None:
         """Append a new request to the waiting queue."""
@@ -141,7 +198,7 @@ class Scheduler:
 
     def has_unfinished(self) -> bool:
         """Requests wait or run, or a batch with tokens is still in flight (async)."""
-        return bool(self.running or self.waiting) or self.has_tokens_in_flight()
+        return bool(self.num_running or self.waiting) or self.has_tokens_in_flight()
 
     def has_tokens_in_flight(self) -> bool:
         """A scheduled batch with tokens whose output is not processed yet."""
@@ -152,7 +209,7 @@ class Scheduler:
         tokens in flight, while requests wait or run and none is still to arrive. Such a request
         cannot progress even alone; vLLM would livelock."""
         return (step.num_scheduled_tokens == 0 and not step.finished and not more_arrivals
-                and bool(self.running or self.waiting) and not self.has_tokens_in_flight())
+                and bool(self.num_running or self.waiting) and not self.has_tokens_in_flight())
 
     @property
     def pool_was_short(self) -> bool:
@@ -167,8 +224,12 @@ class Scheduler:
         queue = self._batch_queue
         finished: list[str] = []
         processed = EMPTY_BATCH
-        if self.running or self.waiting or self._finished_since_schedule:
+        bulk_scheduled = bulk_context = 0
+        if self.num_running or self.waiting or self._finished_since_schedule:
             batch = self._schedule()
+            if batch.cruising:
+                assert self._cruise is not None
+                bulk_scheduled, bulk_context = self._cruise.scheduled(batch.step)
             free_blocks_after_schedule = pool.num_free_blocks
             step_stats = kv.make_prefix_cache_stats()
             if self.model_runner is not None:
@@ -188,7 +249,12 @@ class Scheduler:
             finished = self._process_output(processed)
         self.prefix_cache_stats.add(step_stats)
         step = self.num_steps
+        cruise = self._cruise
+        if cruise is not None and self._active and step >= cruise.cooldown_until:
+            self._start_cruising(cruise, step)
         self.num_steps += 1
+        rejoined = self._rejoined
+        self._rejoined = None
         return StepResult(
             step=step,
             scheduled=batch.scheduled,
@@ -206,12 +272,26 @@ class Scheduler:
             prefix_cache=step_stats,
             num_used_blocks_by_group=pool.num_used_blocks_by_group(),
             output_of_earlier_batch=processed is not batch and processed.num_tokens > 0,
+            num_bulk_scheduled=bulk_scheduled,
+            bulk_context_tokens=bulk_context,
+            rejoined=rejoined,
         )
+
+    def _start_cruising(self, cruise: Cruise, step: int) -> None:
+        """The leading requests that run per step and decode steadily start cruising after `step`."""
+        active = self._active
+        count = 0
+        for request in active:
+            if request.status is not RequestStatus.RUNNING or not cruise.may_join(request, step):
+                break
+            cruise.join(request, step)
+            count += 1
+        if count:
+            del active[:count]
 
     def _schedule(self) -> Batch:
         config = self.config
         kv = self.kv_cache_manager
-        running = self.running
         waiting = self.waiting
         max_model_len = config.max_model_len
         step = self.num_steps
@@ -230,6 +310,22 @@ class Scheduler:
         checkpoint_alignment = self._checkpoint_alignment
         self._finished_since_schedule = False
         kv.new_step_starts()
+        cruise = self._cruise
+        cruising = False
+        if cruise is not None and cruise.cruisers:
+            # The cruising requests lead the running order: each takes one token, and their
+            # allocate_slots calls come first. They land when the budget or the free queue might
+            # not cover them (the per-step loop below would then stop or preempt among them).
+            num_cruising, _ = cruise.scheduled(step)
+            due = cruise.due(step) if num_cruising <= budget else None
+            if due is None or (due and cruise.blocks_needed(due, step) > self.block_pool.num_free_blocks):
+                self._land()
+            else:
+                cruise.allocate(due, step)
+                budget -= num_cruising
+                cruising = True
+        running = self._active
+        num_cruisers = len(cruise.cruisers) if cruise is not None else 0
         # Bound once: the loop below runs for every running request in every step.
         schedule_request = scheduled_requests.append
         record_sample = samples.append
@@ -291,7 +387,7 @@ class Scheduler:
             max_num_seqs = config.max_num_seqs
             chunked = config.enable_chunked_prefill
             full_prompt_gate = self._full_prompt_gate
-            while waiting and budget > 0 and len(running) < max_num_seqs:
+            while waiting and budget > 0 and len(running) + num_cruisers < max_num_seqs:
                 request = waiting[0]
                 looked_up = request.num_computed_tokens == 0
                 if looked_up:
@@ -309,6 +405,7 @@ class Scheduler:
                 if kv.allocate_slots(request, num_new, num_hit, hit_blocks,
                                      full_sequence_must_fit=full_prompt_gate) is None:
                     self.num_admissions_short_of_blocks += 1
+                    self.block_pool.stop_tracking_evictions()
                     break
                 if looked_up:
                     kv.record_admission(request, num_hit)
@@ -335,17 +432,24 @@ class Scheduler:
                 budget -= num_new
 
         return Batch(scheduled, scheduled_requests, samples, admitted, resumed, prefix_hit_tokens, preempted,
-                     config.max_num_batched_tokens - budget)
+                     config.max_num_batched_tokens - budget, step, cruising)
 
     def _process_output(self, batch: Batch) -> list[str]:
         """Give each sampling request of the batch its next token; free finished requests at once,
         in the batch's order: that order is the eviction order. A request preempted since the
         batch was scheduled still gets its token; a request already finished gets nothing."""
-        finished = self._process_async_output(batch) if self._async else self._process_sync_output(batch)
+        finished: list[str] = []
+        if batch.cruising:
+            assert self._cruise is not None
+            self._cruise.process_batch(batch.step, self._finish_now, finished)
+        finished += self._process_async_output(batch) if self._async else self._process_sync_output(batch)
         if finished:
-            self.running = [r for r in self.running if r.status is RequestStatus.RUNNING]
+            self._active = [r for r in self._active if r.status is RequestStatus.RUNNING]
             self._finished_since_schedule = True
         return finished
+
+    def _finish_now(self, request: Request) -> None:
+        self._finish(request, self.num_steps)
 
     def _process_sync_output(self, batch: Batch) -> list[str]:
         """The sync loop's output, processed in the step that scheduled it: no request of the batch
@@ -425,6 +529,7 @@ class Scheduler:
         request.num_computed_tokens = 0
         request.num_preemptions += 1
         self.total_preemptions += 1
+        self.block_pool.stop_tracking_evictions()
         self.waiting.appendleft(request)
 
     def block_tables(self) -> dict[str, list[int]]:

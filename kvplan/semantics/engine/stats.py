@@ -1,4 +1,5 @@
-"""Prefix-cache statistics as vLLM 0.17.1 records them (`v1/metrics/stats.py::PrefixCacheStats`)."""
+"""Prefix-cache statistics as vLLM records them (`v1/metrics/stats.py::PrefixCacheStats`,
+docs/vllm/kv-semantics.md §12); when a lookup is recorded is the release's `prefix_stats`."""
 
 from __future__ import annotations
 

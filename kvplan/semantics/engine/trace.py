@@ -1,4 +1,4 @@
-"""The replay trace format (`trace-replay.md` section 1): reading, validation and token-id rules.
+"""The replay trace format (docs/vllm/replay-contract.md §1): reading, validation and token-id rules.
 
 Every mistake is a KvplanError naming the trace, the place and the fix, so that the CLI prints
 one line and exits with code 2."""
@@ -34,9 +34,9 @@ CONFIG_KEYS = {
 }
 # The release whose engine policies apply (`semantics/releases.py`), as a version string.
 RELEASE_KEY = "vllm_version"
-# `trace-replay-hybrid.md`: the KV cache groups sharing the pool, by type (`trace_format.GROUP`). A
+# docs/vllm/replay-hybrid.md §1: the KV cache groups sharing the pool, by type (`trace_format.GROUP`). A
 # group's own `block_size` (a multiple of the trace's, as vLLM's page-size unification gives) is
-# kvplan's addition: the contract's harness gives every group the trace's block size.
+# kvplan's addition: the contract's reference gives every group the trace's block size.
 GROUPS_KEY = "kv_cache_groups"
 CONFIG = Record({**SCHEDULER_SETTINGS, GROUPS_KEY: Field(GROUPS)})
 REQUEST_KEYS = (
@@ -140,8 +140,7 @@ def parse_config(raw: Mapping[str, Any], source: str = "trace", *, groups: tuple
     typed: dict[str, Any] = {key: int(value) if CONFIG_KEYS.get(key) is int else value
                              for key, value in settings.items() if key not in (GROUPS_KEY, RELEASE_KEY)}
     if GROUPS_KEY in settings:
-        typed[GROUPS_KEY] = tuple(_group(entry, f"{source}: config.{GROUPS_KEY}[{index}]")
-                                  for index, entry in enumerate(settings[GROUPS_KEY]))
+        typed[GROUPS_KEY] = parse_groups(settings[GROUPS_KEY], source)
     elif groups is not None:
         typed[GROUPS_KEY] = groups
     if RELEASE_KEY in settings:
@@ -150,6 +149,12 @@ def parse_config(raw: Mapping[str, Any], source: str = "trace", *, groups: tuple
         return EngineConfig(**typed)
     except KvplanError as error:
         raise KvplanError(f"{source}: config {error}") from None
+
+
+def parse_groups(raw: list[dict[str, Any]], source: str) -> tuple[KVCacheGroup, ...]:
+    """A validated `config.kv_cache_groups` list (`trace_format.GROUPS`) as the engine's groups:
+    replay and simulate read a hybrid trace through this one function."""
+    return tuple(_group(entry, f"{source}: config.{GROUPS_KEY}[{index}]") for index, entry in enumerate(raw))
 
 
 def _group(raw: dict[str, Any], where: str) -> KVCacheGroup:

@@ -1,4 +1,4 @@
-"""The trace-replay format (`trace-replay.md` section 1), described once: the engine settings of a
+"""The trace-replay format (docs/vllm/replay-contract.md §1), described once: the engine settings of a
 trace's `config` (also a workload's `engine` and `kvplan replay`'s options take them), a request,
 and the whole trace. `kvplan.semantics.engine.trace` validates every trace against `TRACE` before
 reading it; docs/schemas/input/trace.json is `TRACE` published."""
@@ -58,7 +58,7 @@ SCHEDULER_SETTINGS: dict[str, Field] = {
     "scheduling": Field(SCHEDULING_MODE),
 }
 
-# `trace-replay-hybrid.md`: the KV cache groups sharing one pool, in group-id order
+# docs/vllm/replay-hybrid.md §1: the KV cache groups sharing one pool, in group-id order
 MAX_CHECKPOINT_BLOCKS = 1024
 GROUP_BLOCK_SIZE = Field(Integer(1, limits.MAX_TOKENS, "the group's own block size, a multiple of the trace's "
                                                        "(vLLM's page-size unification)"))

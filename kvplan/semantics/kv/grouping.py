@@ -1,6 +1,6 @@
 """Grouping layers into KV-cache groups, as vLLM's `get_kv_cache_groups` does (0.17.1:
-`v1/core/kv_cache_utils.py`, semantics section 4; 0.33.0: `v1/core/kv_cache_planning.py`, changes doc
-section 2.7). The release decides which layers may share a group (SPEC_BUCKETS), how unequal pages
+`v1/core/kv_cache_utils.py`, docs/vllm/kv-semantics.md §4; 0.33.0: `v1/core/kv_cache_planning.py`,
+docs/vllm/changes-0.33.md §2.7). The release decides which layers may share a group (SPEC_BUCKETS), how unequal pages
 are made equal (PAGE_UNIFICATION) and when layer types are padded to one group size.
 
 Public API:

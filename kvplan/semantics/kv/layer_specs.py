@@ -1,5 +1,6 @@
 """Per-layer KV-cache specs of each pipeline stage, from a `ModelShape` and the serving settings,
-as vLLM 0.17.1's workers report them (`GPUModelRunner.get_kv_cache_spec`).
+as vLLM's workers report them (`GPUModelRunner.get_kv_cache_spec`; docs/vllm/kv-semantics.md §3, what
+later releases change read from the settings' `Release`).
 
 Public API:
     CacheSettings                                   -- the user's choices (CLI flags), frozen

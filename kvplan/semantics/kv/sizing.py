@@ -1,6 +1,6 @@
 """Sizing the KV-cache pool from per-worker specs and memory, as vLLM's `get_kv_cache_configs` does
-(0.17.1: `v1/core/kv_cache_utils.py`, semantics sections 2.3 and 3.2; 0.33.0:
-`v1/core/kv_cache_planning.py`, changes doc section 2). What differs between releases is read from
+(0.17.1: `v1/core/kv_cache_utils.py`, docs/vllm/kv-semantics.md §2.3 and §3.2; 0.33.0:
+`v1/core/kv_cache_planning.py`, docs/vllm/changes-0.33.md §2). What differs between releases is read from
 the `Release` handed in, through the tables below (PER_REQUEST_MEMORY, KV_TENSOR_LAYOUT,
 KV_CAPACITY, IN_FLIGHT_TOKENS, LOG_FORMATS).
 
@@ -339,7 +339,7 @@ def _concurrent_batches(max_num_batched_tokens: int, pipeline_parallel_size: int
 
 def _pp_plus_one_batches(max_num_batched_tokens: int, pipeline_parallel_size: int) -> int | None:
     """0.34.0: Model Runner V2 only, which schedules asynchronously with pipeline stages too:
-    `max_concurrent_batches = pp + 1` (vllm-0.34-changes.md section 1.7)."""
+    `max_concurrent_batches = pp + 1` (docs/vllm/changes-0.34.md section 1.7)."""
     return (pipeline_parallel_size + 1) * max_num_batched_tokens
 
 

@@ -1,5 +1,5 @@
 """vLLM's memory accounting, from the start-up snapshot to the KV-cache budget
-(`vllm-kv-semantics.md` sections 2.1, 2.2, 2.4 and 2.5; `vllm-0.33-changes.md` section 1), and the
+(docs/vllm/kv-semantics.md §2.1, §2.2, §2.4 and §2.5; docs/vllm/changes-0.33.md §1), and the
 log lines that report it.
 
     requested = ceil(total * gpu_memory_utilization)          (refused if free < requested)
@@ -112,7 +112,7 @@ class MemoryBudget:
         return self.profiled_available_bytes
 
 
-# the sizing path -> whether the CUDA-graph estimate is taken from the budget (vllm-0.34-changes.md 1.3)
+# the sizing path -> whether the CUDA-graph estimate is taken from the budget (docs/vllm/changes-0.34.md 1.3)
 GRAPH_ESTIMATE_TAKEN: dict[KvSizing, bool] = {"profiled_estimate": True, "measured_after_capture": False}
 
 
@@ -199,7 +199,7 @@ def _usage_consumed(budget: MemoryBudget, cuda_graph_bytes: int) -> tuple[int, s
 USAGE_LINE: dict[LogFormat, Callable[[MemoryBudget, int], tuple[int, str]]] = {
     "separate_capacity_lines": _usage_by_term,
     "merged_capacity_line": _usage_consumed,
-    "merged_capacity_line_after_warmup": _usage_consumed,   # unchanged in form (vllm-0.34-changes.md 1.7)
+    "merged_capacity_line_after_warmup": _usage_consumed,   # unchanged in form (docs/vllm/changes-0.34.md 1.7)
 }
 
 

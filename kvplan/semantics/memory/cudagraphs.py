@@ -1,5 +1,5 @@
 """The CUDA graphs vLLM captures, and how vLLM 0.33.0 estimates their pool before the KV cache exists
-(`vllm-0.33-changes.md` sections 1.3 and 5).
+(docs/vllm/changes-0.33.md §1.3 and §5).
 
     capture_sizes(max_num_seqs, max_num_batched_tokens, capability, *, release) -> sizes, ascending
         `VllmConfig._set_cudagraph_sizes` with the release's defaults (CAPTURE_SIZES).
@@ -60,7 +60,7 @@ def _up_to_1024_on_sm100(max_num_seqs: int, max_num_batched_tokens: int,
     return sorted(set(sizes))
 
 
-# 0.34.0's SM100 defaults (vllm-0.34-changes.md section 3): PIECEWISE graphs up to this many tokens,
+# 0.34.0's SM100 defaults (docs/vllm/changes-0.34.md section 3): PIECEWISE graphs up to this many tokens,
 # uniform-decode graphs up to this many tokens
 SM100_MAX_PREFILL_GRAPH_TOKENS = 8192
 SM100_MAX_DECODE_GRAPH_TOKENS = 8192

@@ -1,4 +1,4 @@
-"""vLLM 0.34.0's measured KV-cache sizing (the extensible KV cache, `vllm-0.34-changes.md` section 1):
+"""vLLM 0.34.0's measured KV-cache sizing (the extensible KV cache, `docs/vllm/changes-0.34.md` section 1):
 which path sizes the cache, the utilization it resolves, and the arithmetic that turns the memory
 measured after warmup and CUDA-graph capture into a block count. Pure: the terms come in as numbers
 (measured on a GPU by `measure/cuda.py`, predicted by `usecases/measured_sizing.py`).

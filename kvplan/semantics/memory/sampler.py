@@ -1,8 +1,8 @@
 """The buffers of vLLM's dummy sampler run (`GPUModelRunner._dummy_sampler_run`), which is part of
 the profiled activation peak, and the sampler state the model runner keeps (RUNNER_STATE).
 0.17.1 (V1): logits for one row per request, their float32 copy, top-k/top-p, softmax and the
-exponential noise of random sampling (`vllm-kv-semantics.md` 2.2). 0.33.0 (V2): a default pass and a
-warm-up pass whose float32 copy is filtered in place (`vllm-0.33-changes.md` 1.4).
+exponential noise of random sampling (docs/vllm/kv-semantics.md §2.2). 0.33.0 (V2): a default pass and a
+warm-up pass whose float32 copy is filtered in place (docs/vllm/changes-0.33.md §1.4).
 
 `kvplan.measure.dummy_sampler` runs the ops for real on whatever tensors it gets (CUDA, CPU or
 fake), so every backend measures them its own way; here are the sizes they depend on."""

@@ -17,14 +17,15 @@ POOL_FIGURES = ("min_kv_tokens", "min_num_blocks", "min_usable_blocks", "min_con
 
 
 def evaluate_capacity(assertion: Assertion, target: Target) -> AssertionResult:
-    measured, detail = measure(assertion, target)
+    measured, detail = capacity_figure(assertion, target)
     passed, margin = verdict(assertion.kind, assertion.required, measured)
     hint = None if passed else what_to_change(assertion, target)
     return AssertionResult(assertion.name, GROUP, assertion.kind, assertion.required, measured, passed, margin,
                            hint, detail)
 
 
-def measure(assertion: Assertion, target: Target) -> tuple[Any, str]:
+def capacity_figure(assertion: Assertion, target: Target) -> tuple[Any, str]:
+    """The figure of the plan or the profile the assertion tests, and where it comes from."""
     key = assertion.kind.key
     profile, plan = target.profile, target.plan
     if key in PROFILE_ONLY:

@@ -103,9 +103,9 @@ def simulation_report(assertions: tuple[Assertion, ...], result: SimResult) -> C
 
 def _on_simulation(assertion: Assertion, result: SimResult) -> AssertionResult:
     from kvplan.usecases.check.assertions import AssertionResult, verdict
-    from kvplan.usecases.check.workload_checks import Figures, measure, result_hint
+    from kvplan.usecases.check.workload_checks import Figures, result_hint, simulated_figure
 
-    measured = measure(assertion.kind, Figures.of(result), assertion.where)
+    measured = simulated_figure(assertion.kind, Figures.of(result), assertion.where)
     passed, margin = verdict(assertion.kind, assertion.required, measured)
     hint = None if passed else result_hint(assertion, result)
     return AssertionResult(assertion.name, result.setup.workload.name, assertion.kind, assertion.required,

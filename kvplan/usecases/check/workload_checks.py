@@ -57,7 +57,7 @@ class WorkloadRun:
     notes: tuple[str, ...] = ()
 
 
-def measure(kind: AssertionKind, figures: Figures, where: str) -> Any:
+def simulated_figure(kind: AssertionKind, figures: Figures, where: str) -> Any:
     """The kind's figure, to the 6 significant digits the simulation document carries."""
     if kind is COMPLETES:
         return not figures.metrics.stalled
@@ -75,7 +75,7 @@ def measure(kind: AssertionKind, figures: Figures, where: str) -> Any:
 
 
 def passes(assertion: Assertion, figures: Figures) -> bool:
-    return verdict(assertion.kind, assertion.required, measure(assertion.kind, figures, assertion.where))[0]
+    return verdict(assertion.kind, assertion.required, simulated_figure(assertion.kind, figures, assertion.where))[0]
 
 
 def run_workload(path: Path, target: Target | None, seed: int | None, step_time_ms: float | None,
@@ -135,7 +135,7 @@ def evaluate_workload(assertions: tuple[Assertion, ...], run: WorkloadRun, targe
     figures = Figures.of(run.result)
     results = []
     for assertion in checks:
-        measured = measure(assertion.kind, figures, assertion.where)
+        measured = simulated_figure(assertion.kind, figures, assertion.where)
         passed, margin = verdict(assertion.kind, assertion.required, measured)
         results.append(AssertionResult(assertion.name, run.name, assertion.kind, assertion.required, measured,
                                        passed, margin))
@@ -168,7 +168,7 @@ def pool_hints(failing: list[Assertion], run: WorkloadRun, target: Target | None
     fixable = [a for a in bound if passes(a, ample)]
     for assertion in bound:
         if assertion not in fixable:
-            value = format_value(assertion.kind, measure(assertion.kind, ample, assertion.where))
+            value = format_value(assertion.kind, simulated_figure(assertion.kind, ample, assertion.where))
             hints[assertion.where] = (f"more KV cache does not fix it (with {high:,} blocks it is still {value}): "
                                       "lower the arrival rate or max_num_seqs, or raise max_num_batched_tokens")
     if fixable:

@@ -12,8 +12,9 @@ from typing import Literal
 from kvplan.usecases.configuration import Configuration
 from kvplan.usecases.fit.request import FitRequest
 
-PointStatus = Literal["fits", "does_not_fit", "refused", "short_of_concurrency"]
-RejectReason = Literal["does_not_fit", "refused", "short_of_concurrency", "slo_missed"]
+# "failed": kvplan itself failed on the configuration (an internal error, not an answer about it)
+PointStatus = Literal["fits", "does_not_fit", "refused", "short_of_concurrency", "failed"]
+RejectReason = Literal["does_not_fit", "refused", "short_of_concurrency", "slo_missed", "failed"]
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,7 @@ from kvplan.semantics.engine.trace import (
     parse_trace,
 )
 from kvplan.semantics.releases import Release
-from kvplan.usecases.replay import require_pool_memory
+from kvplan.usecases.replay import bulk_decode, require_pool_memory
 from kvplan.usecases.simulate.engine_source import EngineOverrides, ResolvedEngine, resolve_engine
 from kvplan.usecases.simulate.metrics import Recorder, RequestRecord, RunMetrics, StepListener
 from kvplan.usecases.simulate.timing import StepLoad, StepTimeModel, choose_step_time
@@ -251,7 +251,7 @@ def _run_in_steps(setup: PreparedWorkload, config: EngineConfig, recorder: Recor
             recorder.add_request(request_id, _record(0, request.prompt_len, request.max_tokens, config,
                                                      result.step, clock[0] if seconds else None))
         head = scheduler.waiting[0].request_id if scheduler.waiting else None
-        clock[0] += recorder.observe(result, len(scheduler.running), len(scheduler.waiting), head, clock[0], seconds)
+        clock[0] += recorder.observe(result, scheduler.num_running, len(scheduler.waiting), head, clock[0], seconds)
         if progress is not None and result.step % 128 == 0:
             progress(total - len(recorder.live) - _not_arrived(trace, result.step), total)
 
@@ -259,7 +259,8 @@ def _run_in_steps(setup: PreparedWorkload, config: EngineConfig, recorder: Recor
         clock[0] += recorder.idle(first_step, count, clock[0], seconds)
 
     # a step listener (the timeline) hears every step, idle ones included (check_recorded_steps)
-    summary = replay(trace, observe, model_runner, on_idle=idle if recorder.on_step is None else None)
+    summary = replay(trace, observe, model_runner, on_idle=idle if recorder.on_step is None else None,
+                     bulk_decode=bulk_decode())
     records = tuple(recorder.records[r.request_id] for r in trace.requests if r.request_id in recorder.records)
     short = seen[0].pool_was_short if seen else False
     return RunOutcome(recorder.finish(summary.stalled, 0.0), records, 0, 0, short)
@@ -321,7 +322,7 @@ def _run_timed(setup: PreparedWorkload, config: EngineConfig, recorder: Recorder
     tie = len(pending)
     rejected = cut = 0
 
-    scheduler = Scheduler(config, model_runner)
+    scheduler = Scheduler(config, model_runner, bulk_decode=bulk_decode())
     first_arrival = pending[0][0] if pending else 0.0
     now = first_arrival
     stalled = False
@@ -353,7 +354,7 @@ def _run_timed(setup: PreparedWorkload, config: EngineConfig, recorder: Recorder
             continue
         result = scheduler.step()
         head = scheduler.waiting[0].request_id if scheduler.waiting else None
-        now += recorder.observe(result, len(scheduler.running), len(scheduler.waiting), head, now, seconds)
+        now += recorder.observe(result, scheduler.num_running, len(scheduler.waiting), head, now, seconds)
         for request_id in result.finished:
             ordinal = owner.pop(request_id)
             if conversations:

@@ -52,7 +52,9 @@ StepListener = Callable[[TimelineRow], None]
 
 
 class RequestRecord:
-    """One request's life, in steps and (estimated) seconds; ``computed`` mirrors the engine's count."""
+    """One request's life, in steps and (estimated) seconds; ``computed`` mirrors the engine's count
+    while the steps list the request (not while the engine advances it in bulk; it is restored
+    when the request is listed again, `StepResult.rejoined`)."""
 
     __slots__ = (
         "arrival_step", "arrival_time", "cached_tokens", "class_index", "computed", "finish_step",
@@ -334,6 +336,10 @@ class Recorder:
                 start: float, step_seconds: Callable[[StepLoad], float] | None) -> float:
         """Account one step that began at ``start``; returns its duration (0 without a time model)."""
         live = self.live
+        if result.rejoined:
+            # requests the engine advanced in bulk are listed again: their count of computed tokens
+            for request_id, computed in result.rejoined.items():
+                live[request_id].computed = computed
         for request_id in result.preempted:
             record = live[request_id]
             record.lost = record.computed
@@ -349,7 +355,7 @@ class Recorder:
                 record.cached_tokens = hit
             else:
                 record.recomputed_tokens += max(0, record.lost - hit)
-        context = 0
+        context = result.bulk_context_tokens
         first_tokens: list[RequestRecord] = []
         for request_id, tokens in result.scheduled.items():
             record = live[request_id]
@@ -367,7 +373,8 @@ class Recorder:
         # that run ended, which is when this step began.
         waits_only = result.output_of_earlier_batch and result.num_scheduled_tokens == 0
         if step_seconds is not None and not waits_only:
-            duration = step_seconds(StepLoad(result.num_scheduled_tokens, context, len(result.scheduled)))
+            duration = step_seconds(StepLoad(result.num_scheduled_tokens, context,
+                                             len(result.scheduled) + result.num_bulk_scheduled))
         end = start + duration
         for record in first_tokens:
             record.first_token_time = end

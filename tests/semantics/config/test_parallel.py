@@ -1,5 +1,5 @@
-"""vLLM 0.17.1's parallel settings: the pipeline split of `get_pp_indices` (vllm-kv-semantics.md
-3.2) and the tensor-parallel head checks."""
+"""vLLM 0.17.1's parallel settings: the pipeline split of `get_pp_indices` (docs/vllm/kv-semantics.md
+§3.2) and the tensor-parallel head checks."""
 
 from __future__ import annotations
 

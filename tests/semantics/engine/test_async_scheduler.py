@@ -1,5 +1,5 @@
-"""Async scheduling (`vllm serve`'s default; trace-replay-async-0.17.1.md, trace-replay-0.33.md
-section 2): two batches in flight, one small scene each, in both releases."""
+"""Async scheduling (`vllm serve`'s default; docs/vllm/replay-async-0.17.1.md, docs/vllm/replay-0.33.md
+§2): two batches in flight, one small scene each, in both releases."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Chained block hashes and their extra keys (semantics section 7)."""
+"""Chained block hashes and their extra keys (docs/vllm/kv-semantics.md §7)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """KV cache groups in the engine config and in traces: what vLLM derives, what it refuses (exit 2
-with one line), and what the summary says (trace-replay-hybrid.md sections 1 and 5)."""
+with one line), and what the summary says (docs/vllm/replay-hybrid.md §1 and §5)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The prefix hit across KV cache groups (trace-replay-hybrid.md section 4): the longest prefix
+"""The prefix hit across KV cache groups (docs/vllm/replay-hybrid.md §4): the longest prefix
 every group can serve, found by vLLM 0.17.1's fixed point; groups of one spec looked up together;
 groups whose blocks span several hash blocks. Checked against vLLM's coordinator on the same
 cache contents."""

@@ -1,5 +1,5 @@
 """Several KV cache groups on one pool: each manager's tables, the order blocks are freed in, and
-the contract's worked example (trace-replay-hybrid.md section 6), one small scene each. Every
+the contract's worked example (docs/vllm/replay-hybrid.md §6), one small scene each. Every
 table and free-queue value here was checked against vLLM 0.17.1's own `KVCacheManager` driven
 through the same calls."""
 

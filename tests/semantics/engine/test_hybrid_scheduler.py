@@ -1,6 +1,6 @@
-"""The scheduler's two Mamba rules (trace-replay-hybrid.md section 2): block-aligned prefill chunks
+"""The scheduler's two Mamba rules (docs/vllm/replay-hybrid.md §2): block-aligned prefill chunks
 in "align" mode, and no hit on a state cached in the same step. The scenes' records were checked
-against vLLM 0.17.1's harness (`replay.py --driver both`, identical)."""
+against vLLM 0.17.1's own `Scheduler` driven the same way (identical)."""
 
 from __future__ import annotations
 

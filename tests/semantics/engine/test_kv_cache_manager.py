@@ -1,4 +1,4 @@
-"""KVCacheManager: lookups, the exact allocate_slots arithmetic, freeing (semantics section 8)."""
+"""KVCacheManager: lookups, the exact allocate_slots arithmetic, freeing (docs/vllm/kv-semantics.md §8)."""
 
 from __future__ import annotations
 

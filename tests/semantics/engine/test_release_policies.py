@@ -1,4 +1,4 @@
-"""What vLLM 0.33.0's scheduler does differently from 0.17.1's (trace-replay-0.33.md section 1),
+"""What vLLM 0.33.0's scheduler does differently from 0.17.1's (docs/vllm/replay-0.33.md §1),
 one small scene each, in the synchronous loop; the free-queue order is in test_block_pool.py."""
 
 from __future__ import annotations

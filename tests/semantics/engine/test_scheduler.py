@@ -1,4 +1,4 @@
-"""The synchronous FCFS scheduler's rules for vLLM 0.17.1 (trace-replay.md section 2), one small
+"""The synchronous FCFS scheduler's rules for vLLM 0.17.1 (docs/vllm/replay-contract.md §2), one small
 scene each; what other releases and async scheduling change is in test_release_policies.py and
 test_async_scheduler.py."""
 

@@ -1,4 +1,4 @@
-"""The sliding-window manager against the worked example of semantics section 9 (window 32, block 16)."""
+"""The sliding-window manager against the worked example of docs/vllm/kv-semantics.md §9 (window 32, block 16)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Per-layer specs from model shapes, and the hybrid worked cases of vLLM 0.17.1 (section 3.1)."""
+"""Per-layer specs from model shapes, and the hybrid worked cases of vLLM 0.17.1 (docs/vllm/kv-semantics.md §3.1)."""
 
 from __future__ import annotations
 

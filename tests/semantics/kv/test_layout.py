@@ -1,6 +1,6 @@
 """How attention backends lay out one layer's KV cache: the shape the plan reports is the shape
-the tensors get, and where the kernels address a token's K and V in it (vllm-kv-semantics.md
-section 5): the backend's logical shape stored in its stride order."""
+the tensors get, and where the kernels address a token's K and V in it (docs/vllm/kv-semantics.md
+§5): the backend's logical shape stored in its stride order."""
 
 from __future__ import annotations
 

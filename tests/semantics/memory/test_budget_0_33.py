@@ -1,4 +1,4 @@
-"""vLLM 0.33.0's accounting (`vllm-0.33-changes.md` 1.2, 1.3 and 1.5): non-KV memory is the drop in free
+"""vLLM 0.33.0's accounting (docs/vllm/changes-0.33.md §1.2, §1.3 and §1.5): non-KV memory is the drop in free
 memory plus the transient peak, the CUDA-graph estimate leaves the budget, and the log lines name the
 terms as 0.33.0 does."""
 

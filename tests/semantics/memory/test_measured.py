@@ -1,5 +1,5 @@
 """vLLM 0.34.0's measured KV-cache sizing, from the formula and the worked example of
-vllm-0.34-changes.md section 1.4 (docs/versions.md: kv_sizing, measured_kv_margin), with the
+docs/vllm/changes-0.34.md section 1.4 (docs/versions.md: kv_sizing, measured_kv_margin), with the
 terms the test supplies."""
 
 from __future__ import annotations

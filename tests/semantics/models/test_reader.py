@@ -102,7 +102,7 @@ def _tp1_cases():
 
 
 def _mamba_shapes(state) -> list[list[int]]:
-    """vllm-kv-semantics.md 3.1 at TP 1."""
+    """docs/vllm/kv-semantics.md §3.1 at TP 1."""
     if state.mamba_type == "gdn_attention":
         conv_dim = 2 * state.linear_num_key_heads * state.linear_key_head_dim + \
             state.linear_num_value_heads * state.linear_value_head_dim

@@ -14,7 +14,7 @@ from kvplan.usecases.plan import PlanRequest
 REPO = Path(__file__).resolve().parents[3]
 EXAMPLES = REPO / "examples" / "checks"
 QWEN = "Qwen/Qwen2-0.5B-Instruct"
-# vLLM 0.17.1's worked example (vllm-kv-semantics.md 2.6): 131,928 blocks of 24 x 8,192 bytes
+# vLLM 0.17.1's worked example (docs/vllm/kv-semantics.md §2.6): 131,928 blocks of 24 x 8,192 bytes
 GOLDEN_KV_BYTES = 25_938_100_224
 
 

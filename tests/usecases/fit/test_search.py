@@ -10,7 +10,7 @@ import pytest
 from kvplan.errors import KvplanError
 from kvplan.usecases.configuration import Configuration
 from kvplan.usecases.executors import InProcessExecutor
-from kvplan.usecases.fit.request import FitRequest, SearchSpace
+from kvplan.usecases.fit.request import ConcurrencyTarget, FitRequest, SearchSpace
 from kvplan.usecases.fit.result import FitConfiguration, PlannedPoint, RateCheck
 from kvplan.usecases.fit.search import PlanGroup, _pareto, fit, length_candidates, plan_group, plan_point
 from kvplan.usecases.simulate.workload import parse_workload
@@ -99,3 +99,34 @@ def test_fit_needs_traffic_and_prices_for_every_gpu():
         with pytest.raises(KvplanError, match="no price for h100-sxm-80gb"):
             fit(FitRequest(model=LLAMA, space=space, concurrency=None, prices=(("l4-24gb", 1.0),),
                            workload=parse_workload(mix(), None, "w.json")), executor)
+
+
+def test_a_crash_inside_kvplan_is_a_failure_of_kvplan_not_a_refusal(monkeypatch):
+    """A configuration kvplan crashed on (the fake build of DeepSeek-V3's TP 8 shard did) is not
+    ruled out: its family says kvplan failed, and the conclusion does not claim it cannot serve."""
+    import io
+
+    from rich.console import Console
+
+    from kvplan.report.fit_console import render_fit
+    from kvplan.usecases.planner import Planner
+
+    real = Planner.plan
+
+    def crashing(self, request):
+        if request.gpu == "h100-sxm-80gb":
+            raise RuntimeError("Attempting to broadcast a dimension of length 28")
+        return real(self, request)
+
+    monkeypatch.setattr(Planner, "plan", crashing)
+    space = SearchSpace(gpus=("l4-24gb", "h100-sxm-80gb"), kv_cache_memories=(GIB,))
+    with InProcessExecutor() as executor:
+        result = fit(FitRequest(model=LLAMA, space=space, concurrency=ConcurrencyTarget(64, 131072)), executor)
+    reasons = {family.gpu: family.reason for family in result.rejected}
+    assert reasons == {"l4-24gb": "does_not_fit", "h100-sxm-80gb": "failed"}
+    assert "RuntimeError: Attempting to broadcast" in next(f.detail for f in result.rejected if f.reason == "failed")
+    out = io.StringIO()
+    render_fit(result, Console(file=out, width=200))
+    text = out.getvalue()
+    assert "No configuration meets the target." not in text
+    assert "kvplan failed on 1 family" in text and "a bug in kvplan" in text

@@ -87,7 +87,7 @@ def test_cpu_profile_loads_safetensors_and_really_allocates(tiny_model_dir):
 
 
 def test_kv_cache_memory_reproduces_vllms_worked_example():
-    # vllm-kv-semantics.md 2.6: Qwen2-0.5B, 25,938,100,224 bytes -> 131,928 blocks
+    # docs/vllm/kv-semantics.md §2.6: Qwen2-0.5B, 25,938,100,224 bytes -> 131,928 blocks
     result = run_profile(options(
         "Qwen/Qwen2-0.5B-Instruct", backend="fake", gpu="h100-sxm-80gb", kv_cache_memory_bytes=25_938_100_224,
         allocate=False,
