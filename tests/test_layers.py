@@ -36,6 +36,7 @@ ORDER: tuple[tuple[str, int, int], ...] = (
     ("kvplan.usecases.profile", 3, 2),
     ("kvplan.usecases.simulate", 3, 3),
     ("kvplan.usecases.check", 3, 4),
+    ("kvplan.usecases.bench", 3, 4),
     ("kvplan.usecases.executors", 3, 0),
     ("kvplan.usecases.planner", 3, 3),
     ("kvplan.usecases.profile_plan", 3, 3),
@@ -73,7 +74,8 @@ LIGHT = (
     "kvplan.hostmem", "kvplan.schema",
     "kvplan.gpus", "kvplan.semantics",
     "kvplan.usecases.plan", "kvplan.usecases.replay", "kvplan.usecases.profile_summary", "kvplan.usecases.simulate",
-    "kvplan.usecases.check", "kvplan.report.plan_json", "kvplan.report.simulate_json", "kvplan.report.sim_",
+    "kvplan.usecases.check", "kvplan.usecases.bench", "kvplan.report.bench_console",
+    "kvplan.report.plan_json", "kvplan.report.simulate_json", "kvplan.report.sim_",
     "kvplan.report.check_", "kvplan.report.replay_", "kvplan.report.plan_console",
 )
 

@@ -72,6 +72,7 @@ class EngineOptions:
     vllm_version: str | None = None
     scheduling: Scheduling | None = None
     enable_extensible_kv_cache: bool | None = None
+    enforce_eager: bool | None = None             # no CUDA graphs: only the step-time estimate changes
 
     def release(self) -> Release | None:
         """The release --vllm-version names; None: the file's, else the default."""
@@ -290,6 +291,10 @@ _OPTIONS: dict[str, Flag] = {
         None, "--scheduling", metavar="|".join(get_args(Scheduling)),
         help="The engine loop: async, what `vllm serve` does (the default), or sync, as with vLLM's "
         "--no-async-scheduling."), checked(SCHEDULING_MODE, "--scheduling")),
+    "enforce_eager": _flag(bool | None, _declared(
+        None, "--enforce-eager/--no-enforce-eager",
+        help="vLLM's --enforce-eager: no CUDA graphs, so every kernel is launched one by one (the step-time "
+        "estimate only; memory as without it).")),
 }
 # the spellings kvplan used before it followed vLLM's, kept working but not shown
 _ALIASES: dict[str, tuple[str, Flag]] = {
@@ -312,7 +317,7 @@ SCHEDULING = (
 )
 SIMULATING = (
     *SCHEDULING, "gpu", "gpu_memory_utilization", "gpu_memory", "kv_cache_memory", "kv_cache_dtype", "dtype",
-    "tensor_parallel_size", "pipeline_parallel_size", "trust_remote_code", "offline", "revision",
+    "tensor_parallel_size", "pipeline_parallel_size", "trust_remote_code", "offline", "revision", "enforce_eager",
 )
 assert {field.name for field in fields(EngineOptions)} == set(_OPTIONS)
 
