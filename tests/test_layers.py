@@ -31,6 +31,7 @@ ORDER: tuple[tuple[str, int, int], ...] = (
     ("kvplan.usecases.plan", 3, 0),
     ("kvplan.usecases.replay", 3, 0),
     ("kvplan.usecases.profile_summary", 3, 1),
+    ("kvplan.usecases.measured_sizing", 3, 1),
     ("kvplan.usecases.profile_workload", 3, 4),
     ("kvplan.usecases.profile", 3, 2),
     ("kvplan.usecases.simulate", 3, 3),

@@ -71,6 +71,7 @@ class EngineOptions:
     revision: str | None = None                   # the hub revision of --model
     vllm_version: str | None = None
     scheduling: Scheduling | None = None
+    enable_extensible_kv_cache: bool | None = None
     enforce_eager: bool | None = None             # no CUDA graphs: only the step-time estimate changes
 
     def release(self) -> Release | None:
@@ -105,6 +106,7 @@ class EngineOptions:
             enable_prefix_caching=self.enable_prefix_caching,
             enable_chunked_prefill=_given(self.enable_chunked_prefill, defaults.enable_chunked_prefill),
             release=self.release_or_default(),
+            enable_extensible_kv_cache=self.enable_extensible_kv_cache,
         )
 
 
@@ -215,7 +217,8 @@ _OPTIONS: dict[str, Flag] = {
         lambda text: parse_optional_bytes(text, "--gpu-memory")),
     "gpu_memory_utilization": _flag(float | None, _declared(
         None, "--gpu-memory-utilization",
-        help="vLLM's gpu_memory_utilization in (0, 1]; default the release's (0.9 in 0.17.1, 0.92 in 0.33.0)."),
+        help="vLLM's gpu_memory_utilization in (0, 1]; default the release's (0.9 in 0.17.1, 0.92 in 0.33.0; "
+        "0.34.0: 1.0 with the extensible KV cache, 0.92 without)."),
         checked(UTILIZATION, "--gpu-memory-utilization")),
     "kv_cache_memory": _flag(str | None, _declared(
         None, "--kv-cache-memory",
@@ -229,7 +232,8 @@ _OPTIONS: dict[str, Flag] = {
         None, "--num-gpu-blocks-override", help="Replace the computed block count (vLLM's flag)."),
         checked(POOL_BLOCKS, "--num-gpu-blocks-override")),
     "block_size": _flag(int | None, _declared(
-        None, "--block-size", help="Tokens per block (default 16; MLA on some GPUs and hybrids force it)."),
+        None, "--block-size", help="Tokens per block (default the release's: 16, 64 in 0.34.0; MLA backends and "
+        "hybrids change it)."),
         checked(BLOCK_SIZE, "--block-size")),
     "max_model_len": _flag(str | None, _declared(
         None, "--max-model-len",
@@ -278,6 +282,11 @@ _OPTIONS: dict[str, Flag] = {
         f"installed vllm's version when kvplan reproduces it, else {NEWEST_RELEASE.version} "
         "(`kvplan version` says which)."),
         checked(VLLM_VERSION, "--vllm-version")),
+    "enable_extensible_kv_cache": _flag(bool | None, _declared(
+        None, "--enable-extensible-kv-cache/--no-enable-extensible-kv-cache",
+        help="vLLM 0.34.0's extensible KV cache: sized from the memory measured after warmup and CUDA-graph capture. "
+        "Default: on unless --kv-cache-memory or --num-gpu-blocks-override is given; off: 0.33.0's estimate decides."
+    )),
     "scheduling": _flag(str | None, _declared(
         None, "--scheduling", metavar="|".join(get_args(Scheduling)),
         help="The engine loop: async, what `vllm serve` does (the default), or sync, as with vLLM's "
@@ -300,7 +309,7 @@ PLANNING = (
     "model", "kv_cache_memory", "gpu", "gpu_memory", "gpu_memory_utilization", "block_size", "max_model_len",
     "max_num_batched_tokens", "max_num_seqs", "kv_cache_dtype", "dtype", "tensor_parallel_size",
     "pipeline_parallel_size", "num_gpu_blocks_override", "enable_prefix_caching", "enable_chunked_prefill",
-    "trust_remote_code", "offline", "revision", "vllm_version",
+    "trust_remote_code", "offline", "revision", "vllm_version", "enable_extensible_kv_cache",
 )
 SCHEDULING = (
     "num_gpu_blocks", "block_size", "enable_prefix_caching", "max_num_batched_tokens", "max_num_seqs",
