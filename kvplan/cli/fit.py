@@ -3,22 +3,27 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
 import typer
 
 from kvplan.cli.options import EngineOptions, checked, engine_options, parse_optional_bytes
-from kvplan.cli.outputs import prepare_outputs
+from kvplan.cli.outputs import model_inputs, prepare_outputs
 from kvplan.cli.root import JSON, app
 from kvplan.errors import EXIT_FINDING, KvplanError
 from kvplan.files import write_output_text
 from kvplan.limits import MAX_RATE, MAX_SECONDS, MAX_SEED, MAX_SEQS, MAX_TOKENS
 from kvplan.report.stderr import warn_once
 from kvplan.schema import Integer, Kind, Number
+from kvplan.semantics.config.cache import check_kv_cache_dtype
+from kvplan.semantics.config.model import check_model_dtype
 from kvplan.semantics.engine.trace_format import BATCHED_TOKENS, MODEL_LEN, NUM_SEQS
 from kvplan.semantics.releases import DEFAULT_RELEASE, Release, release_named
 from kvplan.usecases.fit.request import (
+    MAX_CONFIGURATIONS,
+    MAX_WORKLOAD_REQUESTS,
     FitRequest,
     SearchSpace,
     parse_concurrency,
@@ -29,7 +34,7 @@ from kvplan.usecases.fit.request import (
     positive_float,
     positive_int,
 )
-from kvplan.usecases.plan_settings import KV_CACHE_DTYPE, PARALLEL, UTILIZATION
+from kvplan.usecases.plan_settings import KV_CACHE_DTYPE, MODEL, PARALLEL, UTILIZATION
 from kvplan.usecases.simulate.workload import Workload, load_workload
 
 EXECUTOR = typer.Option("local", "--executor", metavar="local|ray",
@@ -54,12 +59,13 @@ CONCURRENT_REQUESTS = Integer(1, MAX_SEQS * 1000, "requests at once")
 REQUEST_TOKENS = Integer(1, MAX_TOKENS, "tokens of one request")
 OBJECTIVE_SECONDS = Number(0, MAX_SECONDS, exclusive_minimum=True, description="seconds")
 PRICE = Number(0, 10**6, description="price per GPU-hour")
+SEARCH_CAP = Integer(1, 10**9, "a count")
 T = TypeVar("T")
 WORKERS = typer.Option(None, "--workers", help="Tasks at once (default: one per core, or the cluster's CPUs).")
 
 
 @app.command("fit")
-@engine_options("vllm_version", "dtype", "trust_remote_code")
+@engine_options("vllm_version", "dtype", "trust_remote_code", "offline", "revision")
 def fit_command(
     engine: EngineOptions,
     model: str | None = typer.Option(None, "--model", "-m",
@@ -97,24 +103,35 @@ def fit_command(
     json_output: bool = JSON,
     report: Path | None = typer.Option(None, "--report", help="Write a self-contained HTML report to FILE "
                                        "(cost against sustained rate, the Pareto front highlighted)."),
+    max_configurations: int = typer.Option(
+        MAX_CONFIGURATIONS, "--max-configurations", metavar="N",
+        help="Refuse a search of more configurations than this (the product of the lists), before any work."),
+    max_requests: int = typer.Option(
+        MAX_WORKLOAD_REQUESTS, "--max-requests", metavar="N",
+        help="Refuse a workload of more requests per run than this (each fitting configuration runs it many times)."),
 ) -> None:
     """Search GPUs, parallelism, KV dtype and vLLM's knobs for the configurations that meet a target.
 
     Plans every configuration first (exact, cheap), simulates only those that fit, and ranks them by
     GPU-hours (or your cost) per million requests at the highest rate that keeps the objectives.
 
+    A model that is neither local, in kvplan's catalog nor in the Hugging Face cache has its
+    config.json fetched from the hub, as `kvplan plan` does; never with --offline or HF_HUB_OFFLINE=1.
+
     Exit codes: 0 a configuration meets the target, 1 none does, 2 bad input."""
+    checked(SEARCH_CAP, "--max-configurations")(max_configurations)
+    checked(SEARCH_CAP, "--max-requests")(max_requests)
     workload = load_workload(workload_path) if workload_path is not None else None
-    prepare_outputs([("--report", report)], workload.inputs if workload else ())
     chosen = model or (workload.engine.model if workload is not None else None)
     if chosen is None:
         raise KvplanError("give --model (or a workload whose engine names the model)")
+    checked(MODEL, "--model")(chosen)
+    prepare_outputs([("--report", report)], (*(workload.inputs if workload else ()), *model_inputs([chosen])))
     checked(SEED, "--seed")(seed)
+    if engine.dtype is not None:
+        _valid(check_model_dtype, engine.dtype)
     gpu_keys = _gpu_keys(gpus)
-    memories = tuple(parse_optional_bytes(text.strip(), "--kv-cache-memory") or 0
-                     for text in (kv_cache_memories.split(",") if kv_cache_memories else ()))
-    if any(memory <= 0 for memory in memories):
-        raise KvplanError("--kv-cache-memory: every size must be positive")
+    memories = parse_list(kv_cache_memories, "--kv-cache-memory", _memory, "a byte count")
     utilization_list = parse_list(utilizations, "--gpu-memory-utilization", positive_float)
     if memories and utilization_list:
         raise KvplanError("--kv-cache-memory fixes the KV memory, so --gpu-memory-utilization has no effect: "
@@ -126,8 +143,8 @@ def fit_command(
         gpus=gpu_keys,
         tensor_parallel_sizes=_within(parse_list(tensor_parallel, "--tp", positive_int), PARALLEL, "--tp"),
         pipeline_parallel_sizes=_within(parse_list(pipeline_parallel, "--pp", positive_int), PARALLEL, "--pp"),
-        kv_cache_dtypes=_within(parse_list(kv_cache_dtypes, "--kv-cache-dtype", str), KV_CACHE_DTYPE,
-                                "--kv-cache-dtype"),
+        kv_cache_dtypes=tuple(_valid(check_kv_cache_dtype, value) for value in _within(
+            parse_list(kv_cache_dtypes, "--kv-cache-dtype", str), KV_CACHE_DTYPE, "--kv-cache-dtype")),
         gpu_memory_utilizations=utilization_list or (None,),
         kv_cache_memories=memories,
         max_num_seqs=_within(parse_list(max_num_seqs, "--max-num-seqs", positive_int), NUM_SEQS,
@@ -149,8 +166,12 @@ def fit_command(
         model=chosen, space=space, workload=workload, rate=checked(RATE, "--rate")(parse_rate(rate)),
         concurrency=target, slo=objectives, prices=price_list,
         release=engine.release() or _workload_release(workload), dtype=engine.dtype or "auto",
-        trust_remote_code=engine.trust_remote_code, seed=seed,
+        trust_remote_code=engine.trust_remote_code, seed=seed, max_configurations=max_configurations,
+        max_requests=max_requests,
     )
+    from kvplan.usecases.fit.search import check_search_size
+
+    check_search_size(request)     # before the workers start
 
     from kvplan.cli.work_progress import work_progress
     from kvplan.usecases.executors import make_executor
@@ -194,6 +215,19 @@ def _gpu_keys(text: str | None) -> tuple[str, ...]:
 def _workload_release(workload: Workload | None) -> Release:
     named = None if workload is None else dict(workload.engine.settings).get("vllm_version")
     return DEFAULT_RELEASE if named is None else release_named(named)
+
+
+def _memory(text: str) -> int:
+    """One size of --kv-cache-memory, read and range-checked as `kvplan plan` reads its flag."""
+    value = parse_optional_bytes(text, "--kv-cache-memory")
+    assert value is not None
+    return value
+
+
+def _valid(check: Callable[[str], None], value: str) -> str:
+    """A value vLLM takes from a fixed list (--dtype, --kv-cache-dtype), refused as plan refuses it."""
+    check(value)
+    return value
 
 
 def _within(values: tuple[T, ...], kind: Kind, flag: str) -> tuple[T, ...]:

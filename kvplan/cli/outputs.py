@@ -2,11 +2,14 @@
 
     prepare_outputs([("-o", path), ("--timeline", path)], inputs)
 
-refuses (exit 2, one line) an output that is a directory, that names a file the command reads
-(the same path, a symlink to it, a hard link of it, or a file inside a model directory it reads),
-or that names the same file as another output; it creates missing parent directories and checks
-that they are writable. The files themselves are then written with `kvplan.files.atomic_output`:
-a temporary file beside the target, renamed into place only when the work succeeded."""
+is the one check every command makes of every file it will write (outputs, reports, saved
+profiles, the sweep's journal): it refuses (exit 2, one line) an output that is a directory, a
+device, a FIFO or a socket, that names a file the command reads (the same path, a symlink to it, a
+hard link of it, or a file inside a model directory it reads), that names the same file as another
+output, or where no file can be created (`kvplan.files.output_refusal`); it creates missing parent
+directories and checks that they are writable. The files themselves are then written with
+`kvplan.files.atomic_output`: a temporary file beside the target, renamed into place only when the
+work succeeded."""
 
 from __future__ import annotations
 
@@ -15,13 +18,19 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from kvplan.errors import KvplanError
-from kvplan.files import inside, same_file
+from kvplan.files import creation_refusal, output_refusal, same_file
 from kvplan.schema import text_problem
+from kvplan.semantics.models.resolve import local_model_path
 
 
 def _shown(path: Path) -> str:
     text = str(path)
     return text if text_problem(text) is None else ascii(text)
+
+
+def model_inputs(models: Iterable[str | None]) -> tuple[Path, ...]:
+    """The files and directories on disk that these `--model` values name (hub ids name none)."""
+    return tuple(path for path in (local_model_path(model) for model in models if model) if path is not None)
 
 
 def prepare_outputs(outputs: Sequence[tuple[str, Path | None]], inputs: Iterable[Path]) -> None:
@@ -31,24 +40,18 @@ def prepare_outputs(outputs: Sequence[tuple[str, Path | None]], inputs: Iterable
         problem = text_problem(str(path))
         if problem is not None:
             raise KvplanError(f"{flag} {_shown(path)}: the path {problem}; choose a plainer file name")
-        if path.is_dir():
-            raise KvplanError(f"{flag} {_shown(path)}: is a directory; give a file path")
-        for source in read:
-            if source.is_dir():
-                clash = path.exists() and inside(path, source)
-                what = f"that is a file in {_shown(source)}, which this command reads"
-            else:
-                clash = same_file(path, source)
-                what = "this command reads that file" if str(path) == str(source) else \
-                    f"that is the same file as {_shown(source)}, which this command reads"
-            if clash:
-                raise KvplanError(f"{flag} {_shown(path)}: {what}; choose another output file")
+        refusal = output_refusal(path, read, _shown, create=False)
+        if refusal is not None:
+            raise KvplanError(f"{flag} {_shown(path)}: {refusal}")
     for index, (flag, path) in enumerate(given):
         for other_flag, other in given[index + 1:]:
             if same_file(path, other):
                 raise KvplanError(f"{flag} and {other_flag} name one file ({_shown(path)}); give each its own file")
     for flag, path in given:
         _writable_directory(flag, path)
+        refusal = creation_refusal(path)
+        if refusal is not None:
+            raise KvplanError(f"{flag} {_shown(path)}: {refusal}")
 
 
 def _writable_directory(flag: str, path: Path) -> None:

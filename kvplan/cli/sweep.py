@@ -8,6 +8,7 @@ from pathlib import Path
 import typer
 
 from kvplan.cli.fit import EXECUTOR, RAY_ADDRESS, WORKERS
+from kvplan.cli.options import EngineOptions, engine_options
 from kvplan.cli.outputs import prepare_outputs
 from kvplan.cli.root import JSON, app
 from kvplan.errors import EXIT_FINDING
@@ -18,7 +19,9 @@ from kvplan.usecases.sweep.grid import load_grid
 
 
 @app.command("sweep")
+@engine_options("offline")
 def sweep_command(
+    engine: EngineOptions,
     grid_path: Path = typer.Argument(..., metavar="GRID", help="The grid file (TOML, docs/sweep.md)."),
     output: Path = typer.Option(..., "--output", "-o", help="The results table: .parquet, .csv or .jsonl. An "
                                 "existing one is resumed: the cells it holds are skipped."),
@@ -32,16 +35,27 @@ def sweep_command(
 
     Every row carries its inputs, kvplan's version and the vLLM release. A failing cell records
     its error in its row and the sweep goes on. Exit codes: 0 every cell ran, 1 some cells hold an
-    error, 2 bad grid or options."""
+    error, 2 bad grid or options.
+
+    A model that is neither local, in kvplan's catalog nor in the Hugging Face cache has its
+    config.json fetched from the hub, as `kvplan plan` does; never with --offline or HF_HUB_OFFLINE=1."""
     grid = load_grid(grid_path)
     kind = sweep_table.table_format(output)
-    prepare_outputs([("-o", output)], grid.inputs)
-    previous = sweep_table.read_table(output) if output.exists() else []
-    previous = sweep_table.merged(previous, sweep_table.read_journal(output), {})
+    journal_file = sweep_table.journal_path(output)
+    prepare_outputs([("-o", output), ("the journal of -o", journal_file)], grid.inputs)
+    cells = grid.cells()
+    limit = sweep_table.resume_limit(len(cells))
+    previous = sweep_table.read_table(output, limit) if output.exists() else []
+    ids = {cell.cell_id for cell in cells}
+    journaled = sweep_table.read_journal(output, limit)
+    foreign = sum(1 for row in journaled if row["cell_id"] not in ids)
+    if foreign:
+        print(f"kvplan: {journal_file}: {foreign:,} of its {len(journaled):,} rows are of cells this grid does not "
+              "have (another grid's journal): ignored", file=sys.stderr)
+    previous = sweep_table.merged(previous, [row for row in journaled if row["cell_id"] in ids], {})
     if retry_failed:
         previous = [row for row in previous if row["status"] == "ok"]
-    cells = grid.cells()
-    done = frozenset(row["cell_id"] for row in previous) & {cell.cell_id for cell in cells}
+    done = frozenset(row["cell_id"] for row in previous) & ids
     if done:
         print(f"kvplan: {output}: {len(done):,} of {len(cells):,} cells already done, skipped", file=sys.stderr)
 

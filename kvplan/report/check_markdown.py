@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from kvplan.files import same_file
+from kvplan.files import output_refusal
 from kvplan.report.stderr import warn
 from kvplan.report.text import markup_text
 from kvplan.usecases.check.assertions import AssertionResult, Concurrency, format_margin, format_value
@@ -58,8 +58,9 @@ def append_step_summary(report: CheckReport, protected: tuple[Path, ...] = ()) -
     if not target:
         return None
     path = Path(target)
-    if any(same_file(path, source) for source in protected):
-        warn(f"${SUMMARY_VARIABLE} ({target!a}) is a file this check reads; the summary is not written")
+    refusal = output_refusal(path, protected, create=False)
+    if refusal is not None:
+        warn(f"cannot append to ${SUMMARY_VARIABLE} ({target!a}): {refusal.split('; ')[0]}; the summary is not written")
         return None
     try:
         with path.open("a", encoding="utf-8", errors="replace") as out:

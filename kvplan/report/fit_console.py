@@ -4,9 +4,9 @@ rejected family, and what the search did."""
 from __future__ import annotations
 
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
+from kvplan.report.text import plain as escape
 from kvplan.units import human_bytes
 from kvplan.usecases.fit.request import format_seconds
 from kvplan.usecases.fit.result import FitConfiguration, FitResult, RejectedFamily

@@ -32,8 +32,19 @@ def html_text(value: object) -> str:
     return html.escape(markup_text(str(value)))
 
 
+# what a terminal would act on rather than show: every C0 control but tab and newline (escape
+# sequences, carriage returns, bells), DEL and the C1 controls
+_TERMINAL_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def terminal_text(text: str) -> str:
+    """Text a terminal shows as written: control characters as visible `\\xNN`, lone surrogates as U+FFFD."""
+    return _TERMINAL_CONTROL.sub(lambda match: f"\\x{ord(match.group(0)):02x}", valid_text(text))
+
+
 def plain(text: object) -> str:
-    """User text inside rich markup: escaped, so that `[bold]` or `[/]` in a name prints as written."""
+    """User text inside rich markup: escaped, so that `[bold]` or `[/]` in a name prints as written,
+    and its control characters shown, never sent to the terminal (`terminal_text`)."""
     from rich.markup import escape  # JSON output imports this module and never needs rich
 
-    return escape(valid_text(str(text)))
+    return escape(terminal_text(str(text)))

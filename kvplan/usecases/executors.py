@@ -13,6 +13,7 @@ kvplan and frozen dataclasses."""
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import logging
 import multiprocessing
 import os
@@ -25,6 +26,7 @@ from types import TracebackType
 from typing import Any, Generic, Literal, TypeVar
 
 from kvplan.errors import KvplanError
+from kvplan.hub import HubAccess, current_access, hub_access
 from kvplan.parsing import FieldError
 from kvplan.schema import Integer
 
@@ -61,10 +63,12 @@ def error_text(error: BaseException) -> str:
     return " ".join(text.split()) or type(error).__name__
 
 
-def guarded(function: Callable[[T], R], index: int, item: T) -> Outcome[R]:
-    """Run one task; an exception becomes the outcome's error."""
+def guarded(function: Callable[[T], R], index: int, item: T, access: HubAccess | None = None) -> Outcome[R]:
+    """Run one task; an exception becomes the outcome's error. `access` is the hub access of the
+    command that asked for the task (`--offline` reaches a worker process or a Ray node with it)."""
     try:
-        return Outcome(index, function(item))
+        with hub_access(access) if access is not None else contextlib.nullcontext():
+            return Outcome(index, function(item))
     except Exception as error:  # a failing task is recorded, never the end of the run
         return Outcome(index, None, error_text(error), crashed=not isinstance(error, KvplanError))
 
@@ -163,7 +167,7 @@ class LocalExecutor(Executor):
                     record: Callable[[Outcome[R]], None]) -> list[int]:
         """Run `todo` in the pool; returns the tasks the pool broke under (the pool is gone then)."""
         pool = self._start()
-        futures = {pool.submit(guarded, function, index, items[index]): index for index in todo}
+        futures = {pool.submit(guarded, function, index, items[index], current_access()): index for index in todo}
         broken: list[int] = []
         for future in concurrent.futures.as_completed(futures):
             try:
@@ -178,7 +182,7 @@ class LocalExecutor(Executor):
         """One task in a pool of its own worker: if the worker dies, the task is the cause."""
         pool = concurrent.futures.ProcessPoolExecutor(max_workers=1, mp_context=_context())
         try:
-            return pool.submit(guarded, function, index, item).result()
+            return pool.submit(guarded, function, index, item, current_access()).result()
         except BrokenProcessPool as error:
             return Outcome(index, None, f"the worker process died ({error_text(error)})")
         finally:
@@ -226,7 +230,7 @@ class RayExecutor(Executor):
 
         def submit(count: int) -> None:
             for index in _take(waiting, count):
-                running[self._remote.remote(function, index, items[index])] = index
+                running[self._remote.remote(function, index, items[index], current_access())] = index
 
         submit(self.workers)
         while running:

@@ -332,6 +332,18 @@ def _gpu_key(gpu: Any) -> str | None:
     return gpu if isinstance(gpu, str) else None
 
 
+def release_mismatch(profile: ProfileSummary, release: Release, run: str) -> str | None:
+    """The one release rule of every command that reads a saved profile (check's target, a
+    workload's engine.profile in simulate, sweep and fit): a profile describes the release it was
+    saved under, and only that one (its pool size follows that release's sizing)."""
+    saved = profile.provenance.vllm_semantics
+    if saved == release.version:
+        return None
+    if saved is None:
+        return f"it records no vLLM release (provenance.vllm_semantics), {run} follows {release.version}"
+    return f"it follows vLLM {saved} semantics, {run} follows {release.version}"
+
+
 def profile_mismatches(
     profile: ProfileSummary, release: Release, config_sha256: str | None = None,
     knobs: Mapping[str, Any] | None = None,
@@ -339,10 +351,9 @@ def profile_mismatches(
     """Why a saved profile does not describe this release, this model and these knobs (empty: it does)."""
     provenance = profile.provenance
     reasons = []
-    if provenance.vllm_semantics != release.version:
-        reasons.append(
-            f"it follows vLLM {provenance.vllm_semantics} semantics, this check follows {release.version}"
-        )
+    mismatch = release_mismatch(profile, release, "this check")
+    if mismatch is not None:
+        reasons.append(mismatch)
     if config_sha256 is not None and provenance.config_sha256 != config_sha256:
         reasons.append("it was made for a different model config (config sha256 differs)")
     if knobs is not None and provenance.knobs_sha256 != knobs_sha256(knobs):

@@ -50,13 +50,13 @@ def test_json_is_data_only_deterministic_and_torch_free(tmp_path):
 
 
 def test_a_saved_profile_runs_without_torch(tmp_path):
-    profile = {"schema_version": 1, "kind": "kvplan.profile", "provenance": {}, "plan": {
+    profile = {"schema_version": 1, "kind": "kvplan.profile", "provenance": {"vllm_semantics": "0.17.1"}, "plan": {
         "model": "Qwen/Qwen2-0.5B-Instruct", "num_blocks": 300, "block_size": 16, "max_model_len": 2048,
         "max_num_batched_tokens": 1024, "max_num_seqs": 16, "enable_prefix_caching": True,
         "kv_bytes_per_token": 12288, "weights_bytes": 988065536, "gpu": None}}
     write(tmp_path, profile, "profile.json")
     workload = write(tmp_path, mix(engine={"profile": "profile.json"}, timing={}))
-    result = kvplan(workload, "--json", "--gpu", "l4-24gb")
+    result = kvplan(workload, "--json", "--gpu", "l4-24gb", "--vllm-version", "0.17.1")
     assert result.returncode == 0, result.stderr
     document = json.loads(result.stdout)
     assert document["engine"]["source"] == "profile" and document["engine"]["num_gpu_blocks"] == 300

@@ -349,9 +349,13 @@ def resolve_disable_hybrid_kv_cache_manager(
 
 def kv_cache_dtype(cache_dtype: str, model_dtype: str) -> str:
     """The storage dtype of attention KV: "auto" follows the resolved model dtype, fp8 is bytes."""
-    if cache_dtype == "auto":
-        return model_dtype
-    if cache_dtype not in KV_CACHE_DTYPES:
+    check_kv_cache_dtype(cache_dtype)
+    return model_dtype if cache_dtype == "auto" else KV_CACHE_DTYPES[cache_dtype]
+
+
+def check_kv_cache_dtype(cache_dtype: str) -> None:
+    """vLLM's `--kv-cache-dtype` choices, checked before any model is read (every value of a
+    `kvplan fit` list or a sweep axis is checked this way before the first plan)."""
+    if cache_dtype != "auto" and cache_dtype not in KV_CACHE_DTYPES:
         choices = ", ".join(["auto", *KV_CACHE_DTYPES])
         raise ConfigRejected(f"--kv-cache-dtype {cache_dtype!r} is not known; choose one of {choices}")
-    return KV_CACHE_DTYPES[cache_dtype]

@@ -72,6 +72,16 @@ def _platform_dtypes(capability: tuple[int, int] | None) -> list[str]:
     return ["float32"]
 
 
+def check_model_dtype(requested: str) -> None:
+    """vLLM's `--dtype` choices (auto and the explicit names), checked before any model is read:
+    `kvplan fit` and `kvplan sweep` check every value of a list this way before the first plan."""
+    wanted = requested.lower()
+    if wanted != "auto" and wanted not in _EXPLICIT_DTYPES:
+        raise ConfigRejected(
+            f"Unknown dtype: {wanted!r}; --dtype takes auto, bfloat16, float16 (half) or float32 (float)"
+        )
+
+
 def resolve_model_dtype(
     requested: str,
     config_dtype: str | None,
@@ -105,12 +115,9 @@ def resolve_model_dtype(
                 f"torch.{preferred} for compatibility."
             )
             dtype = preferred
-    elif wanted in _EXPLICIT_DTYPES:
-        dtype = _EXPLICIT_DTYPES[wanted]
     else:
-        raise ConfigRejected(
-            f"Unknown dtype: {wanted!r}; --dtype takes auto, bfloat16, float16 (half) or float32 (float)"
-        )
+        check_model_dtype(requested)
+        dtype = _EXPLICIT_DTYPES[wanted]
     if dtype == "float16" and model_type in _FLOAT16_NOT_SUPPORTED:
         raise ConfigRejected(
             f"The model type {model_type!r} does not support float16. Reason: Numerical instability. "

@@ -140,8 +140,7 @@ def parse_config(raw: Mapping[str, Any], source: str = "trace", *, groups: tuple
     typed: dict[str, Any] = {key: int(value) if CONFIG_KEYS.get(key) is int else value
                              for key, value in settings.items() if key not in (GROUPS_KEY, RELEASE_KEY)}
     if GROUPS_KEY in settings:
-        typed[GROUPS_KEY] = tuple(_group(entry, f"{source}: config.{GROUPS_KEY}[{index}]")
-                                  for index, entry in enumerate(settings[GROUPS_KEY]))
+        typed[GROUPS_KEY] = parse_groups(settings[GROUPS_KEY], source)
     elif groups is not None:
         typed[GROUPS_KEY] = groups
     if RELEASE_KEY in settings:
@@ -150,6 +149,12 @@ def parse_config(raw: Mapping[str, Any], source: str = "trace", *, groups: tuple
         return EngineConfig(**typed)
     except KvplanError as error:
         raise KvplanError(f"{source}: config {error}") from None
+
+
+def parse_groups(raw: list[dict[str, Any]], source: str) -> tuple[KVCacheGroup, ...]:
+    """A validated `config.kv_cache_groups` list (`trace_format.GROUPS`) as the engine's groups:
+    replay and simulate read a hybrid trace through this one function."""
+    return tuple(_group(entry, f"{source}: config.{GROUPS_KEY}[{index}]") for index, entry in enumerate(raw))
 
 
 def _group(raw: dict[str, Any], where: str) -> KVCacheGroup:

@@ -21,6 +21,13 @@ COUNT_METRICS = ("preemptions",)
 # the rate search of fit stops when its bracket is within 10% (simulate's --find-max-rate: 2%): the
 # step-time model is an estimate, and every step of the bisection is a run of the whole workload
 RATE_PRECISION = 1.1
+# the search fit runs without being told more (`--max-configurations`, `--max-requests` lift them):
+# a plan takes milliseconds and every fitting configuration simulates its workload a dozen times,
+# so past these the command would run for many minutes before printing anything (as sweep's
+# MAX_CELLS bounds a grid)
+MAX_CONFIGURATIONS = 10_000
+MAX_WORKLOAD_REQUESTS = 100_000
+MAX_LIST_VALUES = 10_000          # values of one list flag, as sweep's MAX_AXIS_VALUES for an axis
 T = TypeVar("T")
 
 
@@ -100,6 +107,8 @@ class FitRequest:
     seed: int | None = None
     rate_precision: float = RATE_PRECISION
     notes: tuple[str, ...] = field(default_factory=tuple)
+    max_configurations: int = MAX_CONFIGURATIONS
+    max_requests: int = MAX_WORKLOAD_REQUESTS
 
     def price_of(self, gpu: str) -> float | None:
         return dict(self.prices).get(gpu)
@@ -220,21 +229,30 @@ def positive_float(text: str) -> float:
     return value
 
 
-def parse_list(text: str | None, flag: str, read: Callable[[str], T]) -> tuple[T, ...]:
-    """A comma-separated list read item by item (`read` raises ValueError on a bad item); () when
-    not given."""
+def parse_list(text: str | None, flag: str, read: Callable[[str], T], what: str = "a positive number") -> tuple[T, ...]:
+    """A comma-separated list read item by item (`read` raises ValueError on a bad item, or
+    KvplanError with its own line); () when not given. At most MAX_LIST_VALUES values."""
     if text is None:
         return ()
+    parts = text.split(",")
+    if len(parts) > MAX_LIST_VALUES:
+        raise KvplanError(f"{flag}: {len(parts):,} values; kvplan fit takes at most {MAX_LIST_VALUES:,} per list")
     values: list[T] = []
-    for part in text.split(","):
+    seen: set[T] = set()
+    for part in parts:
         item = part.strip()
         if not item:
-            raise KvplanError(f"{flag}: an empty item in {text!r}; separate values with commas")
+            raise KvplanError(f"{flag}: an empty item in {_shown(text)}; separate values with commas")
         try:
             value = read(item)
         except ValueError:
-            raise KvplanError(f"{flag}: {item!r} is not a positive number") from None
-        if value in values:
-            raise KvplanError(f"{flag}: {item} is given twice")
+            raise KvplanError(f"{flag}: {_shown(item)} is not {what}") from None
+        if value in seen:
+            raise KvplanError(f"{flag}: {_shown(item)} is given twice")
+        seen.add(value)
         values.append(value)
     return tuple(values)
+
+
+def _shown(text: str) -> str:
+    return repr(text) if len(text) <= 60 else repr(text[:56]) + " ..."

@@ -304,8 +304,53 @@ def _missed(bound: SloBound, value: float | None) -> str:
 # ---------------------------------------------------------------------------- the whole search
 
 
+def search_size(request: FitRequest) -> int:
+    """The configurations the search plans at most: every combination of the axes, each
+    max_model_len candidate (two when none is given: the model's limit and the traffic's)."""
+    space = request.space
+    count = 1
+    for axis in (space.gpus, space.tensor_parallel_sizes, space.pipeline_parallel_sizes, space.kv_cache_dtypes,
+                 space.max_num_seqs, space.max_num_batched_tokens):
+        count *= max(1, len(axis))
+    return count * max(1, space.memory_points) * (len(space.max_model_lens) or 2)
+
+
+def workload_requests(workload: Workload, rate_factor: float = 1.0) -> int:
+    """About how many requests (conversations) one run of the workload at this rate simulates."""
+    arrival = workload.arrival
+    if workload.is_explicit or arrival is None:
+        return len(workload.requests)
+    if arrival.count is not None:
+        return arrival.count
+    if arrival.times_s:
+        return len(arrival.times_s)
+    rate = arrival.nominal_rate or 0.0
+    return int(rate * rate_factor * (arrival.duration_s or 0.0)) + 1
+
+
+def check_search_size(request: FitRequest) -> None:
+    """Refuse, before any work, a search past the caps (one line saying how to narrow or lift them)."""
+    size = search_size(request)
+    if size > request.max_configurations:
+        raise KvplanError(
+            f"the search holds {size:,} configurations (the product of the lists of --gpus, --tp, --pp, "
+            "--kv-cache-dtype, the memory points, --max-num-seqs, --max-num-batched-tokens and --max-model-len), "
+            f"more than the {request.max_configurations:,} fit searches unless told: give shorter lists, or "
+            "--max-configurations N to search them all")
+    if request.workload is not None:
+        nominal = request.workload.arrival.nominal_rate if request.workload.arrival is not None else None
+        factor = request.rate / nominal if request.rate is not None and nominal else 1.0
+        requests = workload_requests(request.workload, factor)
+        if requests > request.max_requests:
+            raise KvplanError(
+                f"{request.workload.name}: about {requests:,} requests per run, and fit simulates every configuration "
+                f"that fits a dozen times: more than the {request.max_requests:,} requests it simulates unless told; "
+                "give a shorter workload (arrival.count or duration_s), or --max-requests N")
+
+
 def fit(request: FitRequest, executor: Executor, progress: Progress | None = None) -> FitResult:
     """Search the space; see the module's docstring."""
+    check_search_size(request)
     space = request.space
     if not space.gpus:
         raise KvplanError("--gpus: give at least one GPU of `kvplan gpus`")

@@ -18,9 +18,9 @@ from kvplan.semantics.engine.config import EngineConfig
 from kvplan.semantics.engine.groups import FULL_ATTENTION, KVCacheGroup
 from kvplan.semantics.engine.trace import CONFIG_KEYS, RELEASE_KEY, parse_config
 from kvplan.semantics.kv.sizing import kv_cache_tokens
-from kvplan.semantics.releases import Release, default_release, release_named
+from kvplan.semantics.releases import RELEASES, Release, default_release, release_named
 from kvplan.usecases.plan import PlanRequest, PlanSummary, plan
-from kvplan.usecases.profile_summary import load_profile
+from kvplan.usecases.profile_summary import load_profile, release_mismatch
 from kvplan.usecases.replay import EngineSettings
 from kvplan.usecases.simulate.workload import EngineSpec
 
@@ -139,7 +139,7 @@ def resolve_engine(spec: EngineSpec, overrides: EngineOverrides, where: str,
     pool: PlannedPool | None = None
     source = "num_gpu_blocks"
     if spec.profile is not None:
-        pool, source = read_profile(spec.profile, where), "profile"
+        pool, source = read_profile(spec.profile, where, release), "profile"
         if overrides.gpu is not None and pool.facts.gpu not in (None, overrides.gpu):
             notes.append(f"the pool size is the profile's, measured on {pool.facts.gpu}; "
                          f"--gpu {overrides.gpu} changes only the step-time estimate")
@@ -231,10 +231,19 @@ def plan_pool(*, model: str, gpu: str | None, gpu_memory: int | None, gpu_memory
         raise KvplanError(f"engine.model: the planner's record: {error}") from None
 
 
-def read_profile(path: Path, where: str) -> PlannedPool:
-    """A profile saved by `kvplan profile --save`: its plan and any step-time calibration."""
+def read_profile(path: Path, where: str, release: Release) -> PlannedPool:
+    """A profile saved by `kvplan profile --save`: its plan and any step-time calibration. A
+    profile saved under another release than the run's is refused, as `kvplan check` refuses it
+    (`release_mismatch`): its block count is that release's."""
     shown = f"{where}: engine.profile ({path.name})"
     profile = load_profile(path, shown)
+    mismatch = release_mismatch(profile, release, "this run")
+    if mismatch is not None:
+        saved = profile.provenance.vllm_semantics
+        again = f"`kvplan profile ... --vllm-version {release.version} --save`"
+        fix = (f"give --vllm-version {saved} (or engine.vllm_version \"{saved}\" in the workload), or profile "
+               f"again under {release.version} ({again})" if saved in RELEASES else f"profile again ({again})")
+        raise KvplanError(f"{shown} does not match this run: {mismatch}: {fix}")
     if profile.plan is None:
         raise KvplanError(f"{shown}: plan: expected an object, got null")
     try:

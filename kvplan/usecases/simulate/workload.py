@@ -33,6 +33,7 @@ from kvplan.parsing import (
 from kvplan.schema import check_document
 from kvplan.semantics.config.cache import utilization_problem
 from kvplan.semantics.engine.groups import KVCacheGroup
+from kvplan.semantics.engine.trace import GROUPS_KEY, parse_groups
 from kvplan.semantics.engine.trace_format import TRACE
 from kvplan.semantics.models.resolve import local_model_path, model_named_in_file
 from kvplan.units import parse_bytes
@@ -140,7 +141,8 @@ def load_workload(path: Path) -> Workload:
         requests = _read_jsonl(path, path.name)
         workload = Workload(path.name, 0, EngineSpec(), TimingSpec(), requests=requests, requests_source=path.name)
     else:
-        document = parse_json(read_input_text(path, path.name), path.name)
+        # a file that cannot be read is named as given: its name alone would hide a folder ("[/].json")
+        document = parse_json(read_input_text(path, str(path)), path.name)
         if isinstance(document, dict) and "schema_version" not in document and "config" in document:
             check_document(TRACE, document, path.name)
             workload = _from_trace(document, path.name)
@@ -183,9 +185,12 @@ def _from_trace(document: dict[str, Any], name: str) -> Workload:
     if not isinstance(requests, list) or not requests:
         raise KvplanError(f"{name}: requests: expected a non-empty list of request objects")
     try:
-        engine = _parse_engine(config, "config", Path("."))
+        engine = _parse_engine({k: v for k, v in config.items() if k != GROUPS_KEY}, "config", Path("."))
     except FieldError as error:
         raise KvplanError(f"{name}: {error}") from None
+    if config.get(GROUPS_KEY) is not None:
+        # a hybrid trace's KV cache groups, as `kvplan replay` reads them (checked against TRACE)
+        engine = replace(engine, kv_cache_groups=parse_groups(config[GROUPS_KEY], name))
     return Workload(name, 0, engine, TimingSpec(), requests=_with_ids(requests), requests_source=name)
 
 

@@ -30,7 +30,9 @@ from kvplan.errors import KvplanError
 from kvplan.files import parse_toml, read_input_bytes, read_input_text
 from kvplan.parsing import FieldError, as_bool, as_int, as_list, as_number, as_object, as_str, child, reject_unknown
 from kvplan.schema import check_document
-from kvplan.semantics.config.cache import utilization_problem
+from kvplan.semantics.config.cache import check_kv_cache_dtype, utilization_problem
+from kvplan.semantics.config.model import check_model_dtype
+from kvplan.semantics.models.resolve import local_model_path, model_named_in_file
 from kvplan.semantics.releases import DEFAULT_RELEASE, RELEASES, release_named
 from kvplan.units import parse_bytes
 from kvplan.usecases.configuration import Configuration
@@ -81,6 +83,23 @@ def _release(value: Any, path: str) -> str:
     return text
 
 
+def _kv_cache_dtype(value: Any, path: str) -> str:
+    return _choice(as_str(value, path), path, check_kv_cache_dtype)
+
+
+def _dtype(value: Any, path: str) -> str:
+    return _choice(as_str(value, path), path, check_model_dtype)
+
+
+def _choice(text: str, path: str, check: Callable[[str], None]) -> str:
+    """A value vLLM takes from a fixed list, checked as `kvplan plan` checks its flag, before any cell runs."""
+    try:
+        check(text)
+    except KvplanError as error:
+        raise FieldError(path, str(error)) from None
+    return text
+
+
 def _scheduling(value: Any, path: str) -> str:
     text = as_str(value, path)
     if text not in ("sync", "async"):
@@ -95,8 +114,8 @@ AXES: dict[str, tuple[str, Callable[[Any, str], Any]]] = {
     "gpus": ("gpu", _gpu),
     "tensor_parallel_size": ("tensor_parallel_size", _positive_int),
     "pipeline_parallel_size": ("pipeline_parallel_size", _positive_int),
-    "kv_cache_dtype": ("kv_cache_dtype", as_str),
-    "dtype": ("dtype", as_str),
+    "kv_cache_dtype": ("kv_cache_dtype", _kv_cache_dtype),
+    "dtype": ("dtype", _dtype),
     "gpu_memory_utilization": ("gpu_memory_utilization", _utilization),
     "kv_cache_memory": ("kv_cache_memory_bytes", _bytes),
     "block_size": ("block_size", _positive_int),
@@ -187,12 +206,22 @@ def load_grid(path: Path) -> Grid:
     """Read a grid (a regular file, TOML), check it against `GRID` (types and ranges, before any
     value is used), then read its workloads and build its cells."""
     shown = path.name
-    document = parse_toml(read_input_text(path, shown), shown)
+    # a file that cannot be read is named as given: its name alone would hide a folder ("[/].toml")
+    document = parse_toml(read_input_text(path, str(path)), shown)
     check_document(GRID, document, shown)
     try:
         return parse_grid(document, path)
     except FieldError as error:
         raise KvplanError(f"{shown}: {error}") from None
+
+
+def _model_beside(model: str, folder: Path, where: str) -> str:
+    """A model directory or config.json path is relative to the grid file (docs/sweep.md), as a
+    workload's engine.model is to the workload; a hub id stays as written."""
+    try:
+        return model_named_in_file(model, folder)
+    except KvplanError as error:
+        raise FieldError(where, str(error)) from None
 
 
 def parse_grid(document: dict[str, Any], path: Path) -> Grid:
@@ -216,6 +245,8 @@ def parse_grid(document: dict[str, Any], path: Path) -> Grid:
         values = []
         for i, raw in enumerate(as_list(axes_doc[name], where)):
             value = read(raw, child(where, i))
+            if name == "models":
+                value = _model_beside(value, path.parent, child(where, i))
             if value in values:
                 raise FieldError(child(where, i), f"{value!r} is given twice")
             values.append(value)
@@ -247,8 +278,9 @@ def parse_grid(document: dict[str, Any], path: Path) -> Grid:
         except KvplanError as error:     # named with the grid's file, as every other mistake
             raise FieldError("axes.workloads", str(error)) from None
         workloads.append(GridWorkload(given_path, hashlib.sha256(data).hexdigest(), load_workload(file)))
+    models = tuple(p for p in (local_model_path(model) for model in given["models"]) if p is not None)
     grid = Grid(path.name, tuple(commands), tuple(axes), tuple(workloads), simulate,
-                (path, *(p for w in workloads for p in w.workload.inputs)))
+                (path, *models, *(p for w in workloads for p in w.workload.inputs)))
     if grid.size > MAX_CELLS:
         raise FieldError("axes", f"{grid.size:,} cells; kvplan sweeps at most {MAX_CELLS:,} at once")
     return grid

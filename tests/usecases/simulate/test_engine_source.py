@@ -3,6 +3,7 @@ import json
 import pytest
 
 from kvplan.errors import KvplanError
+from kvplan.semantics.releases import VLLM_0_33_0
 from kvplan.usecases.simulate.engine_source import EngineOverrides, resolve_engine
 from kvplan.usecases.simulate.workload import load_workload
 from tests.usecases.simulate.factories import mix
@@ -18,13 +19,15 @@ PLAN = {
 
 def profile(**changes):
     document = {"schema_version": 1, "kind": "kvplan.profile",
-                "provenance": {"kvplan_version": "0.1.0", "vllm_semantics": "vllm-0.17.1"}, "plan": dict(PLAN)}
+                "provenance": {"kvplan_version": "0.1.0", "vllm_semantics": "0.17.1"}, "plan": dict(PLAN)}
     document.update(changes)
     return document
 
 
 def resolve(write_json, engine, overrides=EngineOverrides(), **rest):
-    workload = load_workload(write_json(mix(engine=engine, **rest)))
+    # the profile above was saved under 0.17.1, and only a run of that release may use it
+    pinned = {"vllm_version": "0.17.1"} if "profile" in engine and "vllm_version" not in engine else {}
+    workload = load_workload(write_json(mix(engine={**engine, **pinned}, **rest)))
     return resolve_engine(workload.engine, overrides, workload.name)
 
 
@@ -73,6 +76,18 @@ def test_bad_profiles_are_one_line(write_json, document, message):
     with pytest.raises(KvplanError) as error:
         resolve(write_json, {"profile": "profile.json"})
     assert str(error.value).startswith(f"workload.json: {message}")
+
+
+@pytest.mark.parametrize(("engine", "release"), [
+    ({"vllm_version": "0.33.0"}, None), ({}, VLLM_0_33_0), ({"vllm_version": "0.17.1"}, VLLM_0_33_0),
+])
+def test_a_profile_of_another_release_is_refused_as_check_refuses_it(write_json, engine, release):
+    """Issue 25 item 9: one release rule (`release_mismatch`) for check and every workload run."""
+    write_json(profile(), "profile.json")
+    workload = load_workload(write_json(mix(engine={"profile": "profile.json", **engine})))
+    with pytest.raises(KvplanError, match=r"does not match this run: it follows vLLM 0\.17\.1 semantics, this run "
+                                          r"follows 0\.33\.0: give --vllm-version 0\.17\.1"):
+        resolve_engine(workload.engine, EngineOverrides(), workload.name, release)
 
 
 def test_a_missing_profile_names_the_field(write_json):
