@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.kvplan-installed
 MODEL ?= Qwen/Qwen2-0.5B-Instruct
 
-.PHONY: setup run test lint bench docs goldens clean
+.PHONY: setup run test lint bench bench-million docs goldens clean
 
 setup: $(STAMP)
 
@@ -29,6 +29,10 @@ docs: setup
 
 bench: setup
 	$(PY) benchmarks/run.py
+
+# the speed targets with one day of simulated traffic (1,000,000 requests) as well: minutes
+bench-million: setup
+	$(PY) benchmarks/run.py --targets --million
 
 # Rebuild golden records from vLLM's own classes (tools/goldens/README.md); needs the package index
 # the first time (the release's CPU venv, ~3.5 GB, is built under $(GOLDENS_VENVS)). Never part of `test`.

@@ -6,7 +6,7 @@
 # Usage: scripts/compare_bulk_decode.sh [traces] [workloads] [bench]   (default: traces workloads)
 set -u
 cd "$(dirname "$0")/.."
-KVPLAN=${KVPLAN:-kvplan}
+KVPLAN=${KVPLAN:-kvplan}   # PYTHON: the interpreter that writes the bench workload (python3)
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 pairs=0; differ=0
@@ -34,7 +34,7 @@ for what in "${modes[@]}"; do
           compare "$name-console" simulate "$workload" --vllm-version "$version" --scheduling "$scheduling"
         done;;
       bench)
-        python -c 'import json, sys; sys.path.insert(0, "."); from benchmarks.targets import SIMULATE_10K; print(json.dumps(SIMULATE_10K))' > "$out/simulate-10k.json"
+        "${PYTHON:-python3}" -c 'import json, sys; sys.path.insert(0, "."); from benchmarks.targets import SIMULATE_10K; print(json.dumps(SIMULATE_10K))' > "$out/simulate-10k.json"
         compare "simulate-10k-$version-$scheduling" simulate "$out/simulate-10k.json" --json \
           --vllm-version "$version" --scheduling "$scheduling";;
       esac

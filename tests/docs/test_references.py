@@ -50,7 +50,8 @@ ONLY_RELEASE = re.compile(rf"\b{VERSION}\s+only\b|\bonly\s+(?:vLLM\s+)?{VERSION}
                           rf"|\bexact(?:ly)?\s+(?:to|as|like)\s+vLLM\s+{VERSION}\b(?!\s*(?:,|and|or)\s*\d)",
                           re.IGNORECASE)
 CHOICES = re.compile(rf"{VERSION}(?:\|{VERSION})+")
-PAGES_LISTING_RELEASES = ("README.md", "docs/versions.md", "docs/architecture.md")
+# the page that lists the releases (README.md and docs/architecture.md point at it instead of listing them)
+PAGES_LISTING_RELEASES = ("docs/versions.md",)
 # `kvplan.semantics.releases`, `usecases.plan`, `semantics/engine/groups.py`, `cli/` as the pages write them
 TOP_PACKAGES = sorted(p.name for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").is_file())
 MODULE_NAME = re.compile(rf"`(?:kvplan\.)?(?P<name>(?:{'|'.join(TOP_PACKAGES)})(?:\.\w+)+)`")

@@ -71,9 +71,11 @@ class BlockPool:
         self.num_evictable_cached_blocks = 0
         # Hashes dropped to reuse their blocks (8-byte fingerprints: a third of the memory), and
         # lookups that missed one of them: while that count is 0, a larger pool would have found
-        # exactly the same hits (kvplan's bookkeeping, not vLLM's).
+        # exactly the same hits (kvplan's bookkeeping, not vLLM's). Kept only until the run is known
+        # to have been short of blocks (`stop_tracking_evictions`): a long run evicts millions.
         self.evicted: set[int] = set()
         self.num_misses_on_evicted = 0
+        self.tracks_evictions = True
 
     # -- queries -----------------------------------------------------------------------------
 
@@ -106,6 +108,7 @@ class BlockPool:
             if blocks is None:
                 if _fingerprint(block_hash) in self.evicted:
                     self.num_misses_on_evicted += 1
+                    self.stop_tracking_evictions()
                 break
             hits.append(blocks if isinstance(blocks, KVCacheBlock) else next(iter(blocks.values())))
         return hits
@@ -115,6 +118,7 @@ class BlockPool:
         blocks = self._cached[group_id].get(block_hash)
         if blocks is None and _fingerprint(block_hash) in self.evicted:
             self.num_misses_on_evicted += 1
+            self.stop_tracking_evictions()
         if blocks is None or isinstance(blocks, KVCacheBlock):
             return blocks
         return next(iter(blocks.values()))
@@ -163,7 +167,15 @@ class BlockPool:
         block.block_hash = None
         self.num_cached_blocks -= 1
         self.num_evictable_cached_blocks -= 1
-        self.evicted.add(_fingerprint(block_hash))
+        if self.tracks_evictions:
+            self.evicted.add(int.from_bytes(block_hash[:8], "little"))  # _fingerprint, inline: every eviction
+
+    def stop_tracking_evictions(self) -> None:
+        """The run was short of blocks already (a preemption, an admission that waited, a miss on an
+        evicted hash): whether a later lookup misses an evicted hash no longer matters."""
+        if self.tracks_evictions:
+            self.tracks_evictions = False
+            self.evicted = set()
 
     def touch(self, blocks: Iterable[KVCacheBlock]) -> None:
         """Pin prefix-hit blocks; an evictable one leaves the free queue without being copied."""

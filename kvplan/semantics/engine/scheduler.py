@@ -399,6 +399,7 @@ class Scheduler:
                 if kv.allocate_slots(request, num_new, num_hit, hit_blocks,
                                      full_sequence_must_fit=full_prompt_gate) is None:
                     self.num_admissions_short_of_blocks += 1
+                    self.block_pool.stop_tracking_evictions()
                     break
                 if looked_up:
                     kv.record_admission(request, num_hit)
@@ -519,6 +520,7 @@ class Scheduler:
         request.num_computed_tokens = 0
         request.num_preemptions += 1
         self.total_preemptions += 1
+        self.block_pool.stop_tracking_evictions()
         self.waiting.appendleft(request)
 
     def block_tables(self) -> dict[str, list[int]]:

@@ -119,3 +119,21 @@ def test_with_caching_off_the_0_33_0_free_queue_is_a_stack() -> None:
     pool.free_blocks(reversed(first))
     pool.free_blocks(reversed(second))
     assert pool.free_block_ids() == [4, 3, 2, 1, 5]
+
+
+def test_evicted_hashes_are_kept_until_the_run_is_known_to_be_short() -> None:
+    """A lookup that misses an evicted hash makes the run short of blocks (a larger pool would have
+    hit); from then on the pool forgets evicted hashes, which a long run has millions of."""
+    pool = BlockPool(3, enable_caching=True)
+    first = pool.get_new_blocks(2)
+    pool.cache_full_blocks(first, [b"a" * 32, b"b" * 32], 0, 2)
+    pool.free_blocks(first)
+    pool.get_new_blocks(1)  # evicts "a"
+    assert pool.tracks_evictions and len(pool.evicted) == 1
+    assert [block.block_id for block in pool.cached_prefix([b"b" * 32])] == [2]
+    assert pool.num_misses_on_evicted == 0
+    assert pool.cached_prefix([b"a" * 32]) == []
+    assert pool.num_misses_on_evicted == 1
+    assert not pool.tracks_evictions and not pool.evicted
+    pool.get_new_blocks(1)  # evicts "b", no longer remembered
+    assert not pool.evicted and pool.num_misses_on_evicted == 1
