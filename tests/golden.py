@@ -60,9 +60,8 @@ def golden_cases() -> list[GoldenCase]:
 # of GOLDEN_CASES, which every golden test uses, and run in tests/semantics/engine/test_golden_traces.py
 # as strict xfails with this reason: when kvplan reproduces them the xfail fails, and the release's
 # entry goes (then every golden test picks the records up).
-PENDING_RELEASES = {
-    "0.34.0": "issue 20: kvplan does not replay vLLM 0.34.0 yet; these records came first, from tools/goldens",
-}
+# releases whose records came before kvplan replays them (strict expected failures until then)
+PENDING_RELEASES: dict[str, str] = {}
 ALL_CASES = golden_cases()
 GOLDEN_CASES = [case for case in ALL_CASES if case.vllm_version not in PENDING_RELEASES]
 PENDING_CASES = [case for case in ALL_CASES if case.vllm_version in PENDING_RELEASES]

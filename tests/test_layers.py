@@ -31,10 +31,12 @@ ORDER: tuple[tuple[str, int, int], ...] = (
     ("kvplan.usecases.plan", 3, 0),
     ("kvplan.usecases.replay", 3, 0),
     ("kvplan.usecases.profile_summary", 3, 1),
+    ("kvplan.usecases.measured_sizing", 3, 1),
     ("kvplan.usecases.profile_workload", 3, 4),
     ("kvplan.usecases.profile", 3, 2),
     ("kvplan.usecases.simulate", 3, 3),
     ("kvplan.usecases.check", 3, 4),
+    ("kvplan.usecases.bench", 3, 4),
     ("kvplan.usecases.executors", 3, 0),
     ("kvplan.usecases.planner", 3, 3),
     ("kvplan.usecases.profile_plan", 3, 3),
@@ -72,7 +74,8 @@ LIGHT = (
     "kvplan.hostmem", "kvplan.schema",
     "kvplan.gpus", "kvplan.semantics",
     "kvplan.usecases.plan", "kvplan.usecases.replay", "kvplan.usecases.profile_summary", "kvplan.usecases.simulate",
-    "kvplan.usecases.check", "kvplan.report.plan_json", "kvplan.report.simulate_json", "kvplan.report.sim_",
+    "kvplan.usecases.check", "kvplan.usecases.bench", "kvplan.report.bench_console",
+    "kvplan.report.plan_json", "kvplan.report.simulate_json", "kvplan.report.sim_",
     "kvplan.report.check_", "kvplan.report.replay_", "kvplan.report.plan_console",
 )
 

@@ -18,6 +18,7 @@ COMMAND_MODULES: dict[str, str] = {
     "explain": "kvplan.cli.explain",
     "check": "kvplan.cli.check",
     "fit": "kvplan.cli.fit",
+    "bench": "kvplan.cli.bench",
     "sweep": "kvplan.cli.sweep",
 }
 

@@ -71,6 +71,8 @@ class EngineOptions:
     revision: str | None = None                   # the hub revision of --model
     vllm_version: str | None = None
     scheduling: Scheduling | None = None
+    enable_extensible_kv_cache: bool | None = None
+    enforce_eager: bool | None = None             # no CUDA graphs: only the step-time estimate changes
 
     def release(self) -> Release | None:
         """The release --vllm-version names; None: the file's, else the default."""
@@ -104,6 +106,7 @@ class EngineOptions:
             enable_prefix_caching=self.enable_prefix_caching,
             enable_chunked_prefill=_given(self.enable_chunked_prefill, defaults.enable_chunked_prefill),
             release=self.release_or_default(),
+            enable_extensible_kv_cache=self.enable_extensible_kv_cache,
         )
 
 
@@ -214,7 +217,8 @@ _OPTIONS: dict[str, Flag] = {
         lambda text: parse_optional_bytes(text, "--gpu-memory")),
     "gpu_memory_utilization": _flag(float | None, _declared(
         None, "--gpu-memory-utilization",
-        help="vLLM's gpu_memory_utilization in (0, 1]; default the release's (0.9 in 0.17.1, 0.92 in 0.33.0)."),
+        help="vLLM's gpu_memory_utilization in (0, 1]; default the release's (0.9 in 0.17.1, 0.92 in 0.33.0; "
+        "0.34.0: 1.0 with the extensible KV cache, 0.92 without)."),
         checked(UTILIZATION, "--gpu-memory-utilization")),
     "kv_cache_memory": _flag(str | None, _declared(
         None, "--kv-cache-memory",
@@ -228,7 +232,8 @@ _OPTIONS: dict[str, Flag] = {
         None, "--num-gpu-blocks-override", help="Replace the computed block count (vLLM's flag)."),
         checked(POOL_BLOCKS, "--num-gpu-blocks-override")),
     "block_size": _flag(int | None, _declared(
-        None, "--block-size", help="Tokens per block (default 16; MLA on some GPUs and hybrids force it)."),
+        None, "--block-size", help="Tokens per block (default the release's: 16, 64 in 0.34.0; MLA backends and "
+        "hybrids change it)."),
         checked(BLOCK_SIZE, "--block-size")),
     "max_model_len": _flag(str | None, _declared(
         None, "--max-model-len",
@@ -277,10 +282,19 @@ _OPTIONS: dict[str, Flag] = {
         f"installed vllm's version when kvplan reproduces it, else {NEWEST_RELEASE.version} "
         "(`kvplan version` says which)."),
         checked(VLLM_VERSION, "--vllm-version")),
+    "enable_extensible_kv_cache": _flag(bool | None, _declared(
+        None, "--enable-extensible-kv-cache/--no-enable-extensible-kv-cache",
+        help="vLLM 0.34.0's extensible KV cache: sized from the memory measured after warmup and CUDA-graph capture. "
+        "Default: on unless --kv-cache-memory or --num-gpu-blocks-override is given; off: 0.33.0's estimate decides."
+    )),
     "scheduling": _flag(str | None, _declared(
         None, "--scheduling", metavar="|".join(get_args(Scheduling)),
         help="The engine loop: async, what `vllm serve` does (the default), or sync, as with vLLM's "
         "--no-async-scheduling."), checked(SCHEDULING_MODE, "--scheduling")),
+    "enforce_eager": _flag(bool | None, _declared(
+        None, "--enforce-eager/--no-enforce-eager",
+        help="vLLM's --enforce-eager: no CUDA graphs, so every kernel is launched one by one (the step-time "
+        "estimate only; memory as without it).")),
 }
 # the spellings kvplan used before it followed vLLM's, kept working but not shown
 _ALIASES: dict[str, tuple[str, Flag]] = {
@@ -295,7 +309,7 @@ PLANNING = (
     "model", "kv_cache_memory", "gpu", "gpu_memory", "gpu_memory_utilization", "block_size", "max_model_len",
     "max_num_batched_tokens", "max_num_seqs", "kv_cache_dtype", "dtype", "tensor_parallel_size",
     "pipeline_parallel_size", "num_gpu_blocks_override", "enable_prefix_caching", "enable_chunked_prefill",
-    "trust_remote_code", "offline", "revision", "vllm_version",
+    "trust_remote_code", "offline", "revision", "vllm_version", "enable_extensible_kv_cache",
 )
 SCHEDULING = (
     "num_gpu_blocks", "block_size", "enable_prefix_caching", "max_num_batched_tokens", "max_num_seqs",
@@ -303,7 +317,7 @@ SCHEDULING = (
 )
 SIMULATING = (
     *SCHEDULING, "gpu", "gpu_memory_utilization", "gpu_memory", "kv_cache_memory", "kv_cache_dtype", "dtype",
-    "tensor_parallel_size", "pipeline_parallel_size", "trust_remote_code", "offline", "revision",
+    "tensor_parallel_size", "pipeline_parallel_size", "trust_remote_code", "offline", "revision", "enforce_eager",
 )
 assert {field.name for field in fields(EngineOptions)} == set(_OPTIONS)
 

@@ -7,6 +7,7 @@ from rich.table import Table
 
 from kvplan.report.console import semantics_line
 from kvplan.report.plan_json import pipeline_stages
+from kvplan.report.sizing_path import measured_lines, path_line, states_path
 from kvplan.report.text import plain
 from kvplan.semantics.kv.layout import view_shape
 from kvplan.semantics.kv.specs import AttentionSpec, GroupSpec, MambaSpec
@@ -97,6 +98,15 @@ def _stages_table(result: PlanResult) -> Table:
     return table
 
 
+def print_sizing_path(result: PlanResult, console: Console) -> None:
+    """0.34.0: the path that sized the cache and why; on the measured path its terms."""
+    console.print(path_line(result.sizing_path), markup=False)
+    if result.measured is not None:
+        console.print("Measured after warmup and CUDA-graph capture (docs/vllm/changes-0.34.md 1.4):")
+        for line in measured_lines(result.measured):
+            console.print(line, markup=False)
+
+
 def render_plan(result: PlanResult, console: Console | None = None) -> None:
     console = console or Console(highlight=False)
     summary, sizing = result.summary, result.sizing
@@ -122,6 +132,8 @@ def render_plan(result: PlanResult, console: Console | None = None) -> None:
         console.print(f"KV bytes per token: {summary.kv_bytes_per_token:,}")
     else:
         console.print("[bold red]Does not fit.[/]")
+    if states_path(result.request.release):
+        print_sizing_path(result, console)
     console.print("[bold]vLLM would log:[/]")
     for line in (*result.setup.logs, *sizing.log_lines):
         console.print(f"  {line}", markup=False)

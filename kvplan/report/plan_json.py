@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from kvplan import __version__
+from kvplan.report.sizing_path import path_record, states_path
 from kvplan.semantics.config.parallel import get_pp_indices
 from kvplan.semantics.kv.layout import view_shape
 from kvplan.semantics.kv.specs import (
@@ -105,7 +106,7 @@ def plan_record(result: PlanResult) -> dict[str, Any]:
     # rank 0's groups, as vLLM logs and schedules them; every stage's are under pipeline_stages
     groups = _group_records(sizing.rank0_groups, summary.num_blocks, request.release.kv_tensor_layout)
     weights = result.weights
-    return {
+    record = {
         "schema_version": PLAN_SCHEMA_VERSION,
         "kind": PLAN_KIND,
         "kvplan_version": __version__,
@@ -166,3 +167,7 @@ def plan_record(result: PlanResult) -> dict[str, Any]:
         "vllm_log": list(setup.logs) + list(sizing.log_lines),
         "warnings": [*result.warnings, *([result.weights_warning] if result.weights_warning else [])],
     }
+    if states_path(request.release):
+        # 0.34.0: which path sized the cache and why, with the measured terms where they decided
+        record["kv_sizing"] = path_record(result.sizing_path, result.measured)
+    return record

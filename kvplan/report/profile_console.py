@@ -10,8 +10,11 @@ from rich.table import Table
 
 from kvplan.measure.backend import AllocationReport
 from kvplan.report.console import semantics_line
+from kvplan.report.plan_console import print_sizing_path
+from kvplan.report.sizing_path import states_path
 from kvplan.report.text import plain as escape
 from kvplan.semantics.kv.specs import AttentionSpec
+from kvplan.semantics.memory.budget import GRAPH_ESTIMATE_TAKEN
 from kvplan.semantics.releases import NonKvMemory
 from kvplan.units import format_gib, human_bytes, significant
 from kvplan.usecases.profile import ProfileResult
@@ -96,6 +99,8 @@ def _breakdown(result: ProfileResult) -> Table:
     config = plan.kv_config if plan is not None else None
     num_blocks = plan.sizing.num_blocks if plan is not None else None
     graphs = " - CUDA graphs" if release.cuda_graphs_in_budget else ""
+    if budget is not None and release.cuda_graphs_in_budget and not GRAPH_ESTIMATE_TAKEN[budget.kv_sizing]:
+        graphs = " (the capacity reserved: no CUDA-graph estimate, the size is measured after capture)"
     rows: list[Row] = [
         ("total", result.snapshot.total_bytes, ""),
         (f"requested (x {result.options.plan.gpu_memory_utilization})",
@@ -244,6 +249,8 @@ def render_profile(result: ProfileResult, workload: WorkloadCheck | None = None,
     console.print(semantics_line(result.options.plan.release))
     console.print(_title(result))
     console.print(_breakdown(result))
+    if result.plan is not None and states_path(result.options.plan.release):
+        print_sizing_path(result.plan, console)
     ranks = _ranks(result)
     if ranks is not None:
         console.print(ranks)

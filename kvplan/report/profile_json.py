@@ -22,6 +22,7 @@ from kvplan.files import atomic_output, read_input_text
 from kvplan.report.jsonout import dumps, to_jsonable
 from kvplan.report.plan_json import plan_record
 from kvplan.report.simulate_json import describe_engine, rounded
+from kvplan.report.sizing_path import path_record, states_path
 from kvplan.semantics.memory.budget import peak_activation_bytes
 from kvplan.usecases.profile import ProfileResult
 from kvplan.usecases.profile_summary import PROFILE_KIND, PROFILE_SCHEMA_VERSION, Provenance
@@ -211,6 +212,8 @@ def profile_record(result: ProfileResult, workload: WorkloadCheck | None = None,
         "plan": None if plan is None else plan_record(plan),
         "provenance": _provenance(result, summary.provenance),
     }
+    if plan is not None and states_path(result.options.plan.release):
+        record["kv_sizing"] = path_record(plan.sizing_path, plan.measured)
     if workload_requested:
         record["workload_check"] = None if workload is None else workload_check_record(workload)
     return record

@@ -13,7 +13,8 @@ Where each policy is applied (docs/versions.md gives every value and its effect 
     gpu_memory_utilization        default of PlanRequest (plan, profile, check) and of workloads' engine.model
     non_kv_memory                 semantics/memory/budget.py (NON_KV_MEMORY: how non-KV memory adds up)
     cuda_graphs_in_budget         semantics/memory/budget.py (the CUDA-graph pool taken from the KV budget)
-    cudagraph_capture_sizes       semantics/memory/cudagraphs.py (CAPTURE_SIZES: batch sizes graphs are captured for)
+    cudagraph_capture_sizes       semantics/memory/cudagraphs.py (CAPTURE_SIZES: batch sizes graphs are captured for;
+                                  CAPTURE_PLANS: the PIECEWISE and FULL graphs)
     profile_sampler               measure/dummy_run.py (DUMMY_SAMPLERS: the sampler passes of the profile run),
                                   semantics/memory/sampler.py (RUNNER_STATE: the sampler state the runner keeps)
     batch_defaults                semantics/config/scheduler.py (BATCH_DEFAULTS: the GPU tiers of the batch limits)
@@ -30,8 +31,9 @@ Where each policy is applied (docs/versions.md gives every value and its effect 
     capacity_reserve_blocks       semantics/kv/sizing.py (blocks the memory check and auto-fit hold back)
     per_request_memory            semantics/kv/sizing.py (PER_REQUEST_MEMORY: one max_model_len request's bytes)
     kv_capacity                   semantics/kv/sizing.py (KV_CAPACITY: the token and concurrency figures)
-    log_format                    semantics/kv/sizing.py, semantics/memory/budget.py (LOG_FORMATS: vLLM's wording;
-                                  SUGGESTION_LOG_LEVEL: the level of the --kv-cache-memory suggestion)
+    log_format                    semantics/kv/sizing.py (LOG_FORMATS: vLLM's wording), semantics/memory/budget.py
+                                  (SUGGESTION_LOG_LEVEL, USAGE_LINE: the --kv-cache-memory suggestion's level and
+                                  usage sentence)
     freed_unhashed_blocks         semantics/engine/block_pool.py (UNHASHED_TO_HEAD: where a freed unhashed block goes)
     admission                     semantics/engine/scheduler.py (WHOLE_PROMPT_FIRST: what must fit to admit)
     prefix_stats                  semantics/engine/kv_cache_manager.py (STATS_AT_LOOKUP: when lookups are counted)
@@ -52,6 +54,19 @@ Where each policy is applied (docs/versions.md gives every value and its effect 
     quantization_names            semantics/config/quantization.py (the method name vLLM resolves a checkpoint's to)
     mamba_prefill_checkpoints     semantics/engine/groups.py (CHECKPOINTING_MAMBA_TYPES: which Mamba layers take a
                                   prefill checkpoint block; the engine reads the group's fields)
+    kv_sizing                     semantics/memory/measured.py (KV_SIZING: which path sizes the cache, and why),
+                                  semantics/memory/budget.py (GRAPH_ESTIMATE_TAKEN: no graph estimate when measured)
+    measured_utilization          semantics/memory/measured.py (default_utilization: an unset utilization, measured)
+    measured_kv_margin            semantics/memory/measured.py (MEASURED_MARGIN: what the measured path keeps free)
+    default_block_size            semantics/config/cache.py (the size backends' preferences and the hybrid alignment
+                                  are taken against), semantics/kv/layer_specs.py, semantics/engine/config.py
+    mamba_sync_output_caching     semantics/engine/scheduler.py (Scheduler._cache_at_sync_output: Mamba hybrids hash
+                                  at output time in sync mode)
+    auto_fit_passes               semantics/memory/measured.py (AUTO_FIT_PASSES: auto-fit again after warmup)
+
+0.34.0 (`docs/vllm/changes-0.34.md`, its section 9 lists these policies) is 0.33.0's row with the measured
+sizing path and its new values of cudagraph_capture_sizes (SM100 grids), in_flight_tokens (Model
+Runner V2 only) and log_format (the lines after warmup).
 
 The `admission` "whole_prompt" is vLLM 0.33.0's `scheduler_reserve_full_isl` with its per-request caps:
 a sliding-window or chunked-local group counts at most the blocks a request can hold at once while
@@ -63,7 +78,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from typing import Literal
 
@@ -78,7 +93,10 @@ NonKvMemory = Literal["weights_peak_non_torch", "consumed_plus_transient_peak"]
 ProfileSampler = Literal["v1_one_pass", "v2_default_and_warmup"]
 # the batch sizes CUDA graphs are captured for: up to 512 (0.17.1), or up to 1024 on SM100-family GPUs
 # with max_num_batched_tokens and max_num_seqs added when they fit (0.33.0)
-CudagraphCaptureSizes = Literal["up_to_512", "up_to_1024_on_sm100_with_batch_limits"]
+# with max_num_batched_tokens and max_num_seqs added when they fit (0.33.0); or, on SM100-family GPUs,
+# PIECEWISE graphs on a token grid up to min(8192, max_num_batched_tokens) and FULL decode graphs on a
+# request grid up to max_num_seqs, 0.33.0's list elsewhere (0.34.0, docs/vllm/changes-0.34.md section 3)
+CudagraphCaptureSizes = Literal["up_to_512", "up_to_1024_on_sm100_with_batch_limits", "split_grids_on_sm100"]
 # an MLA model's block size: forced by the backend when the requested one does not suit it, or the
 # selected backend's preferred size when none is requested (a requested one picks a backend that takes it)
 MlaBlockSize = Literal["forced_by_backend", "preferred_by_backend"]
@@ -92,8 +110,10 @@ SpecBuckets = Literal["equal_specs", "mergeable_specs"]
 # pages that do not divide the largest)
 PageUnification = Literal["scale_block_size", "scale_or_pad"]
 # tokens a sliding-window or chunked-local request may hold beyond its window: one batch
-# (max_num_batched_tokens), or every batch in flight (max_concurrent_batches x max_num_batched_tokens)
-InFlightTokens = Literal["one_batch", "concurrent_batches"]
+# (max_num_batched_tokens), or every batch in flight (max_concurrent_batches x max_num_batched_tokens):
+# two with one pipeline stage and one per stage with several (0.33.0 runs Model Runner V1, synchronously,
+# with PP), or pp + 1 always (0.34.0: Model Runner V2 only, asynchronous with PP too)
+InFlightTokens = Literal["one_batch", "concurrent_batches", "pp_plus_one_batches"]
 # the pool's tensors: one per layer of the largest group, shared across groups; or one backing
 # allocation that every group's layers view at their own strides (groups alias from byte 0)
 KvTensorLayout = Literal["tensor_per_layer", "shared_backing"]
@@ -107,8 +127,10 @@ PerRequestMemory = Literal["first_group_times_group_size", "sum_over_groups"]
 # tokens = int(concurrency x max_model_len)
 KvCapacity = Literal["blocks_per_group", "concurrency_times_length"]
 # vLLM's wording: two capacity lines ("GPU KV cache size", "Maximum concurrency") and the 0.17.1 texts,
-# or one merged line and the 0.33.0 texts (memory check, auto-fit, --kv-cache-memory suggestion)
-LogFormat = Literal["separate_capacity_lines", "merged_capacity_line"]
+# or one merged line and the 0.33.0 texts (memory check, auto-fit, --kv-cache-memory suggestion), or
+# 0.34.0's: the merged line logged after warmup on the measured block count, the "Memory after warmup"
+# and "Extended KV cache" lines, its auto-fit texts (docs/vllm/changes-0.34.md sections 1.4 and 1.5)
+LogFormat = Literal["separate_capacity_lines", "merged_capacity_line", "merged_capacity_line_after_warmup"]
 # freed blocks without a hash (every block with caching off) join the free queue's tail, or its head
 FreedUnhashedBlocks = Literal["tail", "head"]
 # a waiting request is admitted when its next chunk fits, or when its whole prompt fits and then the chunk
@@ -153,6 +175,18 @@ ConfigWideWindow = Literal["unless_interleaved", "no_layer_types_or_all_sliding"
 # into one prefill checkpoint block, so that "align" need not split the prompt's last chunk at its
 # cacheable boundary ("mamba2_and_gdn", 0.33.0: num_prefill_checkpoint_blocks=1); a Mamba-1 mixer never does
 MambaPrefillCheckpoints = Literal["none", "mamba2_and_gdn"]
+# how the block count is decided: from the profile run's estimate (requested - non-KV - CUDA-graph
+# estimate), or from the memory measured after warmup and CUDA-graph capture where the extensible KV
+# cache is on (0.34.0 on CUDA without --kv-cache-memory, --num-gpu-blocks-override or
+# --no-enable-extensible-kv-cache; docs/vllm/changes-0.34.md section 1.1)
+KvSizing = Literal["profiled_estimate", "measured_after_capture"]
+# what the measured path keeps free of the memory it measures: nothing (a release without that path),
+# or max(1 GiB, 0.75 x P) plus max(P, G), P the sizing step's transient peak and G torch's reservation
+# growth (docs/vllm/changes-0.34.md section 1.4)
+MeasuredKvMargin = Literal["none", "max_1gib_or_three_quarters_peak"]
+# auto-fit of --max-model-len auto runs once (on the memory the check sees), or a second time after
+# warmup on the measured blocks when the block count is measured (docs/vllm/changes-0.34.md section 1.5)
+AutoFitPasses = Literal["once", "twice_when_measured"]
 
 
 @dataclass(frozen=True)
@@ -197,6 +231,13 @@ class Release:
     # (model_type, checkpoint quant_method, the method name vLLM resolves it to) where they differ
     quantization_names: tuple[tuple[str, str, str], ...]
     mamba_prefill_checkpoints: MambaPrefillCheckpoints  # which Mamba layers take prefill checkpoint blocks
+    # docs/vllm/changes-0.34.md section 9's new policies
+    kv_sizing: KvSizing                            # how the block count is decided
+    measured_utilization: float | None             # gpu_memory_utilization's default on the measured path
+    measured_kv_margin: MeasuredKvMargin           # what the measured path keeps free
+    default_block_size: int                        # the block size backends' preferences are taken against
+    mamba_sync_output_caching: bool                # Mamba hybrids hash blocks at output time in sync mode
+    auto_fit_passes: AutoFitPasses                 # auto-fit of max_model_len: once, or again after warmup
 
 
 VLLM_0_17_1 = Release(
@@ -235,6 +276,12 @@ VLLM_0_17_1 = Release(
     config_wide_window="unless_interleaved",
     quantization_names=(),
     mamba_prefill_checkpoints="none",
+    kv_sizing="profiled_estimate",
+    measured_utilization=None,
+    measured_kv_margin="none",
+    default_block_size=16,
+    mamba_sync_output_caching=False,
+    auto_fit_passes="once",
 )
 
 # The engine's policies are 0.33.0's (docs/vllm/replay-0.33.md and, with several KV cache groups,
@@ -277,9 +324,33 @@ VLLM_0_33_0 = Release(
     config_wide_window="no_layer_types_or_all_sliding",
     quantization_names=(("gpt_oss", "mxfp4", "gpt_oss_mxfp4"),),
     mamba_prefill_checkpoints="mamba2_and_gdn",
+    kv_sizing="profiled_estimate",
+    measured_utilization=None,
+    measured_kv_margin="none",
+    default_block_size=16,
+    mamba_sync_output_caching=False,
+    auto_fit_passes="once",
 )
 
-RELEASES: dict[str, Release] = {release.version: release for release in (VLLM_0_17_1, VLLM_0_33_0)}
+# docs/vllm/changes-0.34.md: 0.33.0's planning and engine, plus the measured sizing path of the extensible
+# KV cache (section 1), the default block size 64 (section 2), the SM100 capture grids (section 3),
+# Model Runner V2 only (section 1.7), the Mamba sync output-time hashing (section 6.1) and the log
+# lines of section 1.4; the new policies are listed in its section 9
+VLLM_0_34_0 = replace(
+    VLLM_0_33_0,
+    version="0.34.0",
+    cudagraph_capture_sizes="split_grids_on_sm100",
+    in_flight_tokens="pp_plus_one_batches",
+    log_format="merged_capacity_line_after_warmup",
+    kv_sizing="measured_after_capture",
+    measured_utilization=1.0,
+    measured_kv_margin="max_1gib_or_three_quarters_peak",
+    default_block_size=64,
+    mamba_sync_output_caching=True,
+    auto_fit_passes="twice_when_measured",
+)
+
+RELEASES: dict[str, Release] = {release.version: release for release in (VLLM_0_17_1, VLLM_0_33_0, VLLM_0_34_0)}
 NEWEST_RELEASE = VLLM_0_33_0
 
 

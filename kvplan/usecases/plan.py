@@ -21,8 +21,9 @@ from kvplan.semantics.config.quantization import check_quantization_capability, 
 from kvplan.semantics.config.scheduler import BatchLimits, batch_defaults, resolve_batch_limits, verify_batch_limits
 from kvplan.semantics.engine.groups import KVCacheGroup, groups_from_kv_cache_config
 from kvplan.semantics.kv.layer_specs import CacheLayout, CacheSettings, build_worker_specs, resolve_cache_layout
-from kvplan.semantics.kv.sizing import SizingResult, kv_bytes_per_token, size_kv_cache, sizing_limits
+from kvplan.semantics.kv.sizing import SizingResult, SizingTexts, kv_bytes_per_token, size_kv_cache, sizing_limits
 from kvplan.semantics.kv.specs import KVCacheConfig, KVCacheSpec
+from kvplan.semantics.memory.measured import MeasuredSizing, SizingPath, default_utilization, sizing_path
 from kvplan.semantics.models.resolve import ResolvedConfig, resolve_config
 from kvplan.semantics.models.shape import ModelShape
 from kvplan.semantics.releases import Release, default_release
@@ -54,15 +55,26 @@ class PlanRequest:
     disable_hybrid_kv_cache_manager: bool | None = None
     with_weights: bool = True
     release: Release = field(default_factory=default_release)
+    # --enable-extensible-kv-cache / --no-enable-extensible-kv-cache (vLLM 0.34.0); None: vLLM decides
+    enable_extensible_kv_cache: bool | None = None
 
     def __post_init__(self) -> None:
         if self.gpu_memory_utilization is None:
-            object.__setattr__(self, "gpu_memory_utilization", self.release.gpu_memory_utilization)
+            # 0.34.0 resolves an unset value by the sizing path: 1.0 measured, 0.92 estimated
+            object.__setattr__(self, "gpu_memory_utilization", default_utilization(self.release, self.sizing_path))
+
+    @property
+    def sizing_path(self) -> SizingPath:
+        """Which path sizes the KV cache for these settings, and the flag that decides
+        (`semantics/memory/measured.py`; every release before 0.34.0 sizes from the estimate)."""
+        return sizing_path(self.release, kv_cache_memory_given=self.kv_cache_memory_bytes is not None,
+                           blocks_override_given=self.num_gpu_blocks_override is not None,
+                           extensible=self.enable_extensible_kv_cache)
 
     @property
     def utilization(self) -> float:
         """gpu_memory_utilization, the release's default when it was left unset."""
-        return self.release.gpu_memory_utilization if self.gpu_memory_utilization is None \
+        return default_utilization(self.release, self.sizing_path) if self.gpu_memory_utilization is None \
             else self.gpu_memory_utilization
 
 
@@ -112,6 +124,14 @@ class PlanResult:
     memory_source: str = "--kv-cache-memory"
     kv_cache_memory_per_worker: tuple[int, ...] = ()    # each pipeline stage's KV memory per GPU
     weights_unknown: str | None = None    # why the weights were not counted (the KV sizing never needs them)
+    # which path sized the cache and why (None: the request's own, `PlanRequest.sizing_path`); a plan the
+    # profile run made on 0.34.0's measured path carries it with the measured terms
+    path: SizingPath | None = None
+    measured: MeasuredSizing | None = None
+
+    @property
+    def sizing_path(self) -> SizingPath:
+        return self.path or self.request.sizing_path
 
     @property
     def fits(self) -> bool:
@@ -327,9 +347,12 @@ def _env_flag(name: str, *, default: bool) -> bool:
 
 
 def plan(request: PlanRequest, setup: SettledConfig | None = None,
-         kv_cache_memory_per_worker: tuple[int, ...] | None = None) -> PlanResult:
+         kv_cache_memory_per_worker: tuple[int, ...] | None = None, *, texts: SizingTexts | None = None,
+         report_capacity: bool = True) -> PlanResult:
     """Size the KV cache for `request.kv_cache_memory_bytes` per GPU, exactly as vLLM would; with
-    `kv_cache_memory_per_worker` (the profile run of each pipeline stage), each stage's own."""
+    `kv_cache_memory_per_worker` (the profile run of each pipeline stage), each stage's own. `texts`
+    and `report_capacity` are `size_kv_cache`'s (0.34.0's measured path: its wording, and the
+    capacity line only after warmup)."""
     if request.kv_cache_memory_bytes is None:
         raise KvplanError(
             "give --kv-cache-memory BYTES (KV-cache memory per GPU, e.g. 24GiB), or --gpu KEY / --gpu-memory "
@@ -347,6 +370,8 @@ def plan(request: PlanRequest, setup: SettledConfig | None = None,
         auto_fit=setup.auto_fit,
         disable_hybrid_kv_cache_manager=setup.disable_hybrid_kv_cache_manager,
         release=request.release,
+        texts=texts,
+        report_capacity=report_capacity,
     )
     weights, weights_unknown = count_weights(request, setup) if request.with_weights else (None, None)
     return PlanResult(

@@ -34,7 +34,12 @@ from kvplan.measure.backend import (
 from kvplan.measure.nvml import NvmlReport
 from kvplan.semantics.config.parallel import pp_layer_ranges
 from kvplan.semantics.dtypes import dtype_size
-from kvplan.semantics.kv.sizing import estimate_max_model_len_from_groups, reserved_bytes, sizing_limits
+from kvplan.semantics.kv.sizing import (
+    estimate_max_model_len_from_groups,
+    measured_sizing_texts,
+    reserved_bytes,
+    sizing_limits,
+)
 from kvplan.semantics.memory.budget import (
     KvCacheMemorySuggestion,
     MemoryBudget,
@@ -57,6 +62,7 @@ from kvplan.semantics.memory.cudagraphs import (
 from kvplan.semantics.memory.profile_batch import ProfileBatch, profile_batch
 from kvplan.semantics.memory.sampler import ASSUMED_MULTIPROCESSORS, RUNNER_STATE
 from kvplan.units import format_gib
+from kvplan.usecases.measured_sizing import RankReadings, measured_plan
 from kvplan.usecases.plan import PlanRequest, PlanResult, SettledConfig, check_request, plan, settle
 from kvplan.usecases.profile_summary import ProfileSummary, Provenance, knobs_sha256
 
@@ -331,10 +337,21 @@ def run_profile(options: ProfileRequest, progress: Progress | None = None) -> Pr
     weights, activations, budget = binding.weights, binding.activations, binding.budget
     weights_bytes, non_torch_source = weights.weights_bytes, binding.non_torch_source
 
-    # 5. sizing with the functions of `kvplan plan`, then the tensors
+    # 5. sizing with the functions of `kvplan plan` (0.34.0's measured path: the capacity, then the
+    # blocks vLLM measures after warmup and CUDA-graph capture), then the tensors
     say("sizing the KV cache")
-    result = plan(replace(request, kv_cache_memory_bytes=budget.available_kv_bytes), setup,
-                  kv_cache_memory_per_worker=tuple(rank.budget.available_kv_bytes for rank in ranks))
+    path = options.plan.sizing_path
+    per_worker = tuple(rank.budget.available_kv_bytes for rank in ranks)
+    if path.measured:
+        capacity = plan(replace(request, kv_cache_memory_bytes=budget.available_kv_bytes), setup,
+                        kv_cache_memory_per_worker=per_worker, report_capacity=False,
+                        texts=measured_sizing_texts(request.release, request.utilization, after_warmup=False))
+        say("predicting the memory vLLM measures after warmup and CUDA-graph capture")
+        result = measured_plan(request, setup, capacity, [_readings(rank) for rank in ranks],
+                               init_free_bytes=snapshot.free_bytes, path=path)
+    else:
+        result = replace(plan(replace(request, kv_cache_memory_bytes=budget.available_kv_bytes), setup,
+                              kv_cache_memory_per_worker=per_worker), path=path)
     allocation = None
     finding = result.sizing.finding
     config = result.kv_config
@@ -344,7 +361,7 @@ def run_profile(options: ProfileRequest, progress: Progress | None = None) -> Pr
         if not allocation.check.passed:
             finding = f"the KV tensors failed the slot-mapping round trip: {allocation.check}"
 
-    target = _target(result, setup, budget, options)
+    target = _target(result, setup, budget, options, result.kv_cache_memory_bytes)
     if outside.fits is False:
         warnings.append(
             f"the CUDA context and CUDA-graph pool ({format_gib(outside.known_bytes)} GiB) do not fit in the "
@@ -363,6 +380,12 @@ def run_profile(options: ProfileRequest, progress: Progress | None = None) -> Pr
         warnings=tuple(warnings) + tuple(result.warnings), nvml=nvml, ranks=tuple(ranks),
         cuda_graphs=binding.graphs,
     )
+
+
+def _readings(rank: RankMemory) -> RankReadings:
+    """What 0.34.0's measurement rests on for one rank: the budget's terms and the CUDA-graph pool it
+    captures (the estimate's figure, here the pool's actual size: vLLM measures it in free memory)."""
+    return RankReadings(rank.budget, rank.graphs.bytes if rank.graphs else 0)
 
 
 def rank_shards(setup: SettledConfig) -> list[RankShard | None]:
@@ -431,6 +454,7 @@ def _profile_rank(
     runner_state = 0 if activations.consumed_bytes is not None or not samples else \
         RUNNER_STATE[release.profile_sampler](setup.batch.max_num_seqs, activations.sampler.vocab_size)
     budget = MemoryBudget(
+        kv_sizing=request.sizing_path.kv_sizing,
         total_bytes=snapshot.total_bytes, free_at_start_bytes=snapshot.free_bytes, utilization=request.utilization,
         weights_bytes=weights.weights_bytes, activation_peak_bytes=activations.activation_peak_bytes,
         non_torch_bytes=non_torch, kv_cache_memory_override=options.plan.kv_cache_memory_bytes,
@@ -482,7 +506,7 @@ def _cuda_graph_estimate(options: ProfileRequest, backend_name: str, backend: Me
 
 
 def _target(
-    result: PlanResult, setup: SettledConfig, budget: MemoryBudget, options: ProfileRequest
+    result: PlanResult, setup: SettledConfig, budget: MemoryBudget, options: ProfileRequest, kv_bytes: int,
 ) -> FitTarget | None:
     groups = result.sizing.groups
     if not groups:
@@ -491,7 +515,7 @@ def _target(
     release = options.plan.release
     limits = sizing_limits(int(setup.shape.max_model_len), setup.batch.max_num_batched_tokens,
                            options.plan.pipeline_parallel_size, release=release)
-    available = budget.available_kv_bytes - reserved_bytes(groups, release)
+    available = kv_bytes - reserved_bytes(groups, release)
     largest = estimate_max_model_len_from_groups(groups, available, limits, release) if available > 0 else 0
     return FitTarget(
         max_model_len=result.sizing.max_model_len,
@@ -503,7 +527,13 @@ def _target(
     )
 
 
+# PlanRequest fields that vLLM 0.34.0 added
+SINCE_0_34_0 = ("enable_extensible_kv_cache",)
+
 PREDICTED_MEMORY = "predicted: ceil(total x utilization) - weights - activation peak (fake profile run)"
+PREDICTED_MEASURED_MEMORY = ("predicted: the memory vLLM measures free after warmup and CUDA-graph capture, less "
+                             "max(1 GiB, 0.75 x transient peak) and max(transient peak, reservation growth) "
+                             "(fake profile run)")
 
 
 def plan_for_device(request: PlanRequest, progress: Progress | None = None) -> PlanResult:
@@ -515,15 +545,18 @@ def plan_for_device(request: PlanRequest, progress: Progress | None = None) -> P
     profile = run_profile(ProfileRequest(plan=request, backend="fake", allocate=False), progress)
     if profile.plan is None:
         raise KvplanError(f"the profile run refused this configuration: {profile.finding}")
-    return replace(profile.plan, memory_source=PREDICTED_MEMORY, warnings=profile.warnings)
+    source = PREDICTED_MEASURED_MEMORY if profile.plan.sizing_path.measured else PREDICTED_MEMORY
+    return replace(profile.plan, memory_source=source, warnings=profile.warnings)
 
 
 def provenance_knobs(result: ProfileResult) -> dict[str, Any]:
     """The settings a saved profile was made with: vLLM's, then how kvplan measured."""
     options = result.options
-    # the release is the provenance's `vllm_semantics`, not a setting
+    # the release is the provenance's `vllm_semantics`, not a setting; a setting only 0.34.0 has is
+    # recorded where it was given (profiles of earlier releases keep their knobs and digest)
     knobs = {field.name: getattr(options.plan, field.name) for field in dataclasses.fields(PlanRequest)
-             if field.name != "release"}
+             if field.name != "release" and not (field.name in SINCE_0_34_0 and getattr(options.plan, field.name)
+                                                  is None)}
     knobs.update(
         backend=result.backend, load_format=options.load_format, attention_backend=options.attention_backend,
         allocate=options.allocate, non_torch_bytes=options.non_torch_bytes,

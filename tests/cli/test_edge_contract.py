@@ -65,7 +65,8 @@ def offline():
     # gpt-oss splits its 8 KV heads without replicating them: 64 ranks would hold none (a ZeroDivisionError)
     (["plan", "--model", "openai/gpt-oss-20b", "--kv-cache-memory", "1GiB", "-tp", "64"],
      "with tensor parallel size 64 a rank holds none"),
-    (["replay", str(EXAMPLE_TRACE), "--vllm-version", "0.2"], "--vllm-version: expected one of: 0.17.1, 0.33.0"),
+    (["replay", str(EXAMPLE_TRACE), "--vllm-version", "0.2"],
+     "--vllm-version: expected one of: 0.17.1, 0.33.0, 0.34.0"),
     (["replay", str(EXAMPLE_TRACE), "--scheduling", "\ud800"], "--scheduling: '\\ud800' holds"),
     (["replay", str(EXAMPLE_TRACE), "--num-gpu-blocks", "0"], "--num-gpu-blocks: 0 is out of range"),
 ])

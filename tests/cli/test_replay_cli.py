@@ -125,7 +125,7 @@ def test_options_override_the_trace_config(capsys, traces_dir: Path) -> None:
     (["--no-chunked-prefill"], "chunked prefill off"),
     (["--prefix-caching", "maybe"], "--prefix-caching takes on or off"),
     (["--block-size", "12"], "--block-size: 12 is not a block size vLLM accepts"),
-    (["--vllm-version", "0.20.0"], "--vllm-version: expected one of: 0.17.1, 0.33.0, got '0.20.0'"),
+    (["--vllm-version", "0.20.0"], "--vllm-version: expected one of: 0.17.1, 0.33.0, 0.34.0, got '0.20.0'"),
     (["--scheduling", "eager"], "--scheduling: expected one of: sync, async, got 'eager'"),
 ])
 def test_bad_options_exit_2_with_one_line(capsys, traces_dir: Path, args: list[str], message: str) -> None:
@@ -144,7 +144,7 @@ def test_bad_options_exit_2_with_one_line(capsys, traces_dir: Path, args: list[s
      ' "enable_chunked_prefill": false, "max_num_batched_tokens": 4096}, "requests": []}',
      "requires chunked prefill"),
     ('{"config": {"num_gpu_blocks": 8, "vllm_version": "0.9.2"}, "requests": []}',
-     "config.vllm_version: expected one of: 0.17.1, 0.33.0, got '0.9.2'"),
+     "config.vllm_version: expected one of: 0.17.1, 0.33.0, 0.34.0, got '0.9.2'"),
     ('{"config": {"num_gpu_blocks": 8, "vllm_version": "0.33.0", "kv_cache_groups": [{"type": "full_attention"},'
      ' {"type": "sliding_window", "sliding_window": 64, "block_size": 32}]}, "requests": []}',
      "KV cache groups with their own block sizes (16, 32) are not reproduced for vLLM 0.33.0"),

@@ -11,7 +11,7 @@ def test_version_json_is_data_only():
     )
     record = json.loads(out.stdout)
     assert record["vllm_semantics"] == default_release().version
-    assert record["supported_vllm_versions"] == ["0.17.1", "0.33.0"]
+    assert record["supported_vllm_versions"] == ["0.17.1", "0.33.0", "0.34.0"]
     assert record["schema_version"] == 1
 
 
@@ -19,7 +19,7 @@ def test_version_names_the_releases_and_why_the_default():
     out = subprocess.run([sys.executable, "-m", "kvplan", "version"], capture_output=True, text=True, check=True)
     first, releases, default = out.stdout.splitlines()
     assert first.endswith(f"(vLLM {default_release().version} semantics)")
-    assert releases == "reproduces vLLM 0.17.1, 0.33.0; --vllm-version chooses one"
+    assert releases == "reproduces vLLM 0.17.1, 0.33.0, 0.34.0; --vllm-version chooses one"
     assert default.startswith(f"default {default_release().version}: ")
 
 

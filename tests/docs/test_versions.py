@@ -9,15 +9,18 @@ from pathlib import Path
 
 from kvplan.semantics.kv.sizing import estimate_max_model_len_from_groups, kv_capacity, size_kv_cache
 from kvplan.semantics.kv.specs import FullAttentionSpec, SizingLimits, SlidingWindowSpec
-from kvplan.semantics.releases import RELEASES, VLLM_0_17_1, VLLM_0_33_0, Release
+from kvplan.semantics.releases import RELEASES, VLLM_0_17_1, VLLM_0_33_0, VLLM_0_34_0, Release
 from kvplan.usecases.plan import PlanRequest, plan
 
 TEXT = (Path(__file__).resolve().parents[2] / "docs" / "versions.md").read_text(encoding="utf-8")
-ROW = re.compile(r"^\| `(?P<policy>\w+)` \| `(?P<old>[^`]*)` \| `(?P<new>[^`]*)` \|", re.M)
+ROW = re.compile(r"^\| `(?P<policy>\w+)` \| `(?P<v0171>[^`]*)` \| `(?P<v0330>[^`]*)` \| `(?P<v0340>[^`]*)` \|", re.M)
+KVPLAN = Path(__file__).resolve().parents[2] / "kvplan"
+# releases.py's docstring: "policy   semantics/... (TABLE: ...)", one line per policy (continuations indented)
+WHERE = re.compile(r"^    (?P<policy>[a-z_]+) {2,}(?P<where>\S.*(?:\n {34}.*)*)", re.M)
 
 
-def documented() -> dict[str, tuple[str, str]]:
-    return {m["policy"]: (m["old"], m["new"]) for m in ROW.finditer(TEXT)}
+def documented() -> dict[str, tuple[str, str, str]]:
+    return {m["policy"]: (m["v0171"], m["v0330"], m["v0340"]) for m in ROW.finditer(TEXT)}
 
 
 def test_every_policy_of_the_release_table_is_documented_and_nothing_else():
@@ -26,9 +29,33 @@ def test_every_policy_of_the_release_table_is_documented_and_nothing_else():
 
 
 def test_the_documented_values_are_the_releases():
-    assert list(RELEASES) == ["0.17.1", "0.33.0"]
-    for policy, (old, new) in documented().items():
-        assert (old, new) == (str(getattr(VLLM_0_17_1, policy)), str(getattr(VLLM_0_33_0, policy))), policy
+    assert list(RELEASES) == ["0.17.1", "0.33.0", "0.34.0"]
+    for policy, values in documented().items():
+        assert values == tuple(str(getattr(release, policy)) for release in (VLLM_0_17_1, VLLM_0_33_0, VLLM_0_34_0)), \
+            policy
+
+
+def test_every_documented_policy_is_applied_where_the_release_table_says():
+    """Each policy of docs/versions.md (0.34.0's included) is named in releases.py's list of where it is
+    applied, every module named there exists and defines the table or function it names, and every
+    table named there is keyed by the policy's values (tests/semantics/test_releases.py)."""
+    import kvplan.semantics.releases as releases
+
+    where = {m["policy"]: m["where"] for m in WHERE.finditer(releases.__doc__ or "")}
+    assert sorted(where) == sorted(documented())
+    for policy, text in where.items():
+        named = re.findall(r"(semantics/[\w/]+\.py)(?: \(([^()]*))?", text)
+        assert named or policy == "gpu_memory_utilization", policy
+        for module, paren in named:
+            source = (KVPLAN / module).read_text(encoding="utf-8")
+            tables = (paren or "").split(":", 1)[0] if ":" in (paren or "") else ""
+            for table in re.findall(r"\b[A-Z][A-Z_]{3,}\b", tables):
+                assert re.search(rf"^{table}\b", source, re.M), (policy, module, table)
+    # and every policy is read somewhere outside the table itself
+    sources = "\n".join(path.read_text(encoding="utf-8") for path in KVPLAN.rglob("*.py")
+                        if path.name != "releases.py")
+    for policy in documented():
+        assert re.search(rf"\.{policy}\b", sources), policy
 
 
 def window_model(full: int, sliding: int, window: int) -> dict:

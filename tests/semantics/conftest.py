@@ -18,7 +18,7 @@ from kvplan.semantics.releases import Release, release_named
 SIZING_DIR = Path(__file__).resolve().parents[1] / "data" / "sizing"
 CASES_FILE = SIZING_DIR / "vllm-0.17.1-cases.json"
 # the sizing cases of each release, computed by its own planning functions
-CASES_FILES = {version: SIZING_DIR / f"vllm-{version}-cases.json" for version in ("0.17.1", "0.33.0")}
+CASES_FILES = {version: SIZING_DIR / f"vllm-{version}-cases.json" for version in ("0.17.1", "0.33.0", "0.34.0")}
 
 
 def _attention_model(

@@ -34,7 +34,15 @@ from kvplan.semantics.kv.sizing import (
     size_kv_cache,
 )
 from kvplan.semantics.kv.specs import FullAttentionSpec, SizingLimits
-from kvplan.semantics.memory.budget import NON_KV_MEMORY, SUGGESTION_LOG_LEVEL, MemoryBudget
+from kvplan.semantics.memory.budget import (
+    GRAPH_ESTIMATE_TAKEN,
+    NON_KV_MEMORY,
+    SUGGESTION_LOG_LEVEL,
+    USAGE_LINE,
+    MemoryBudget,
+)
+from kvplan.semantics.memory.cudagraphs import CAPTURE_PLANS, CAPTURE_SIZES
+from kvplan.semantics.memory.measured import AUTO_FIT_PASSES, KV_SIZING, MEASURED_MARGIN
 from kvplan.semantics.models.architectures import CONFIG_WIDE_WINDOW
 from kvplan.semantics.models.validation import CONFIG_CLASSES
 from kvplan.semantics.releases import (
@@ -42,20 +50,25 @@ from kvplan.semantics.releases import (
     RELEASES,
     VLLM_0_17_1,
     VLLM_0_33_0,
+    VLLM_0_34_0,
     Admission,
+    AutoFitPasses,
     BatchDefaults,
     ConfigClasses,
     ConfigWideWindow,
+    CudagraphCaptureSizes,
     FreedUnhashedBlocks,
     HybridBlockAlignment,
     HybridBlockSizes,
     InFlightTokens,
     KvCapacity,
+    KvSizing,
     KvTensorLayout,
     LogFormat,
     MambaCacheMode,
     MambaChunkEnds,
     MambaRetirement,
+    MeasuredKvMargin,
     MlaBlockSize,
     NonKvMemory,
     PageUnification,
@@ -76,16 +89,18 @@ KVPLAN = Path(__file__).resolve().parents[2] / "kvplan"
 VERSION = re.compile(r"^\d+\.\d+(\.\d+)?$")
 
 
-def test_the_table_holds_both_releases_and_the_newest_is_0_33_0():
-    assert RELEASES == {"0.17.1": VLLM_0_17_1, "0.33.0": VLLM_0_33_0} and NEWEST_RELEASE is VLLM_0_33_0
-    assert release_named("0.33.0") is VLLM_0_33_0
-    with pytest.raises(KvplanError, match=r"vllm_version must be one of 0\.17\.1, 0\.33\.0"):
+def test_the_table_holds_the_three_releases_and_the_newest_is_0_33_0():
+    assert RELEASES == {"0.17.1": VLLM_0_17_1, "0.33.0": VLLM_0_33_0, "0.34.0": VLLM_0_34_0}
+    assert NEWEST_RELEASE is VLLM_0_33_0
+    assert release_named("0.34.0") is VLLM_0_34_0
+    with pytest.raises(KvplanError, match=r"vllm_version must be one of 0\.17\.1, 0\.33\.0, 0\.34\.0"):
         release_named("0.20.0")
 
 
 @pytest.mark.parametrize(("installed", "expected"), [
     (None, VLLM_0_33_0), ("0.17.1", VLLM_0_17_1), ("0.33.0", VLLM_0_33_0), ("0.17.1+cu128", VLLM_0_17_1),
-    ("0.20.0", VLLM_0_33_0), ("0.17.0", VLLM_0_33_0), ("0.33.0rc1", VLLM_0_33_0),
+    ("0.20.0", VLLM_0_33_0), ("0.17.0", VLLM_0_33_0), ("0.33.0rc1", VLLM_0_33_0), ("0.34.0", VLLM_0_34_0),
+    ("0.34.0+cu129", VLLM_0_34_0),
 ])
 def test_the_default_is_the_installed_release_when_supported_else_the_newest(installed, expected):
     assert release_for_installed(installed) is expected
@@ -150,6 +165,13 @@ POLICY_TABLES = [
     pytest.param(CONFIG_CLASSES, ConfigClasses, id="CONFIG_CLASSES"),
     pytest.param(CONFIG_WIDE_WINDOW, ConfigWideWindow, id="CONFIG_WIDE_WINDOW"),
     pytest.param(SUGGESTION_LOG_LEVEL, LogFormat, id="SUGGESTION_LOG_LEVEL"),
+    pytest.param(USAGE_LINE, LogFormat, id="USAGE_LINE"),
+    pytest.param(CAPTURE_SIZES, CudagraphCaptureSizes, id="CAPTURE_SIZES"),
+    pytest.param(CAPTURE_PLANS, CudagraphCaptureSizes, id="CAPTURE_PLANS"),
+    pytest.param(KV_SIZING, KvSizing, id="KV_SIZING"),
+    pytest.param(GRAPH_ESTIMATE_TAKEN, KvSizing, id="GRAPH_ESTIMATE_TAKEN"),
+    pytest.param(MEASURED_MARGIN, MeasuredKvMargin, id="MEASURED_MARGIN"),
+    pytest.param(AUTO_FIT_PASSES, AutoFitPasses, id="AUTO_FIT_PASSES"),
 ]
 
 
@@ -159,7 +181,7 @@ def test_every_policy_value_has_its_implementation(table, policy):
 
 
 def test_every_mamba_cache_mode_rule_has_its_release():
-    assert set(MAMBA_MODE_RULES) == {VLLM_0_17_1.mamba_cache_modes, VLLM_0_33_0.mamba_cache_modes}
+    assert set(MAMBA_MODE_RULES) == {release.mamba_cache_modes for release in RELEASES.values()}
     assert set(get_args(MambaCacheMode)) <= set(MAMBA_CACHE_MODES)
 
 

@@ -13,7 +13,7 @@ import pytest
 
 from kvplan.errors import ConfigRejected
 from kvplan.report.plan_json import plan_record
-from kvplan.semantics.releases import VLLM_0_17_1, VLLM_0_33_0
+from kvplan.semantics.releases import VLLM_0_17_1, VLLM_0_33_0, VLLM_0_34_0, Release
 from kvplan.usecases.plan import PlanRequest, plan
 from tests.conftest import DATA
 from tests.uncountable import break_weight_count, model_dir
@@ -65,28 +65,29 @@ def test_catalog_model_plans_like_vllm(index: int) -> None:
         assert record["enable_prefix_caching"] == expect["enable_prefix_caching"]
 
 
-CASES_0_33_0 = DATA / "sizing" / "vllm-0.33.0-cases.json"
-
-
 @cache
-def cases_0_33_0() -> list[dict]:
-    return json.loads(CASES_0_33_0.read_text())["cases"]
+def release_cases(version: str) -> list[dict]:
+    return json.loads((DATA / "sizing" / f"vllm-{version}-cases.json").read_text())["cases"]
 
 
+@pytest.mark.parametrize("release", [VLLM_0_33_0, VLLM_0_34_0], ids=lambda release: release.version)
 @pytest.mark.parametrize("index", range(38))
-def test_catalog_model_plans_like_vllm_0_33_0(index: int) -> None:
-    """`kvplan plan` end to end (catalog config, reader, settings, specs, sizing) against 0.33.0's own
-    planning: one backing allocation, the merged capacity line, the null block held back."""
-    case = cases_0_33_0()[index]
+def test_catalog_model_plans_like_vllm_0_33_0_and_0_34_0(index: int, release: Release) -> None:
+    """`kvplan plan` end to end (catalog config, reader, settings, specs, sizing) against each release's
+    own planning: one backing allocation, the merged capacity line, the null block held back. The
+    0.34.0 cases give the KV memory, which keeps its extensible KV cache off: 0.33.0's path decides."""
+    case = release_cases(release.version)[index]
     expect = case["expect"]
-    request = replace(request_for(case), release=VLLM_0_33_0)
+    request = replace(request_for(case), release=release)
     if not expect["ok"]:
         with pytest.raises(ConfigRejected) as rejected:
             plan(request)
         assert str(rejected.value) in expect["error"]
         return
     record = plan_record(plan(request))
-    assert record["fits"] and record["vllm_semantics"] == "0.33.0"
+    assert record["fits"] and record["vllm_semantics"] == release.version
+    if "resolved_gpu_memory_utilization" in expect:
+        assert expect["enable_extensible_kv_cache"] is False and not request.sizing_path.measured
     assert record["num_blocks"] == expect["num_blocks"]
     assert [t["size"] for t in record["kv_cache_tensors"]] == expect["kv_cache_tensors"]
     assert [len(t["shared_by"]) for t in record["kv_cache_tensors"]] == expect["kv_cache_tensor_shared_by"]

@@ -27,7 +27,6 @@ from kvplan.units import cdiv
 
 # vLLM's `CacheConfig.block_size` literal: the sizes a user may ask for
 ALLOWED_BLOCK_SIZES = (1, 8, 16, 32, 64, 128, 256)
-DEFAULT_BLOCK_SIZE = 16
 KV_CACHE_DTYPES = {
     "fp8": "uint8", "fp8_e4m3": "uint8", "fp8_e5m2": "uint8", "fp8_ds_mla": "uint8",
     "fp8_inc": "float8_e4m3fn", "bfloat16": "bfloat16",
@@ -76,11 +75,11 @@ def _mla_backend_size(backend: str | None, block_size: int, capability: tuple[in
 
 def _forced_by_backend(
     capability: tuple[int, int] | None, block_size: int | None, sparse: bool, qk_nope_head_dim: int,
-    backend: str | None, cache_dtype: str,
+    backend: str | None, cache_dtype: str, default_block_size: int,
 ) -> BlockSizeChoice:
     """0.17.1's `CudaPlatform.check_and_update_config`: a backend replaces the block size only when the
-    requested one (16 when unset) does not suit it. Sparse MLA needs 64 anywhere."""
-    requested = DEFAULT_BLOCK_SIZE if block_size is None else block_size
+    requested one (the release's default when unset) does not suit it. Sparse MLA needs 64 anywhere."""
+    requested = default_block_size if block_size is None else block_size
     chosen = backend or _default_mla_backend(capability, sparse, qk_nope_head_dim)
     size = _mla_backend_size(chosen, requested, capability)
     if sparse:
@@ -93,11 +92,24 @@ def _forced_by_backend(
     return BlockSizeChoice(size, chosen, log)
 
 
-# the smallest block size each MLA backend takes (`get_preferred_block_size` when 16 is not among them)
-_PREFERRED_MLA_BLOCK = {
-    "FLASH_ATTN_MLA": 16, "TRITON_MLA": 16, "FLASHMLA": 64, "CUTLASS_MLA": 128, "FLASHINFER_MLA": 32,
-    "FLASHMLA_SPARSE": 64, "FLASHINFER_MLA_SPARSE": 32,
+# the kernel block sizes each MLA backend supports (`get_supported_kernel_block_sizes`): fixed sizes,
+# and the base of a `MultipleOf` (0 where there is none)
+_MLA_KERNEL_BLOCKS: dict[str, tuple[tuple[int, ...], int]] = {
+    "FLASH_ATTN_MLA": ((), 16), "TRITON_MLA": ((), 16), "FLASHMLA": ((64,), 0), "CUTLASS_MLA": ((128,), 0),
+    "FLASHINFER_MLA": ((32, 64), 0), "FLASHMLA_SPARSE": ((64,), 0), "FLASHINFER_MLA_SPARSE": ((), 32),
 }
+
+
+def preferred_backend_block_size(backend: str | None, default_block_size: int) -> int:
+    """`AttentionBackend.get_preferred_block_size(default)`: the default when the backend's kernels take
+    it, else the smallest size they take (docs/vllm/changes-0.34.md section 2.1; 0.33.0's default is 16,
+    0.34.0's 64)."""
+    sizes, multiple = _MLA_KERNEL_BLOCKS.get(backend or "", ((), 1))
+    if default_block_size in sizes or (multiple and default_block_size % multiple == 0):
+        return default_block_size
+    return min((*sizes, *((multiple,) if multiple else ())))
+
+
 # FlashAttention MLA (Hopper's first choice) keeps the cache in the model's precision
 _FLASH_ATTN_MLA_CACHE_DTYPES = ("auto", "bfloat16", "float16")
 
@@ -119,15 +131,16 @@ def _preferred_mla_backend(
 
 def _preferred_by_backend(
     capability: tuple[int, int] | None, block_size: int | None, sparse: bool, qk_nope_head_dim: int,
-    backend: str | None, cache_dtype: str,
+    backend: str | None, cache_dtype: str, default_block_size: int,
 ) -> BlockSizeChoice:
     """0.33.0's `Platform.update_block_size_for_backend`: a requested block size stays (the backend is
-    chosen to take it); otherwise the selected backend's preferred size."""
+    chosen to take it); otherwise the selected backend's preferred size against the release's default,
+    logged where it differs from that default."""
     if block_size is not None:
         return BlockSizeChoice(block_size, backend)
     chosen = backend or _preferred_mla_backend(capability, sparse, cache_dtype)
-    size = _PREFERRED_MLA_BLOCK.get(chosen or "", DEFAULT_BLOCK_SIZE)
-    if size == DEFAULT_BLOCK_SIZE:
+    size = preferred_backend_block_size(chosen, default_block_size)
+    if size == default_block_size:
         return BlockSizeChoice(size, chosen)
     return BlockSizeChoice(size, chosen, f"Setting kv cache block size to {size} for {chosen} backend(s).")
 
@@ -151,7 +164,7 @@ def mla_block_size(
 ) -> BlockSizeChoice:
     """The block size of an MLA model on this GPU, by the release's rule."""
     return MLA_BLOCK_SIZE[release.mla_block_size](capability, block_size, sparse, qk_nope_head_dim, backend,
-                                                  cache_dtype)
+                                                  cache_dtype, release.default_block_size)
 
 
 def kernel_block_alignment(
@@ -170,14 +183,15 @@ def kernel_block_alignment(
 # Release.hybrid_block_alignment -> (kernel alignment, configured block size, MLA) -> the multiple
 HYBRID_ALIGNMENT: dict[HybridBlockAlignment, Callable[[int, int, bool], int]] = {
     "kernel_block": lambda kernel, configured, use_mla: kernel,
-    # 0.33.0: max(the backend's smallest kernel block, cache_config.block_size), MLA at least 128
+    # 0.33.0: max(the backend's smallest kernel block, cache_config.block_size), MLA at least 128 (the
+    # configured block is the release's default when unset: 16, 64 in 0.34.0)
     "kernel_or_configured_block": lambda kernel, configured, use_mla: max(kernel, configured, 128 if use_mla else 1),
 }
 
 
 def hybrid_alignment(kernel_alignment: int, configured_block_size: int | None, use_mla: bool, release: Release) -> int:
     """The multiple a Mamba hybrid's attention block is rounded up to."""
-    configured = DEFAULT_BLOCK_SIZE if configured_block_size is None else configured_block_size
+    configured = release.default_block_size if configured_block_size is None else configured_block_size
     return HYBRID_ALIGNMENT[release.hybrid_block_alignment](kernel_alignment, configured, use_mla)
 
 

@@ -25,7 +25,9 @@ class EngineConfig:
     `scheduling` is the engine loop, by default the one `vllm serve` of that release runs."""
 
     num_gpu_blocks: int
-    block_size: int = 16
+    # 0: the release's default block size (`Release.default_block_size`: 16, 64 from 0.34.0), what vLLM
+    # takes when --block-size is not given
+    block_size: int = 0
     enable_prefix_caching: bool = True
     max_num_batched_tokens: int = 2048
     max_num_seqs: int = 128
@@ -43,6 +45,8 @@ class EngineConfig:
     def __post_init__(self) -> None:
         if self.scheduling is None:
             object.__setattr__(self, "scheduling", self.release.scheduling)
+        if self.block_size == 0:
+            object.__setattr__(self, "block_size", self.release.default_block_size)
         self.validate()
 
     def validate(self) -> None:

@@ -121,6 +121,12 @@ class Scheduler:
         # Mamba "align" caching: prefill chunks end on block boundaries (vLLM's aligned split).
         self._mamba_chunk = MAMBA_CHUNK_END[release.mamba_chunk_ends] if config.mamba_cache_mode == "align" else None
         self._checkpoint_alignment = internal_checkpoint_alignment(config)
+        # vLLM 0.34.0's `update_from_output` also caches a Mamba hybrid's blocks at output time in sync
+        # mode with prefix caching ("publish finalized states before retirement or completion",
+        # docs/vllm/changes-0.34.md section 6.1); async already does it for every model
+        self._cache_at_sync_output = (release.mamba_sync_output_caching and not self._async
+                                      and config.enable_prefix_caching
+                                      and any(group.kind == MAMBA for group in config.groups))
         self.block_pool = self.kv_cache_manager.block_pool
         self.waiting: deque[Request] = deque()
         # The running requests that are not cruising, in running order (after the cruising ones).
@@ -454,7 +460,10 @@ class Scheduler:
         hasher = self._block_hasher
         hash_block_size = hasher.block_size if hasher is not None else 0
         finished: list[str] = []
+        cache_at_output = self._cache_at_sync_output
         for request, sampled in zip(batch.requests, batch.samples, strict=True):
+            if cache_at_output and request.status is RequestStatus.RUNNING:
+                self.kv_cache_manager.cache_blocks(request, request.num_computed_tokens - request.num_in_flight_tokens)
             if not sampled:
                 continue
             num_tokens = request.num_tokens + 1

@@ -20,7 +20,6 @@ from typing import Literal
 
 from kvplan.errors import ConfigRejected
 from kvplan.semantics.config.cache import (
-    DEFAULT_BLOCK_SIZE,
     MAMBA_PREFIX_CACHING_ARCHITECTURES,
     check_block_size,
     hybrid_alignment,
@@ -197,7 +196,7 @@ def resolve_cache_layout(shape: ModelShape, settings: CacheSettings) -> CacheLay
         padded = hybrid.mamba_page_size_padded
         logs.extend(hybrid.logs)
     if block_size is None:
-        block_size, rule = DEFAULT_BLOCK_SIZE, "default"
+        block_size, rule = settings.release.default_block_size, "default"
     mla_backend = None
     if shape.use_mla:
         choice = mla_block_size(

@@ -61,18 +61,25 @@ CANNOT_AUTO_FIT = (
 )
 # the device vLLM names in 0.33.0's lines (`_kv_cache_device_name`): kvplan plans for CUDA GPUs
 DEVICE_NAME = "GPU"
+# 0.34.0's advice with the extensible KV cache off (the estimate path)
+ESTIMATE_HINT = ("Try increasing `gpu_memory_utilization` when initializing the engine (this flag also controls CPU "
+                 "memory reservation on the CPU backend, despite its name).")
+# 0.34.0 logs a reduced auto-fit length below this at WARNING (`AUTO_FIT_SHORT_MAX_MODEL_LEN`)
+AUTO_FIT_SHORT_MAX_MODEL_LEN = 8192
 
 
 @dataclass(frozen=True)
 class SizingTexts:
-    """vLLM's wording of the lines sizing repeats, for one `log_format`."""
+    """vLLM's wording of the lines sizing repeats, for one `log_format` (and, from 0.34.0, one sizing
+    path: `measured_sizing_texts`)."""
 
     no_memory: str
     model_s: str                       # "models's" (0.17.1's spelling) or "model's"
-    increase_utilization: str          # the advice in the memory-check error
+    memory_advice: str                 # the advice closing the memory-check error
     auto_fit_fits: Callable[[int, int], str]          # (original, limiting bytes)
     auto_fit_reduced: Callable[[int, int, int], str]  # (original, fitted, limiting bytes)
     capacity_lines: Callable[[int, float, int], tuple[str, ...]]   # (tokens, concurrency, max_model_len)
+    cannot_auto_fit: str = ""          # the auto-fit error when not one token fits (CANNOT_AUTO_FIT if empty)
 
 
 def _separate_capacity_lines(tokens: int, concurrency: float, max_model_len: int) -> tuple[str, ...]:
@@ -97,7 +104,8 @@ LOG_FORMATS: dict[LogFormat, SizingTexts] = {
             f"initializing the engine. {DOCS_HINT}"
         ),
         model_s="models's",
-        increase_utilization="Try increasing `gpu_memory_utilization`",
+        memory_advice="Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing "
+                      "the engine.",
         auto_fit_fits=lambda original, _limiting: (
             f"Auto-fit max_model_len: full model context length {original} fits in available GPU memory"
         ),
@@ -114,8 +122,8 @@ LOG_FORMATS: dict[LogFormat, SizingTexts] = {
             f"despite its name). {DOCS_HINT}"
         ),
         model_s="model's",
-        increase_utilization="Try increasing `gpu_memory_utilization` (which also controls CPU memory on the "
-                             "CPU backend)",
+        memory_advice="Try increasing `gpu_memory_utilization` (which also controls CPU memory on the CPU "
+                      "backend) or decreasing `max_model_len` when initializing the engine.",
         auto_fit_fits=lambda original, limiting: (
             f"Auto-fit max_model_len: full model context length {original} fits in available KV cache memory "
             f"({format_gib(limiting)} GiB {DEVICE_NAME})"
@@ -126,7 +134,80 @@ LOG_FORMATS: dict[LogFormat, SizingTexts] = {
         ),
         capacity_lines=_merged_capacity_line,
     ),
+    # 0.34.0 on the estimate path (kv_cache_planning.py: `_more_kv_cache_memory_hint` with the extensible
+    # KV cache off, `_auto_fit_max_model_len`); measured_sizing_texts gives the measured path's
+    "merged_capacity_line_after_warmup": SizingTexts(
+        no_memory=f"No available memory for the cache blocks. {ESTIMATE_HINT} {DOCS_HINT}",
+        model_s="model's",
+        memory_advice=f"{ESTIMATE_HINT} Decreasing `max_model_len` also reduces what is needed.",
+        auto_fit_fits=lambda original, limiting: (
+            f"Auto-fit max_model_len: full model context length {original} fits in available KV cache memory "
+            f"({format_gib(limiting)} GiB {DEVICE_NAME})"
+        ),
+        auto_fit_reduced=lambda original, fitted, limiting: _auto_reduced(
+            original, fitted, f"{format_gib(limiting)} GiB {DEVICE_NAME} available for the KV cache",
+            "Increase `gpu_memory_utilization` or set --max-model-len explicitly."),
+        capacity_lines=_merged_capacity_line,
+        cannot_auto_fit=("Cannot auto-fit max_model_len: not enough GPU memory available to serve even a single "
+                         f"token. {ESTIMATE_HINT}"),
+    ),
 }
+
+
+def _auto_reduced(original: int, fitted: int, left: str, hint: str) -> str:
+    """0.34.0's "auto reduced" line: INFO from 8,192 tokens on, a WARNING with the rejection below."""
+    line = f"--max-model-len auto reduced max_model_len from {original} to {fitted} ({left})."
+    if fitted >= AUTO_FIT_SHORT_MAX_MODEL_LEN:
+        return line
+    return f"{line} Requests longer than {fitted} tokens will be rejected. {hint}"
+
+
+def measured_sizing_texts(release: Release, utilization: float, *, after_warmup: bool) -> SizingTexts:
+    """0.34.0's wording with the extensible KV cache on: the capacity pass's auto-fit is tentative, the
+    pass after warmup names the memory CUDA graphs and warmup left, and the hints say what the
+    extensible cache takes (`_more_kv_cache_memory_hint(after_warmup)`)."""
+    used_by = "the model, its activations, CUDA graphs and warmup" if after_warmup else \
+        "the model and its activations"
+    graphs_hint = (" CUDA graphs take less with fewer or smaller capture sizes in the compilation config."
+                   if after_warmup else "")
+    if utilization < 1.0:
+        hint = (f"The KV cache gets what is left after {used_by} within `gpu_memory_utilization`={utilization}; "
+                "increase it (with the extensible KV cache it defaults to 1.0) or decrease `max_model_len` or "
+                f"`max_num_seqs`.{graphs_hint}")
+        short_hint = "Increase `gpu_memory_utilization` or set --max-model-len explicitly."
+    else:
+        hint = (f"The extensible KV cache already takes all device memory left after {used_by}; decrease "
+                f"`max_model_len` or `max_num_seqs`, or the model needs a device with more memory.{graphs_hint}")
+        short_hint = "Use more GPUs or set --max-model-len explicitly."
+    base = LOG_FORMATS[release.log_format]
+    tentative = "; the final length is set after CUDA graph capture and warmup"
+
+    def fits(original: int, limiting: int) -> str:
+        memory = f"{format_gib(limiting)} GiB {DEVICE_NAME}"
+        if after_warmup:
+            return (f"Auto-fit max_model_len: using max_model_len={original}, which fits in the KV cache memory "
+                    f"left after CUDA graph capture and warmup ({memory}).")
+        return f"Auto-fit max_model_len: full model context length {original} fits in available KV cache " \
+               f"memory ({memory}){tentative}"
+
+    def reduced(original: int, fitted: int, limiting: int) -> str:
+        memory = f"{format_gib(limiting)} GiB {DEVICE_NAME}"
+        if after_warmup:
+            return _auto_reduced(original, fitted, f"{memory} left for the KV cache after CUDA graph capture and "
+                                                   "warmup", short_hint)
+        return (f"Auto-fit max_model_len: reduced from {original} to {fitted} to fit in available KV cache memory "
+                f"({memory}){tentative}")
+
+    cannot = ("CUDA graph capture and warmup left no memory for the KV cache. Increase `gpu_memory_utilization`, "
+              "reduce the memory CUDA graphs take (fewer or smaller capture sizes in the compilation config), or "
+              "use more GPUs." if after_warmup else hint)
+    return replace(
+        base, no_memory=f"No available memory for the cache blocks. {hint} {DOCS_HINT}",
+        memory_advice=f"{hint} Decreasing `max_model_len` also reduces what is needed.",
+        auto_fit_fits=fits, auto_fit_reduced=reduced,
+        cannot_auto_fit=("Cannot auto-fit max_model_len: not enough GPU memory available to serve even a single "
+                         f"token. {cannot}"),
+    )
 
 
 @dataclass(frozen=True)
@@ -256,10 +337,17 @@ def _concurrent_batches(max_num_batched_tokens: int, pipeline_parallel_size: int
     return batches * max_num_batched_tokens
 
 
+def _pp_plus_one_batches(max_num_batched_tokens: int, pipeline_parallel_size: int) -> int | None:
+    """0.34.0: Model Runner V2 only, which schedules asynchronously with pipeline stages too:
+    `max_concurrent_batches = pp + 1` (docs/vllm/changes-0.34.md section 1.7)."""
+    return (pipeline_parallel_size + 1) * max_num_batched_tokens
+
+
 # Release.in_flight_tokens -> what a sliding-window or chunked-local request holds beyond its window
 IN_FLIGHT_TOKENS: dict[InFlightTokens, Callable[[int, int], int | None]] = {
     "one_batch": _one_batch,
     "concurrent_batches": _concurrent_batches,
+    "pp_plus_one_batches": _pp_plus_one_batches,
 }
 
 
@@ -295,10 +383,12 @@ def estimate_max_model_len_from_groups(
 
 
 def check_enough_kv_cache_memory(
-    available_bytes: int, needed_bytes: int, max_model_len: int, estimate: Callable[[int], int], release: Release
+    available_bytes: int, needed_bytes: int, max_model_len: int, estimate: Callable[[int], int], release: Release,
+    texts: SizingTexts | None = None,
 ) -> str | None:
-    """vLLM's error text when one `max_model_len` request does not fit, else None."""
-    texts = LOG_FORMATS[release.log_format]
+    """vLLM's error text when one `max_model_len` request does not fit, else None (`texts`: the
+    release's wording unless given)."""
+    texts = texts or LOG_FORMATS[release.log_format]
     if available_bytes <= 0:
         return texts.no_memory
     if needed_bytes <= available_bytes:
@@ -313,8 +403,7 @@ def check_enough_kv_cache_memory(
         f"To serve at least one request with the {texts.model_s} max seq len ({max_model_len}), "
         f"({format_gib(needed_bytes)} GiB KV cache is needed, which is larger than the available KV "
         f"cache memory ({format_gib(available_bytes)} GiB). {based_on}"
-        f"{texts.increase_utilization} or decreasing `max_model_len` when initializing the "
-        f"engine. {DOCS_HINT}"
+        f"{texts.memory_advice} {DOCS_HINT}"
     )
 
 
@@ -483,7 +572,7 @@ def _merge_worker_specs(worker_specs: Sequence[Mapping[str, KVCacheSpec]]) -> di
 
 def _auto_fit_max_model_len(
     projected: Sequence[Sequence[KVCacheGroupSpec]], available: Sequence[int], limits: SizingLimits,
-    release: Release,
+    release: Release, texts: SizingTexts,
 ) -> tuple[int, str | None]:
     """The largest `max_model_len` every worker holds in `available` (the memory the check sees) and
     vLLM's log line; 0 and no line when not even one token fits."""
@@ -500,7 +589,6 @@ def _auto_fit_max_model_len(
                 best, limiting_bytes = worker_best, avail
     if best <= 0:
         return 0, None
-    texts = LOG_FORMATS[release.log_format]
     if best >= original:
         return original, texts.auto_fit_fits(original, limiting_bytes)
     return best, texts.auto_fit_reduced(original, best, limiting_bytes)
@@ -522,13 +610,18 @@ def size_kv_cache(
     disable_hybrid_kv_cache_manager: bool = False,
     *,
     release: Release,
+    texts: SizingTexts | None = None,
+    report_capacity: bool = True,
 ) -> SizingResult:
     """vLLM's `get_kv_cache_configs` and its capacity report for these workers, as `release` computes
     them.
 
     `worker_specs` has one dict per worker (layer name -> spec, in model order) and
     `available_bytes_per_worker` the KV memory of each. `limits.max_model_len` is the model's
-    derived length; with `auto_fit` it is reduced to what every worker holds."""
+    derived length; with `auto_fit` it is reduced to what every worker holds. `texts` replaces the
+    release's wording (0.34.0's measured path); without `report_capacity` the capacity lines are not
+    logged (0.34.0 logs them after warmup, on the measured blocks)."""
+    texts = texts or LOG_FORMATS[release.log_format]
     if len(worker_specs) != len(available_bytes_per_worker):
         raise ValueError("one available-memory figure per worker is needed")
     grouping = get_kv_cache_groups(
@@ -555,10 +648,10 @@ def size_kv_cache(
                                                                                      strict=True)]
 
     if auto_fit:
-        fitted_len, fit_log = _auto_fit_max_model_len(projected, check_memory, limits, release)
+        fitted_len, fit_log = _auto_fit_max_model_len(projected, check_memory, limits, release, texts)
         if fit_log is None:
             needed = tuple(max_memory_usage_bytes_from_groups(groups, limits, release) for groups in projected)
-            return refused(CANNOT_AUTO_FIT, needed)
+            return refused(texts.cannot_auto_fit or CANNOT_AUTO_FIT, needed)
         logs.append(fit_log)
         limits = replace(limits, max_model_len=fitted_len)
 
@@ -570,7 +663,7 @@ def size_kv_cache(
         def estimate(memory: int, groups: Sequence[KVCacheGroupSpec] = groups) -> int:
             return estimate_max_model_len_from_groups(groups, memory, limits, release)
 
-        finding = check_enough_kv_cache_memory(avail, need, limits.max_model_len, estimate, release)
+        finding = check_enough_kv_cache_memory(avail, need, limits.max_model_len, estimate, release, texts)
         if finding is not None:
             return refused(finding, needed, estimate(avail) if 0 < avail < need else None)
 
@@ -594,7 +687,7 @@ def size_kv_cache(
             worker_configs=tuple(configs), bytes_needed_per_worker=needed, log_lines=tuple(logs),
             worker_groups=tuple(projected),
         )
-    for config in configs:
+    for config in configs if report_capacity else ():
         # vLLM logs these once (`info_once`): every worker prints the same lines
         for line in report_lines(config, limits, release):
             if line not in logs:

@@ -21,7 +21,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from kvplan.semantics.releases import LogFormat, NonKvMemory, Release, default_release
+from kvplan.semantics.releases import KvSizing, LogFormat, NonKvMemory, Release, default_release
 from kvplan.units import format_gib
 
 # vLLM's margin in its --kv-cache-memory suggestion: "memory profiling may slightly underestimate"
@@ -69,6 +69,9 @@ class MemoryBudget:
     retained_bytes: int = 0
     consumed_bytes: int | None = None
     runner_state_bytes: int = 0
+    # the path that sizes the cache (semantics/memory/measured.py): on 0.34.0's measured path the budget
+    # is the reservation's capacity, and the graphs are measured in the free memory, not estimated
+    kv_sizing: KvSizing = "profiled_estimate"
 
     @property
     def total_consumed_bytes(self) -> int:
@@ -84,8 +87,10 @@ class MemoryBudget:
 
     @property
     def cuda_graph_budget_bytes(self) -> int:
-        """The CUDA-graph pool the release takes from the KV budget."""
-        return self.cuda_graph_bytes if self.release.cuda_graphs_in_budget else 0
+        """The CUDA-graph pool the release takes from the KV budget (none on the measured path, where
+        `profile_cudagraph_memory` returns 0)."""
+        taken = self.release.cuda_graphs_in_budget and GRAPH_ESTIMATE_TAKEN[self.kv_sizing]
+        return self.cuda_graph_bytes if taken else 0
 
     @property
     def requested_bytes(self) -> int:
@@ -105,6 +110,10 @@ class MemoryBudget:
         if self.kv_cache_memory_override is not None:
             return self.kv_cache_memory_override
         return self.profiled_available_bytes
+
+
+# the sizing path -> whether the CUDA-graph estimate is taken from the budget (docs/vllm/changes-0.34.md 1.3)
+GRAPH_ESTIMATE_TAKEN: dict[KvSizing, bool] = {"profiled_estimate": True, "measured_after_capture": False}
 
 
 def _weights_peak_non_torch(budget: MemoryBudget) -> int:
@@ -190,6 +199,7 @@ def _usage_consumed(budget: MemoryBudget, cuda_graph_bytes: int) -> tuple[int, s
 USAGE_LINE: dict[LogFormat, Callable[[MemoryBudget, int], tuple[int, str]]] = {
     "separate_capacity_lines": _usage_by_term,
     "merged_capacity_line": _usage_consumed,
+    "merged_capacity_line_after_warmup": _usage_consumed,   # unchanged in form (docs/vllm/changes-0.34.md 1.7)
 }
 
 
@@ -210,6 +220,7 @@ def peak_activation_bytes(budget: MemoryBudget) -> int:
 SUGGESTION_LOG_LEVEL: dict[LogFormat, str] = {
     "separate_capacity_lines": "DEBUG",
     "merged_capacity_line": "INFO",
+    "merged_capacity_line_after_warmup": "INFO",
 }
 
 

@@ -16,6 +16,7 @@ the method is in docs/accuracy.md)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -59,10 +60,52 @@ def _up_to_1024_on_sm100(max_num_seqs: int, max_num_batched_tokens: int,
     return sorted(set(sizes))
 
 
+# 0.34.0's SM100 defaults (docs/vllm/changes-0.34.md section 3): PIECEWISE graphs up to this many tokens,
+# uniform-decode graphs up to this many tokens
+SM100_MAX_PREFILL_GRAPH_TOKENS = 8192
+SM100_MAX_DECODE_GRAPH_TOKENS = 8192
+
+
+def _walk_grid(limit: int, step: Callable[[int], float]) -> list[int]:
+    """Sizes from 1 up to `limit` (included), each the next multiple of the largest power of two not
+    above `step(size)` (vLLM 0.34.0's `_walk_grid`)."""
+    grid, size = [], 1
+    while size < limit:
+        grid.append(size)
+        stride = 1 << max(0, math.floor(math.log2(max(1.0, step(size)))))
+        size = (size // stride + 1) * stride
+    return [*grid, limit] if limit else []
+
+
+def prefill_grid(max_tokens: int) -> list[int]:
+    """0.34.0's token grid of PIECEWISE graphs: 1, 2, 4, every 8 to 64, four per doubling to 1024,
+    then every 256 and every 512 once 7 % of the size passes 512 (54 sizes at 8192)."""
+    return _walk_grid(max_tokens, lambda t: min(t, max(8, t / 4), 0.07 * max(t, 4096)))
+
+
+def decode_grid(max_requests: int) -> list[int]:
+    """0.34.0's request grid of FULL decode graphs: every count to 6, then the largest power of two
+    not above 0.65 x n^(2/3) as the step (64 sizes at 1024)."""
+    return _walk_grid(max_requests, lambda n: 0.65 * n ** (2 / 3))
+
+
+def _is_sm100(capability: tuple[int, int] | None) -> bool:
+    return capability is not None and capability[0] == SM100_FAMILY
+
+
+def _split_grids_on_sm100(max_num_seqs: int, max_num_batched_tokens: int,
+                          capability: tuple[int, int] | None) -> list[int]:
+    """0.34.0: every graph's token count (`cudagraph_capture_sizes` after resolution): the prefill and
+    decode grids on the SM100 family, 0.33.0's shared list elsewhere."""
+    plan = _split_plan(max_num_seqs, max_num_batched_tokens, capability)
+    return sorted({*plan.piecewise, *plan.full})
+
+
 # Release.cudagraph_capture_sizes -> `_set_cudagraph_sizes`
 CAPTURE_SIZES: dict[CudagraphCaptureSizes, Callable[[int, int, tuple[int, int] | None], list[int]]] = {
     "up_to_512": _up_to_512,
     "up_to_1024_on_sm100_with_batch_limits": _up_to_1024_on_sm100,
+    "split_grids_on_sm100": _split_grids_on_sm100,
 }
 
 
@@ -85,11 +128,35 @@ class CapturePlan:
         return len(self.piecewise) + len(self.full)
 
 
-def capture_plan(max_num_seqs: int, max_num_batched_tokens: int, capability: tuple[int, int] | None, *,
-                 release: Release) -> CapturePlan:
-    sizes = capture_sizes(max_num_seqs, max_num_batched_tokens, capability, release=release)
+def _shared_plan(sizes: Sequence[int], max_num_seqs: int) -> CapturePlan:
+    """One list for both kinds: PIECEWISE at every size, FULL at the sizes a decode batch takes."""
     descending = tuple(sorted(sizes, reverse=True))
     return CapturePlan(piecewise=descending, full=tuple(size for size in descending if size <= max_num_seqs))
+
+
+def _split_plan(max_num_seqs: int, max_num_batched_tokens: int, capability: tuple[int, int] | None) -> CapturePlan:
+    """0.34.0's `_split_cudagraph_capture_sizes` with no size set by the user and one-token decode: on
+    SM100 the prefill grid to min(8192, max_num_batched_tokens) and the decode grid to max_num_seqs
+    (each decode graph at most 8192 tokens); elsewhere 0.33.0's shared list for both kinds."""
+    if not _is_sm100(capability):
+        return _shared_plan(_up_to_1024_on_sm100(max_num_seqs, max_num_batched_tokens, capability), max_num_seqs)
+    prefill = prefill_grid(min(SM100_MAX_PREFILL_GRAPH_TOKENS, max_num_batched_tokens))
+    decode = [size for size in decode_grid(max_num_seqs) if size <= SM100_MAX_DECODE_GRAPH_TOKENS]
+    return CapturePlan(piecewise=tuple(sorted(prefill, reverse=True)), full=tuple(sorted(decode, reverse=True)))
+
+
+# Release.cudagraph_capture_sizes -> the graphs `capture_model` records
+CAPTURE_PLANS: dict[CudagraphCaptureSizes, Callable[[int, int, tuple[int, int] | None], CapturePlan]] = {
+    "up_to_512": lambda seqs, tokens, capability: _shared_plan(_up_to_512(seqs, tokens, capability), seqs),
+    "up_to_1024_on_sm100_with_batch_limits":
+        lambda seqs, tokens, capability: _shared_plan(_up_to_1024_on_sm100(seqs, tokens, capability), seqs),
+    "split_grids_on_sm100": _split_plan,
+}
+
+
+def capture_plan(max_num_seqs: int, max_num_batched_tokens: int, capability: tuple[int, int] | None, *,
+                 release: Release) -> CapturePlan:
+    return CAPTURE_PLANS[release.cudagraph_capture_sizes](max_num_seqs, max_num_batched_tokens, capability)
 
 
 def extrapolate_full_graphs(samples: Sequence[int], num_full: int) -> int:

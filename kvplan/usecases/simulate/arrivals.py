@@ -1,17 +1,27 @@
 """Arrival processes: when each conversation (or single request) of a workload arrives, in seconds.
 
 ``{"process": "poisson", "rate": 4.0, "count": 1000}``; processes are ``poisson`` and
-``constant`` (a rate in requests per second), ``bursts`` (``burst_size`` requests at once every
-``interval_s``), ``all_at_once`` and ``timestamps`` (an explicit list ``times_s``). The first
-three take either ``count`` or ``duration_s``. Times are generated from unit draws and then divided
-by the rate, so scaling the rate (``--find-max-rate``) compresses the same sequence of arrivals.
+``constant`` (a rate in requests per second), ``gamma`` (a rate and a ``burstiness``: gaps drawn
+from a gamma distribution of shape ``burstiness``, as `vllm bench serve --burstiness`; 1 is
+Poisson, below 1 burstier, above 1 more regular), ``bursts`` (``burst_size`` requests at once every
+``interval_s``), ``all_at_once`` and ``timestamps`` (an explicit list ``times_s``). The rate
+processes and bursts take either ``count`` or ``duration_s``. Times are generated from unit draws
+and then divided by the rate, so scaling the rate (``--find-max-rate``) compresses the same
+sequence of arrivals.
+
+Every process takes ``max_concurrency``: a closed loop of that many clients, as `vllm bench serve
+--max-concurrency` runs one. The process then says when each request becomes ready to send; a
+client sends it once one of the N clients is free (each sends its next request when its previous
+one has finished), so ``all_at_once`` with ``max_concurrency`` N is N clients that all start at
+t=0 and send back to back.
 """
 
 from __future__ import annotations
 
 import math
 import random
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from typing import Any
 
 from kvplan.parsing import (
@@ -25,12 +35,13 @@ from kvplan.parsing import (
     reject_unknown,
 )
 
-PROCESSES = ("poisson", "constant", "bursts", "all_at_once", "timestamps")
+PROCESSES = ("poisson", "constant", "gamma", "bursts", "all_at_once", "timestamps")
 MAX_ARRIVALS = 10_000_000
 
 _KEYS = {
     "poisson": ("rate", "count", "duration_s"),
     "constant": ("rate", "count", "duration_s"),
+    "gamma": ("rate", "burstiness", "count", "duration_s"),
     "bursts": ("burst_size", "interval_s", "count", "duration_s"),
     "all_at_once": ("count",),
     "timestamps": ("times_s",),
@@ -46,6 +57,8 @@ class ArrivalProcess:
     count: int | None = None
     duration_s: float | None = None
     times_s: tuple[float, ...] = ()
+    burstiness: float | None = None     # gamma: the shape of the gaps' distribution
+    max_concurrency: int | None = None  # a closed loop of this many clients; None: an open loop
 
     @property
     def nominal_rate(self) -> float | None:
@@ -62,7 +75,12 @@ class ArrivalProcess:
 def parse_arrival(raw: Any, path: str) -> ArrivalProcess:
     obj = as_object(raw, path)
     process = get(obj, "process", path, _process_name)
-    reject_unknown(obj, path, ("process", *_KEYS[process]))
+    reject_unknown(obj, path, ("process", *_KEYS[process], "max_concurrency"))
+    clients = get(obj, "max_concurrency", path, as_int, None, minimum=1)
+    return replace(_parse_process(obj, process, path), max_concurrency=clients)
+
+
+def _parse_process(obj: Mapping[str, Any], process: str, path: str) -> ArrivalProcess:
     if process == "timestamps":
         times_path = child(path, "times_s")
         raw_times = as_list(obj.get("times_s"), times_path)
@@ -84,7 +102,8 @@ def parse_arrival(raw: Any, path: str) -> ArrivalProcess:
     rate = get(obj, "rate", path, as_number, positive=True)
     if duration is not None:
         _check_size(rate * duration, path)
-    return ArrivalProcess(process, rate=rate, count=count, duration_s=duration)
+    burstiness = get(obj, "burstiness", path, as_number, positive=True) if process == "gamma" else None
+    return ArrivalProcess(process, rate=rate, count=count, duration_s=duration, burstiness=burstiness)
 
 
 def _check_size(expected: float, path: str) -> None:
@@ -122,6 +141,10 @@ def arrival_times(arrival: ArrivalProcess, rng: random.Random, rate_factor: floa
         if process == "poisson":
             # an exponential gap from a unit draw; 1 - random() is never 0
             clock += -math.log(1.0 - rng.random()) / rate
+        elif process == "gamma":
+            # mean gap 1 / rate: shape k = burstiness, scale 1 / (rate k) (vLLM's get_request)
+            assert arrival.burstiness is not None
+            clock += rng.gammavariate(arrival.burstiness, 1.0) / (rate * arrival.burstiness)
         elif times:
             clock += 1.0 / rate
         if arrival.duration_s is not None and clock >= arrival.duration_s:

@@ -36,7 +36,9 @@ from kvplan.semantics.engine.trace import (
 )
 from kvplan.semantics.releases import Release
 from kvplan.usecases.replay import bulk_decode, require_pool_memory
+from kvplan.usecases.simulate.clients import Clients
 from kvplan.usecases.simulate.engine_source import EngineOverrides, ResolvedEngine, resolve_engine
+from kvplan.usecases.simulate.frontend import FrontEnd
 from kvplan.usecases.simulate.metrics import Recorder, RequestRecord, RunMetrics, StepListener
 from kvplan.usecases.simulate.timing import StepLoad, StepTimeModel, choose_step_time
 from kvplan.usecases.simulate.workload import PlannedConversation, Workload, plan_conversations
@@ -60,6 +62,10 @@ class SimOptions:
     engine: ResolvedEngine | None = None
     # None: the workload's engine.vllm_version, else the default release
     release: Release | None = None
+    # the serving front end (None: the workload's timing.frontend, else none: engine latency only)
+    frontend: FrontEnd | None = None
+    # follow every output token to its client (inter-token latencies); implied by a front end or a closed loop
+    clients: bool = False
 
 
 @dataclass(frozen=True)
@@ -75,6 +81,8 @@ class PreparedWorkload:
     explicit: tuple[TraceRequest, ...]
     explicit_times: tuple[float, ...] | None
     notes: tuple[str, ...]
+    frontend: FrontEnd | None = None
+    clients: bool = False
 
     @property
     def config(self) -> EngineConfig:
@@ -100,6 +108,10 @@ class RunOutcome:
     # the pool refused an allocation or lost a prefix hit to an eviction (`Scheduler.pool_was_short`):
     # while False, a pool that never runs out would have run exactly the same steps
     pool_was_short: bool = True
+    # with clients (`SimOptions.clients`): every inter-token latency at the client, in seconds, and when
+    # tokens reached the clients (time, tokens)
+    itl_s: tuple[float, ...] = ()
+    deliveries: tuple[tuple[float, int], ...] = ()
 
 
 def prepare(workload: Workload, options: SimOptions) -> PreparedWorkload:
@@ -108,7 +120,8 @@ def prepare(workload: Workload, options: SimOptions) -> PreparedWorkload:
     engine = options.engine or resolve_engine(workload.engine, options.overrides, where, options.release)
     require_pool_memory(engine.config)      # refused before the run starts, not after its first line
     timer, timing_notes = choose_step_time(workload.timing, engine.facts, step_time_ms=options.step_time_ms,
-                                           gpu=options.overrides.gpu)
+                                           gpu=options.overrides.gpu,
+                                           enforce_eager=bool(options.overrides.enforce_eager))
     seed = options.seed if options.seed is not None else workload.seed
     notes = [*engine.notes, *timing_notes]
     explicit: tuple[TraceRequest, ...] = ()
@@ -126,7 +139,14 @@ def prepare(workload: Workload, options: SimOptions) -> PreparedWorkload:
             f"{where}: timing: arrivals are in seconds but no step time can be estimated: give "
             "timing.step_time_ms, --step-time-ms, engine.profile or engine.model (or timing.weights_bytes "
             "and timing.kv_bytes_per_token for a roofline)")
-    return PreparedWorkload(workload, engine, timer, seed, class_names, prefix_ids, explicit, times, tuple(notes))
+    frontend = options.frontend or workload.timing.frontend
+    closed = workload.arrival is not None and workload.arrival.max_concurrency is not None
+    if (frontend is not None or closed) and workload.arrivals_in_steps:
+        raise KvplanError(f"{where}: a front end or a closed loop needs arrivals in seconds (arrival_time), "
+                          "not arrival_step")
+    clients = options.clients or frontend is not None or closed
+    return PreparedWorkload(workload, engine, timer, seed, class_names, prefix_ids, explicit, times, tuple(notes),
+                            frontend, clients)
 
 
 def _parse_explicit(
@@ -205,7 +225,7 @@ def run(setup: PreparedWorkload, *, config: EngineConfig | None = None, rate_fac
     require_pool_memory(config)
     recorder = Recorder(config.num_gpu_blocks - 1, config.block_size, setup.class_names,
                         timed=setup.timer is not None, on_step=on_step, groups=groups,
-                        layers_known=bool(engine.planned_groups))
+                        layers_known=bool(engine.planned_groups), clients=setup.clients and not setup.in_steps)
     with _rare_cycle_collections():
         if setup.in_steps:
             return _run_in_steps(setup, config, recorder, progress, model_runner)
@@ -304,32 +324,53 @@ def _run_timed(setup: PreparedWorkload, config: EngineConfig, recorder: Recorder
                progress: Progress | None, model_runner: ModelRunner | None) -> RunOutcome:
     seconds = _step_seconds(setup)
     assert seconds is not None
-    pending: list[tuple[float, int, int]] = []  # (time, tie-breaker, ordinal)
+    ready: list[tuple[float, int]] = []  # (time, ordinal): when each arrival is ready to be sent
     conversations: list[_Conversation] = []
     if setup.workload.is_explicit:
         assert setup.explicit_times is not None
-        for ordinal, time in enumerate(setup.explicit_times):
-            pending.append((time / rate_factor, ordinal, ordinal))
+        ready = [(time / rate_factor, ordinal) for ordinal, time in enumerate(setup.explicit_times)]
     else:
         prefixes: dict[int, array[int]] = {}
         for plan in plan_conversations(setup.workload, setup.seed, rate_factor):
             prefix = _prefix_tokens(setup, plan.class_index, prefixes)
             conversations.append(_Conversation(plan, prefix))
-            pending.append((plan.arrival_time, plan.ordinal, plan.ordinal))
-    heapq.heapify(pending)
+            ready.append((plan.arrival_time, plan.ordinal))
+    arrival = setup.workload.arrival
+    clients = Clients(ready, arrival.max_concurrency if arrival is not None else None, setup.frontend)
+    pending = clients.pending  # (time it reaches the engine, tie-breaker, ordinal)
     total = len(setup.explicit) if setup.workload.is_explicit else sum(len(c.plan.turns) for c in conversations)
     owner: dict[str, int] = {}  # request id -> conversation ordinal
-    tie = len(pending)
     rejected = cut = 0
+    stream = clients.stream if setup.frontend is not None else None
+    # with a front end or a closed loop, a client acts when its request is done both in the engine
+    # and at the client (in either order: async scheduling reports a finish one step late)
+    by_client = not clients.direct
+    done_at_client: dict[int, RequestRecord] = {}
+    done_in_engine: set[int] = set()
 
-    scheduler = Scheduler(config, model_runner, bulk_decode=bulk_decode())
-    first_arrival = pending[0][0] if pending else 0.0
-    now = first_arrival
+    def next_send(ordinal: int, record: RequestRecord) -> None:
+        time = record.client_last_time if record.client_last_time is not None else record.finish_time
+        assert time is not None
+        if conversations and conversations[ordinal].turn < len(conversations[ordinal].plan.turns):
+            clients.follow_up(ordinal, time + conversations[ordinal].plan.turns[conversations[ordinal].turn]
+                              .think_time_s)
+        else:
+            clients.release(time)
+
+    # clients follow every request's tokens, so no request may be advanced in bulk unlisted
+    scheduler = Scheduler(config, model_runner, bulk_decode=bulk_decode() and not recorder.clients)
+    first_arrival = clients.first_ready
+    if by_client:
+        clients.admit_until(first_arrival)
+    now = first_arrival if by_client else (pending[0][0] if pending else 0.0)
     stalled = False
-    while pending or scheduler.has_unfinished():
-        if not scheduler.has_unfinished() and pending[0][0] > now:
-            recorder.hold(now, pending[0][0])
-            now = pending[0][0]
+    while clients.waiting or scheduler.has_unfinished():
+        if not scheduler.has_unfinished():
+            if not pending:
+                clients.admit_next()
+            if pending[0][0] > now:
+                recorder.hold(now, pending[0][0])
+                now = pending[0][0]
         while pending and pending[0][0] <= now:
             time, _, ordinal = heapq.heappop(pending)
             made: tuple[Request, RequestRecord] | None
@@ -344,9 +385,13 @@ def _run_timed(setup: PreparedWorkload, config: EngineConfig, recorder: Recorder
                     else:
                         cut += 1
                     total -= len(conversations[ordinal].plan.turns) - conversations[ordinal].turn
+                    clients.sent_at(ordinal, time)
+                    clients.release(time)
             if made is None:
                 continue
             request, record = made
+            record.ordinal = ordinal
+            record.sent_time, record.client_offset = clients.sent_at(ordinal, time)
             scheduler.add_request(request)
             recorder.add_request(request.request_id, record)
             owner[request.request_id] = ordinal
@@ -355,25 +400,44 @@ def _run_timed(setup: PreparedWorkload, config: EngineConfig, recorder: Recorder
         result = scheduler.step()
         head = scheduler.waiting[0].request_id if scheduler.waiting else None
         now += recorder.observe(result, scheduler.num_running, len(scheduler.waiting), head, now, seconds)
+        if recorder.clients:
+            # requests sent while the step ran reach the front end before the step's tokens do
+            if by_client:
+                clients.admit_until(now)
+            for record in recorder.deliver(now, stream):
+                clients.finished()
+                if by_client:
+                    if record.ordinal in done_in_engine:
+                        done_in_engine.discard(record.ordinal)
+                        next_send(record.ordinal, record)
+                    else:
+                        done_at_client[record.ordinal] = record
         for request_id in result.finished:
             ordinal = owner.pop(request_id)
-            if conversations:
-                follow = _finish_turn(conversations[ordinal], recorder.records[request_id])
-                if follow is not None:
-                    tie += 1
-                    heapq.heappush(pending, (now + follow, tie, ordinal))
+            follow = _finish_turn(conversations[ordinal], recorder.records[request_id]) if conversations else None
+            if by_client:
+                if ordinal in done_at_client:
+                    next_send(ordinal, done_at_client.pop(ordinal))
+                else:
+                    done_in_engine.add(ordinal)
+            elif follow is not None:
+                clients.follow_up(ordinal, now + follow)
         if progress is not None and result.step % 128 == 0:
             progress(len(recorder.records) - len(recorder.live), total)
-        if scheduler.is_stalled(result, bool(pending)):
+        if scheduler.is_stalled(result, clients.waiting):
             stalled = True
             break
         if (result.num_scheduled_tokens == 0 and not result.preempted and not result.output_of_earlier_batch
-                and pending and pending[0][0] > now):
+                and clients.waiting):
             # nothing can change before the next arrival: the blocked head stays blocked
-            recorder.hold(now, pending[0][0])
-            now = pending[0][0]
+            if not pending:
+                clients.admit_next()
+            if pending and pending[0][0] > now:
+                recorder.hold(now, pending[0][0])
+                now = pending[0][0]
     records = tuple(recorder.records.values())
-    return RunOutcome(recorder.finish(stalled, first_arrival), records, rejected, cut, scheduler.pool_was_short)
+    return RunOutcome(recorder.finish(stalled, first_arrival), records, rejected, cut, scheduler.pool_was_short,
+                      tuple(recorder.itl), tuple(zip(recorder.delivery_times, recorder.delivery_counts, strict=True)))
 
 
 def _prefix_tokens(setup: PreparedWorkload, class_index: int, cache: dict[int, array[int]]) -> array[int]:

@@ -22,6 +22,8 @@ from kvplan.semantics.releases import RELEASES, Release, default_release, releas
 from kvplan.usecases.plan import PlanRequest, PlanSummary, plan
 from kvplan.usecases.profile_summary import load_profile, release_mismatch
 from kvplan.usecases.replay import EngineSettings
+from kvplan.usecases.simulate.compute_shape import compute_shape
+from kvplan.usecases.simulate.timing import ComputeShape
 from kvplan.usecases.simulate.workload import EngineSpec
 
 # settings a saved profile or a plan fixes along with the pool size
@@ -44,10 +46,11 @@ class EngineOverrides(EngineSettings):
     tensor_parallel_size: int | None = None
     pipeline_parallel_size: int | None = None
     trust_remote_code: bool = False          # only ever from the command line
+    enforce_eager: bool | None = None        # vLLM's --enforce-eager: no CUDA graphs (the step time only)
 
     def settings(self) -> dict[str, Any]:
         skip = ("num_gpu_blocks", "gpu", "gpu_memory_utilization", "gpu_memory", "kv_cache_memory",
-                "trust_remote_code")
+                "trust_remote_code", "enforce_eager")
         return {f.name: getattr(self, f.name) for f in fields(self)
                 if f.name not in skip and getattr(self, f.name) is not None}
 
@@ -61,6 +64,9 @@ class ModelFacts:
     weights_bytes: int | None = None
     kv_bytes_per_token: int | None = None
     calibration: tuple[tuple[int, float], ...] = ()
+    # what one GPU computes per token (the roofline with factors); None: the plan did not say (a profile)
+    compute: ComputeShape | None = None
+    timing_notes: tuple[str, ...] = ()      # weights the step time cannot price as they are
 
 
 @dataclass(frozen=True)
@@ -225,8 +231,11 @@ def plan_pool(*, model: str, gpu: str | None, gpu_memory: int | None, gpu_memory
     if not summary.fits or summary.num_blocks is None:
         fix = result.suggested_fix
         raise DoesNotFitError(f"engine.model: {model} does not fit: {summary.error}" + (f"; {fix}" if fix else ""))
+    shape, timing_notes = compute_shape(result)
     try:
-        return replace(pool_from_plan(summary, "plan"), weights_warning=result.weights_warning)
+        pool = pool_from_plan(summary, "plan")
+        return replace(pool, weights_warning=result.weights_warning,
+                       facts=replace(pool.facts, compute=shape, timing_notes=timing_notes))
     except FieldError as error:
         raise KvplanError(f"engine.model: the planner's record: {error}") from None
 

@@ -10,6 +10,7 @@ that into frozen result dataclasses. Definitions are in ``docs/metrics.md``.
 from __future__ import annotations
 
 import math
+from array import array
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -57,10 +58,11 @@ class RequestRecord:
     when the request is listed again, `StepResult.rejoined`)."""
 
     __slots__ = (
-        "arrival_step", "arrival_time", "cached_tokens", "class_index", "computed", "finish_step",
-        "finish_time", "first_scheduled_step", "first_scheduled_time", "first_token_step",
-        "first_token_time", "lost", "max_tokens", "num_outputs", "preemptions", "prompt_tokens",
-        "recomputed_tokens", "turn",
+        "arrival_step", "arrival_time", "cached_tokens", "class_index", "client_first_time", "client_last_time",
+        "client_offset",
+        "computed", "delivered", "finish_step", "finish_time", "first_scheduled_step", "first_scheduled_time",
+        "first_token_step", "first_token_time", "lost", "max_tokens", "num_outputs", "ordinal",
+        "preemptions", "prompt_tokens", "recomputed_tokens", "sent_time", "turn",
     )
 
     def __init__(self, class_index: int, prompt_tokens: int, max_tokens: int, num_outputs: int,
@@ -83,6 +85,14 @@ class RequestRecord:
         self.lost = 0
         self.preemptions = 0
         self.recomputed_tokens = 0
+        # the client's view (a run with clients, `Recorder(clients=True)`): when the request was sent,
+        # when its first and latest tokens reached the client, and how many did
+        self.sent_time = arrival_time
+        self.client_first_time: float | None = None
+        self.client_last_time: float | None = None
+        self.delivered = 0
+        self.client_offset = 0.0    # its tokens reach the client this much later than streamed
+        self.ordinal = -1       # the arrival it belongs to (the driver's conversation ordinal)
 
 
 # ---------------------------------------------------------------------------- results
@@ -270,8 +280,15 @@ class Recorder:
 
     def __init__(self, usable_blocks: int, block_size: int, class_names: tuple[str, ...], timed: bool,
                  on_step: StepListener | None = None, groups: tuple[KVCacheGroup, ...] = (),
-                 layers_known: bool = False) -> None:
+                 layers_known: bool = False, clients: bool = False) -> None:
         self.groups = groups if len(groups) > 1 else ()
+        # clients: follow every output token to the client (inter-token latencies, `deliver`)
+        self.clients = clients
+        self.emitting: list[RequestRecord] = []
+        self.itl = array("d")
+        # when tokens reached clients, and how many each time (vllm bench serve's peak output throughput)
+        self.delivery_times = array("d")
+        self.delivery_counts = array("q")
         self.layers_known = layers_known
         self.group_weighted = [0.0] * len(self.groups)
         self.group_peak = [0] * len(self.groups)
@@ -356,15 +373,24 @@ class Recorder:
             else:
                 record.recomputed_tokens += max(0, record.lost - hit)
         context = result.bulk_context_tokens
+        # a request the engine advances in bulk decodes: its one query token attends its whole context
+        pairs = result.bulk_context_tokens
         first_tokens: list[RequestRecord] = []
+        emitting = self.emitting
+        clients = self.clients
         for request_id, tokens in result.scheduled.items():
             record = live[request_id]
             computed = record.computed + tokens
             record.computed = computed
             context += computed
-            if record.first_token_step is None and computed >= record.prompt_tokens:
-                record.first_token_step = result.step
-                first_tokens.append(record)
+            # each of the step's new tokens attends every token up to itself
+            pairs += tokens * computed - tokens * (tokens - 1) // 2
+            if computed >= record.prompt_tokens:
+                if record.first_token_step is None:
+                    record.first_token_step = result.step
+                    first_tokens.append(record)
+                if clients:
+                    emitting.append(record)
         self._attribute_lookups(result, waiting_head)
 
         duration = 0.0
@@ -374,7 +400,7 @@ class Recorder:
         waits_only = result.output_of_earlier_batch and result.num_scheduled_tokens == 0
         if step_seconds is not None and not waits_only:
             duration = step_seconds(StepLoad(result.num_scheduled_tokens, context,
-                                             len(result.scheduled) + result.num_bulk_scheduled))
+                                             len(result.scheduled) + result.num_bulk_scheduled, pairs))
         end = start + duration
         for record in first_tokens:
             record.first_token_time = end
@@ -405,6 +431,31 @@ class Recorder:
             self.on_step(self._timeline_row(result, running, waiting, used, start, duration))
         self._arrived = 0
         return duration
+
+    def deliver(self, produced: float, stream: Callable[[float, int], float] | None) -> list[RequestRecord]:
+        """The tokens of the last observed step reach their clients (``stream``: when the front end
+        has streamed that many tokens produced at ``produced``; None: at once). Returns the requests
+        whose last token this was."""
+        emitting = [r for r in self.emitting if r.delivered < r.num_outputs]
+        self.emitting = []
+        if not emitting:
+            return []
+        reached = produced if stream is None else stream(produced, len(emitting))
+        self.delivery_times.append(reached)
+        self.delivery_counts.append(len(emitting))
+        done = []
+        itl = self.itl
+        for record in emitting:
+            at = reached + record.client_offset
+            if record.delivered == 0:
+                record.client_first_time = at
+            else:
+                itl.append(at - record.client_last_time)  # type: ignore[operator]
+            record.client_last_time = at
+            record.delivered += 1
+            if record.delivered == record.num_outputs:
+                done.append(record)
+        return done
 
     def _weigh(self, used: int, evictable: float, running: int, waiting: int, weight: float) -> None:
         self.used_histogram[used] = self.used_histogram.get(used, 0.0) + weight

@@ -39,6 +39,13 @@ from kvplan.semantics.models.resolve import local_model_path, model_named_in_fil
 from kvplan.units import parse_bytes
 from kvplan.usecases.simulate.arrivals import ArrivalProcess, arrival_times, parse_arrival
 from kvplan.usecases.simulate.distributions import Distribution, parse_distribution
+from kvplan.usecases.simulate.frontend import (
+    DEFAULT_LATENCY_MS,
+    DEFAULT_REQUEST_MS,
+    DEFAULT_STREAM_WAIT_MS,
+    DEFAULT_TOKEN_MS,
+    FrontEnd,
+)
 from kvplan.usecases.simulate.workload_format import REQUEST_LIST, WORKLOAD, WORKLOAD_REQUEST
 
 SCHEMA_VERSION = 1
@@ -51,7 +58,8 @@ ENGINE_SETTINGS = (
 STRING_SETTINGS = ("hash_algo", "hash_seed", "vllm_version", "scheduling")
 PLANNING_KEYS = ("gpu_memory", "gpu_memory_utilization", "kv_cache_memory")
 ENGINE_KEYS = (*ENGINE_SOURCES, "gpu", *PLANNING_KEYS, *ENGINE_SETTINGS)
-TIMING_KEYS = ("step_time_ms", "calibration", "gpu", "weights_bytes", "kv_bytes_per_token", "overhead_ms")
+TIMING_KEYS = ("step_time_ms", "calibration", "gpu", "weights_bytes", "kv_bytes_per_token", "overhead_ms", "frontend")
+FRONTEND_KEYS = ("request_ms", "token_ms", "latency_ms", "stream_wait_ms")
 CLASS_KEYS = ("name", "weight", "prompt_tokens", "output_tokens", "shared_prefix", "turns")
 
 
@@ -79,6 +87,7 @@ class TimingSpec:
     weights_bytes: int | None = None
     kv_bytes_per_token: int | None = None
     overhead_ms: float | None = None
+    frontend: FrontEnd | None = None    # the serving front end: client-observed latency (None: engine only)
 
 
 @dataclass(frozen=True)
@@ -298,6 +307,21 @@ def _parse_timing(raw: Any, path: str) -> TimingSpec:
         weights_bytes=get(obj, "weights_bytes", path, as_int, None, minimum=1),
         kv_bytes_per_token=get(obj, "kv_bytes_per_token", path, as_int, None, minimum=1),
         overhead_ms=get(obj, "overhead_ms", path, as_number, None, minimum=0),
+        frontend=_parse_frontend(obj["frontend"], child(path, "frontend")) if "frontend" in obj else None,
+    )
+
+
+def _parse_frontend(raw: Any, path: str) -> FrontEnd:
+    """The front end's costs; each one left out takes its default (docs/accuracy.md)."""
+    obj = as_object(raw, path)
+    reject_unknown(obj, path, FRONTEND_KEYS)
+    ms = {key: get(obj, key, path, as_number, None, minimum=0) for key in FRONTEND_KEYS}
+    return FrontEnd(
+        request_s=(DEFAULT_REQUEST_MS if ms["request_ms"] is None else ms["request_ms"]) / 1e3,
+        token_s=(DEFAULT_TOKEN_MS if ms["token_ms"] is None else ms["token_ms"]) / 1e3,
+        latency_s=(DEFAULT_LATENCY_MS if ms["latency_ms"] is None else ms["latency_ms"]) / 1e3,
+        stream_wait_s=(DEFAULT_STREAM_WAIT_MS if ms["stream_wait_ms"] is None else ms["stream_wait_ms"]) / 1e3,
+        source="timing.frontend" if any(v is not None for v in ms.values()) else FrontEnd().source,
     )
 
 

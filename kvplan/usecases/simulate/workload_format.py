@@ -48,18 +48,24 @@ TURN_COUNT = distribution(Integer(1, MAX_TURNS), "turns of a conversation")
 COUNT = Integer(1, limits.MAX_REQUESTS, "arrivals")
 DURATION = Number(0, limits.MAX_SECONDS, exclusive_minimum=True, description="seconds")
 RATE = Number(1e-6, limits.MAX_RATE, description="arrivals per second")
+CLIENTS = Integer(1, limits.MAX_REQUESTS, "clients of a closed loop (vllm bench serve --max-concurrency)")
+BURSTINESS = Number(1e-3, 1e3, description="the gamma shape of the gaps (vllm bench serve --burstiness)")
+_LOOP = {"max_concurrency": Field(CLIENTS)}
 ARRIVAL = Tagged("process", {
     "poisson": Record({"process": Field(Text()), "rate": Field(RATE, required=True), "count": Field(COUNT),
-                       "duration_s": Field(DURATION)}),
+                       "duration_s": Field(DURATION), **_LOOP}),
     "constant": Record({"process": Field(Text()), "rate": Field(RATE, required=True), "count": Field(COUNT),
-                        "duration_s": Field(DURATION)}),
+                        "duration_s": Field(DURATION), **_LOOP}),
+    "gamma": Record({"process": Field(Text()), "rate": Field(RATE, required=True),
+                     "burstiness": Field(BURSTINESS, required=True), "count": Field(COUNT),
+                     "duration_s": Field(DURATION), **_LOOP}),
     "bursts": Record({"process": Field(Text()), "burst_size": Field(COUNT, required=True),
                       "interval_s": Field(DURATION, required=True), "count": Field(COUNT),
-                      "duration_s": Field(DURATION)}),
-    "all_at_once": Record({"process": Field(Text()), "count": Field(COUNT, required=True)}),
+                      "duration_s": Field(DURATION), **_LOOP}),
+    "all_at_once": Record({"process": Field(Text()), "count": Field(COUNT, required=True), **_LOOP}),
     "timestamps": Record({"process": Field(Text()),
                           "times_s": Field(ListOf(Number(0, limits.MAX_SECONDS), 1, limits.MAX_REQUESTS),
-                                           required=True)}),
+                                           required=True), **_LOOP}),
 }, description="when requests (or conversations) arrive")
 
 REQUEST_CLASS = Record({
@@ -74,6 +80,14 @@ REQUEST_CLASS = Record({
                            "think_time_s": Field(SECONDS)}, "multi-turn conversations")),
 })
 
+FRONTEND_MS = Number(0, limits.MAX_STEP_MS, description="milliseconds")
+FRONTEND = Record({
+    "request_ms": Field(FRONTEND_MS, description="serial API-server work per request"),
+    "token_ms": Field(FRONTEND_MS, description="serial API-server work per output token"),
+    "latency_ms": Field(FRONTEND_MS, description="from the API server to the client, per token"),
+    "stream_wait_ms": Field(FRONTEND_MS, description="added to each admission per stream in flight"),
+}, "the serving front end (docs/workload.md): client-observed latency")
+
 TIMING = Record({
     "step_time_ms": Field(STEP_MS),
     "calibration": Field(CALIBRATION),
@@ -81,6 +95,7 @@ TIMING = Record({
     "weights_bytes": Field(Integer(1, limits.MAX_BYTES)),
     "kv_bytes_per_token": Field(Integer(1, limits.MAX_BYTES)),
     "overhead_ms": Field(Number(0, limits.MAX_STEP_MS)),
+    "frontend": Field(FRONTEND),
 }, "the step-time model")
 
 ENGINE = Record({

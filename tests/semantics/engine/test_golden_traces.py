@@ -1,5 +1,5 @@
 """Every golden trace, record for record, against what vLLM's own classes logged: each release
-(0.17.1, 0.33.0) in each scheduling mode (sync, async) for which records exist."""
+(0.17.1, 0.33.0, 0.34.0) in each scheduling mode (sync, async) for which records exist."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ CASES = [*GOLDEN_CASES, *(pytest.param(case, marks=pytest.mark.xfail(reason=PEND
 
 def test_every_release_and_mode_has_golden_records() -> None:
     combinations = {(case.vllm_version, case.scheduling) for case in GOLDEN_CASES}
-    assert combinations == {("0.17.1", "sync"), ("0.17.1", "async"), ("0.33.0", "sync"), ("0.33.0", "async")}
+    assert combinations == {(version, mode) for version in ("0.17.1", "0.33.0", "0.34.0") for mode in ("sync", "async")}
 
 
 @pytest.mark.parametrize("case", CASES, ids=[case.id for case in [*GOLDEN_CASES, *PENDING_CASES]])

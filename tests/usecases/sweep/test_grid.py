@@ -63,7 +63,7 @@ AXES = "[axes]\nmodels = ['m']\ngpus = ['l4-24gb']\n"
     ("[axes]\nmodels = ['m']\ngpus = ['l4-24gb']\nbatch = [1]", "axes.batch: unknown key"),
     ("[axes]\nmodels = ['m']\ngpus = ['tpu']", "axes.gpus[0]: unknown GPU"),
     ("[axes]\nmodels = ['m']\ngpus = ['l4-24gb', 'l4-24gb']", "axes.gpus[1]: 'l4-24gb' is given twice"),
-    (AXES + "vllm_releases = ['0.10.0']", "vllm_releases[0]: expected one of: 0.17.1, 0.33.0"),
+    (AXES + "vllm_releases = ['0.10.0']", "vllm_releases[0]: expected one of: 0.17.1, 0.33.0, 0.34.0"),
     (AXES + "gpu_memory_utilization = [1.5]", "gpu_memory_utilization[0]"),
     (AXES + "tensor_parallel_size = [0]", "tensor_parallel_size[0]: 0 is out of range"),
     ("[axes]\nmodels = ['m']\nkv_cache_memory = ['1GiB']\ngpu_memory_utilization = [0.9]", "give one of them"),

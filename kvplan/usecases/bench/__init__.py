@@ -1,0 +1,1 @@
+"""`kvplan bench`: `vllm bench serve` predicted (serve) and a prediction held against a measurement (compare)."""
