@@ -90,8 +90,11 @@ def explain(request: ExplainRequest) -> ExplainResult:
                 not_predicted.append(why)
         else:
             not_predicted.append("memory terms: not predicted (--no-predict)")
+    # the logged terms add up under the utilization vLLM ran with (the log's, over a flag's)
+    logged_utilization = log.setting("gpu_memory_utilization")
     budget = None if plan_request is None else logged_budget(
-        log, resolved.total_bytes, plan_request.utilization, resolved.release)
+        log, resolved.total_bytes, float(logged_utilization) if isinstance(logged_utilization, int | float)
+        else plan_request.utilization, resolved.release)
     predicted = Predicted(predicted_budget, predicted_plan, sized,
                           1 if plan_request is None else plan_request.tensor_parallel_size,
                           not_predicted[-1] if not_predicted else None, _rounding_range(sized))

@@ -364,6 +364,7 @@ def _graph_estimate_applied(c: _Collector, m: re.Match[str], r: Record) -> None:
 
 def _graph_estimate_pending(c: _Collector, m: re.Match[str], r: Record) -> None:
     c.setting("gpu_memory_utilization", float(m.group("utilization")), r)
+    c.figure("graph_estimate_fraction", float(m.group("suggested")) - float(m.group("utilization")), r)
     c.setting("graph_estimate_in_budget", False, r)
 
 

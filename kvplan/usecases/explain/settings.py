@@ -138,12 +138,31 @@ def nearest_gpus(total_bytes: int) -> list[GpuSpec]:
     return sorted(close, key=lambda gpu: abs(gpu.total_bytes - total_bytes))
 
 
+def nearest_gpus_within(total_bytes: int, share: float) -> list[GpuSpec]:
+    """The catalog GPUs whose memory lies within `share` of a total, nearest first."""
+    close = [gpu for gpu in list_gpus() if abs(gpu.total_bytes - total_bytes) <= share * total_bytes]
+    return sorted(close, key=lambda gpu: abs(gpu.total_bytes - total_bytes))
+
+
 def _logged_total(log: StartupLog) -> int | None:
     if log.figure("total") is not None:
         return int(log.figure("total"))
     if log.error is not None and "total_bytes" in log.error.figures:
         return int(log.error.figures["total_bytes"])
     return None
+
+
+# a device total inferred from the CUDA-graph lines names the catalog GPU within this share of it
+_INFERRED_MATCH = 0.03
+
+
+def _total_from_graph_lines(log: StartupLog) -> int | None:
+    """The device total the CUDA-graph lines imply: vLLM prints the estimate in GiB and the share of
+    the total it is (the utilization it equals, to 4 decimals), so estimate / share, roughly."""
+    estimate, share = log.figure("graph_estimate"), log.figure("graph_estimate_fraction")
+    if not estimate or not share or share <= 0:
+        return None
+    return round(estimate / share)
 
 
 def resolve_settings(log: StartupLog, given: Mapping[str, Any], release_flag: str | None) -> ResolvedSettings:
@@ -217,6 +236,17 @@ def _device(log: StartupLog, given: Mapping[str, Any]) -> tuple[GpuSpec | None, 
         settings.append(Setting("gpu_memory", total, "log", total_line,
                                 f"{format_gib(logged)} GiB as logged (known to 0.01 GiB)"))
     else:
+        inferred = None if gpu is not None else _total_from_graph_lines(log)
+        close = [] if inferred is None else [
+            candidate for candidate in nearest_gpus_within(inferred, _INFERRED_MATCH)]
+        if gpu is None and close:
+            gpu = close[0]
+            others = f" (as near, to their precision: {', '.join(other.key for other in close[1:])})" \
+                if close[1:] else ""
+            settings.append(Setting("gpu", gpu.key, "catalog", log.figures["graph_estimate"].line,
+                                    f"the CUDA-graph lines put the total near {format_gib(inferred or 0)} GiB (the "
+                                    f"estimate over the share of memory it is){others}; give --gpu if it was "
+                                    "another"))
         total = None if gpu is None else gpu.total_bytes
         settings.append(Setting("gpu_memory", total, "catalog" if gpu else "assumed", None,
                                 "not in the log" + (f": {gpu.key}'s" if gpu else ": give --gpu or --gpu-memory")))

@@ -144,3 +144,19 @@ def test_a_release_kvplan_does_not_reproduce_is_predicted_by_the_policies_its_li
     result = run(data_dir, "renamed.log", text=text)
     assert result.release.version == "0.17.1"
     assert "unlike 0.17.1, its lines show cuda_graphs_in_budget" in result.release_reason
+
+
+def test_an_info_level_log_without_the_total_infers_the_gpu_from_its_cuda_graph_lines(data_dir):
+    """The real 0.19.0 log at INFO level (its DEBUG lines dropped, as `vllm serve` prints by default):
+    no line gives the total, but the CUDA-graph estimate and the utilization it is worth do."""
+    text = (data_dir / "logs" / "vllm-0.19.0-llama-3.1-8b-h100-tp1.log").read_text()
+    info = "\n".join(line for line in text.split("\n") if " DEBUG " not in line)
+    result = run(data_dir, "info.log", text=info)
+    sources = {setting.name: setting for setting in result.settings}
+    # 0.84 GiB over 0.0106 of the total: 79.25 GiB, to about 1.5%: an 80 GB GPU, the nearest named
+    assert sources["gpu"].source == "catalog" and "CUDA-graph lines" in (sources["gpu"].note or "")
+    assert sources["gpu"].value in ("a100-sxm-80gb", "h100-sxm-80gb") and "h100-sxm-80gb" in sources["gpu"].note + \
+        sources["gpu"].value
+    assert result.logged_budget is not None
+    assert result.logged_budget.available_kv_bytes == round(58.11 * GIB)
+    assert row(result, "kv_cache_tokens_sized").within
