@@ -13,9 +13,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 TRACES = ROOT / "tests" / "data" / "traces"
-# Made once by a local variant of replay.py's minimal loop that gives each group its own block size
-# (tests/data/README.md); no harness of tools/goldens makes it.
-NOT_REBUILT = {"group-block-sizes-801.vllm-0.17.1.jsonl"}
 
 
 def regen():
@@ -29,11 +26,11 @@ def regen():
 
 def planned_records(tool) -> set[str]:
     return {tool.record_name(t.name, release, mode) for t in tool.TRACES for release in t.releases
-            for mode in ("sync", "async")}
+            for mode in t.modes}
 
 
 def test_every_committed_record_is_one_make_goldens_rebuilds():
-    committed = {p.name for p in TRACES.glob("*.vllm-*.jsonl")} - NOT_REBUILT
+    committed = {p.name for p in TRACES.glob("*.vllm-*.jsonl")}
     assert committed == planned_records(regen())
 
 
@@ -58,5 +55,5 @@ def test_hybrid_traces_go_to_the_harnesses_that_read_their_groups(tmp_path: Path
             grouped = {tool.has_groups(Path(arg).stem) for arg in cmd if arg.endswith(".json")}
             if Path(cmd[1]).name == hybrid_script:
                 assert grouped == {True}
-            elif Path(cmd[1]).name != "replay.py":  # 0.17.1's sync harness reads the groups itself
+            elif Path(cmd[1]).name not in ("replay.py", "replay_group_block_sizes.py"):  # these read the groups
                 assert grouped == {False}, cmd

@@ -40,6 +40,8 @@ class Trace:
     releases: tuple[str, ...]  # releases that have records of this trace
     free_queue: bool = True  # the records carry the free-queue order (--dump-free-queue)
     driver_both: bool = False  # 0.17.1 sync: replay.py --driver both (driver_check in the summary)
+    own_block_sizes: bool = False  # groups with a block size of their own (0.17.1 sync only)
+    modes: tuple[str, ...] = ("sync", "async")
 
 
 def _traces() -> list[Trace]:
@@ -51,6 +53,7 @@ def _traces() -> list[Trace]:
     rows += [Trace(f"hybrid-{n}", "hybrid", all3, driver_both=True) for n in (701, 702, 703, 704)]
     # Mamba prefill checkpoint blocks: a MambaSpec field since 0.33.0 (tests/data/README.md).
     rows += [Trace(f"hybrid-{n}", "checkpoint", ("0.33.0", "0.34.0")) for n in (801, 802, 803, 804)]
+    rows += [Trace("group-block-sizes-801", "hybrid", ("0.17.1",), own_block_sizes=True, modes=("sync",))]
     return rows
 
 
@@ -84,6 +87,11 @@ def harness_commands(release: str, traces: list[Trace], py: str, out: str,
     if release == "0.17.1":
         for t in traces:
             sync = ["--driver", "both"] if t.driver_both else []
+            if t.own_block_sizes:
+                if "sync" in modes:
+                    cmds.append([py, os.path.join(rel_dir, "replay_group_block_sizes.py"), path(t),
+                                 "-o", os.path.join(out, record_name(t.name, release, "sync"))])
+                continue
             if "sync" in modes:
                 cmds.append([py, os.path.join(rel_dir, "replay.py"), path(t), *sync, *fq(t),
                              "-o", os.path.join(out, record_name(t.name, release, "sync"))])
@@ -146,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
             if rc not in (0, 3):  # 3 = the trace stalls, which its summary records
                 print(f"goldens: the harness failed (exit {rc})", file=sys.stderr)
                 return rc
-        names = [record_name(t.name, a.vllm, m) for t in traces for m in modes]
+        names = [record_name(t.name, a.vllm, m) for t in traces for m in modes if m in t.modes]
         differ = []
         for name in names:
             made, kept = os.path.join(tmp, name), os.path.join(a.out, name)
