@@ -16,7 +16,8 @@ from kvplan.errors import KvplanError
 EXPLAINING = (
     "model", "gpu", "gpu_memory", "gpu_memory_utilization", "block_size", "max_model_len", "max_num_batched_tokens",
     "max_num_seqs", "kv_cache_dtype", "dtype", "tensor_parallel_size", "pipeline_parallel_size",
-    "enable_prefix_caching", "enable_chunked_prefill", "trust_remote_code", "offline", "revision", "vllm_version",
+    "enable_prefix_caching", "enable_chunked_prefill", "enable_extensible_kv_cache", "trust_remote_code", "offline",
+    "revision", "vllm_version",
 )
 # EngineOptions field -> the ExplainRequest's name for it, where they differ
 _GIVEN_AS = {"gpu_memory": "gpu_memory_bytes"}
@@ -32,7 +33,8 @@ def _given(engine: EngineOptions, ctx: typer.Context) -> dict[str, object]:
         source = ctx.get_parameter_source("model")
         if name == "model" and (source is None or source.name == "DEFAULT"):
             continue
-        if value is not None and value is not False:
+        # False is a setting too (--no-enable-prefix-caching, --no-enable-extensible-kv-cache)
+        if value is not None:
             given[_GIVEN_AS.get(name, name)] = value
     return given
 

@@ -62,6 +62,16 @@ def test_flags_fill_in_and_replace_what_the_log_says(kvplan, logs):
                                         "note": "the log says 1024 (line 35)"}
 
 
+def test_a_switch_turned_off_on_the_command_line_replaces_the_logs_value(kvplan, logs):
+    """--no-enable-... is a setting too: False must reach the prediction, not read as "not given"."""
+    code, out, _ = kvplan("explain", str(logs / "synthetic-0.34.0-extensible-kv-cache.log"), "--no-predict",
+                          "--json", "--no-enable-prefix-caching", "--no-enable-extensible-kv-cache")
+    assert code == 0
+    settings = {setting["name"]: setting for setting in json.loads(out)["settings"]}
+    assert settings["enable_prefix_caching"]["value"] is False and settings["enable_prefix_caching"]["source"] == "flag"
+    assert settings["enable_extensible_kv_cache"]["value"] is False
+
+
 def test_the_saved_profile_feeds_plan_simulate_and_check(kvplan, logs, tmp_path):
     profile = tmp_path / "llama-h100.json"
     code, out, _ = kvplan("explain", str(logs / LLAMA_LOG), "--no-predict", "--save-profile", str(profile))

@@ -25,7 +25,7 @@ _GPU_MATCH_BYTES = GIB // 10
 LOGGED_FIELDS = (
     "model", "dtype", "max_model_len", "tensor_parallel_size", "pipeline_parallel_size", "gpu_memory_utilization",
     "block_size", "kv_cache_dtype", "enable_prefix_caching", "enable_chunked_prefill", "max_num_batched_tokens",
-    "max_num_seqs", "kv_cache_memory_bytes", "num_gpu_blocks_override",
+    "max_num_seqs", "kv_cache_memory_bytes", "num_gpu_blocks_override", "enable_extensible_kv_cache",
 )
 # settings of the log kvplan reports but does not plan with
 REPORTED_ONLY = ("quantization", "data_parallel_size", "async_scheduling", "enforce_eager", "cudagraph_capture_sizes")

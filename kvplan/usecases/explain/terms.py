@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from kvplan.semantics.memory.budget import MemoryBudget, peak_activation_bytes
+from kvplan.semantics.memory.measured import MeasuredSizing
 from kvplan.units import format_gib
 from kvplan.usecases.explain.log_reader import StartupLog
 from kvplan.usecases.plan import PlanResult
@@ -138,6 +139,26 @@ def _reading_free(row: TermRow, predicted: Predicted) -> str:
             "(about 0.5 GiB) and any other process; kvplan predicts for an idle GPU")
 
 
+def _reading_after_warmup(row: TermRow, predicted: Predicted) -> str:
+    if _above(row):
+        return (f"{_gib(row.difference or 0)} more free after warmup and capture than predicted: a smaller "
+                "CUDA-graph pool or runner state than kvplan counts")
+    return (f"{_gib(row.difference or 0)} less free after warmup and capture than predicted: the captured "
+            "CUDA-graph pool, torch's cached blocks or another process hold more than kvplan counts")
+
+
+def _reading_transient(row: TermRow, predicted: Predicted) -> str:
+    side = "above" if _above(row) else "below"
+    return (f"the sizing step's transient {_gib(row.difference or 0)} {side} prediction: vLLM's kernels' "
+            "workspaces and torch's reservation growth, which kvplan takes as the profile run's peak")
+
+
+def _reading_measured(row: TermRow, predicted: Predicted) -> str:
+    more = "more" if _above(row) else "less"
+    return (f"vLLM measured {_gib(row.difference or 0)} {more} for the KV cache than predicted: the differences "
+            "of the after-warmup terms above (avail = min(R - U, F + C - margin) - max(P, G))")
+
+
 def _reading_tokens(row: TermRow, predicted: Predicted) -> str:
     return "follows the KV memory's difference" if row.key in ("kv_cache_tokens", "max_concurrency") else (
         "kvplan's sizing of the logged memory differs from vLLM's: another block size, KV dtype or layout than "
@@ -155,6 +176,12 @@ _READINGS: dict[str, Callable[[TermRow, Predicted], str]] = {
     "graph_estimate": _reading_graphs,
     "graph_pool": _reading_graphs,
     "available_kv": _reading_available,
+    "free_after_warmup": _reading_after_warmup,
+    "warmup_peak": _reading_transient,
+    "reserve_growth": _reading_transient,
+    "kept_for_activations": _reading_transient,
+    "measured_kv": _reading_measured,
+    "extended_kv": _reading_measured,
     "kv_cache_tokens": _reading_tokens,
     "max_concurrency": _reading_tokens,
     "kv_cache_tokens_sized": _reading_tokens,
@@ -164,6 +191,15 @@ _READINGS: dict[str, Callable[[TermRow, Predicted], str]] = {
 
 def _budget_term(getter: Callable[[MemoryBudget], int | None]) -> Callable[[Predicted], int | None]:
     return lambda predicted: None if predicted.budget is None else getter(predicted.budget)
+
+
+def _measured_term(getter: Callable[[MeasuredSizing], int]) -> Callable[[Predicted], int | None]:
+    """A term of 0.34.0's measured path as predicted (`usecases/measured_sizing.py`); None where the
+    prediction took the estimate path (another release, or a flag that turns the extensible cache off)."""
+    def term(predicted: Predicted) -> int | None:
+        measured = None if predicted.plan is None else predicted.plan.measured
+        return None if measured is None else getter(measured)
+    return term
 
 
 def _graph_estimate(budget: MemoryBudget) -> int | None:
@@ -183,10 +219,21 @@ _MEMORY_ROWS: tuple[tuple[str, str, Callable[[Predicted], int | None]], ...] = (
     ("graph_pool", "CUDA-graph pool (captured)", _budget_term(_graph_estimate)),
     ("non_kv", "non-KV memory", _budget_term(lambda budget: budget.non_kv_bytes)),
     ("available_kv", "available KV cache memory", _budget_term(lambda budget: budget.available_kv_bytes)),
-    # 0.34.0's extensible KV cache: the size measured after warmup and capture (not predicted here)
-    ("measured_kv", "KV cache measured after warmup", lambda predicted: None),
-    ("extended_kv", "KV cache committed (Extended KV cache)", lambda predicted: None),
+    # 0.34.0's extensible KV cache: "Memory after warmup" and "Extended KV cache" (docs/vllm/changes-0.34.md
+    # section 1.4), predicted term by term on the measured path
+    ("free_after_warmup", "free after warmup and capture (F)", _measured_term(lambda m: m.terms.free_bytes)),
+    ("committed_kv", "committed to the KV cache at warmup (C)", _measured_term(lambda m: m.terms.committed_bytes)),
+    ("warmup_peak", "transient peak of the sizing step (P)", _measured_term(lambda m: m.terms.transient_peak_bytes)),
+    ("reserve_growth", "torch reservation growth (G)",
+     _measured_term(lambda m: m.terms.torch_reserve_growth_bytes)),
+    ("kept_for_activations", "kept for transient activations, max(P, G)",
+     _measured_term(lambda m: m.terms.kept_bytes)),
+    ("measured_kv", "KV cache measured after warmup",
+     _measured_term(lambda m: m.num_blocks * m.segments.bytes_per_block)),
+    ("extended_kv", "KV cache committed (Extended KV cache)", _measured_term(lambda m: m.footprint_bytes)),
 )
+_MEASURED_KEYS = ("free_after_warmup", "committed_kv", "warmup_peak", "reserve_growth", "kept_for_activations",
+                  "measured_kv", "extended_kv")
 
 
 def term_rows(log: StartupLog, predicted: Predicted) -> tuple[TermRow, ...]:
@@ -202,8 +249,9 @@ def term_rows(log: StartupLog, predicted: Predicted) -> tuple[TermRow, ...]:
             note = "predicted: kvplan's estimate of the pool" if predicted.budget is not None and \
                 predicted.budget.release.cuda_graphs_in_budget else None
         value = predict(predicted)
-        if key in ("measured_kv", "extended_kv"):
-            note = "not predicted: kvplan predicts the profile run's budget, not the memory free after capture"
+        if value is None and key in _MEASURED_KEYS and predicted.plan is not None:
+            note = ("not predicted: the prediction took the estimate path (the settings turn the extensible KV "
+                    "cache off, or the release has none)")
         if value is None and key in ("graph_estimate", "graph_pool") and predicted.budget is not None:
             note = (f"not predicted: vLLM {predicted.budget.release.version}'s rules take no CUDA-graph estimate "
                     "from the KV budget")

@@ -160,3 +160,25 @@ def test_an_info_level_log_without_the_total_infers_the_gpu_from_its_cuda_graph_
     assert result.logged_budget is not None
     assert result.logged_budget.available_kv_bytes == round(58.11 * GIB)
     assert row(result, "kv_cache_tokens_sized").within
+
+
+@pytest.mark.slow
+def test_a_034_log_reconciles_the_after_warmup_terms_with_the_measured_path(data_dir):
+    """0.34.0's "Memory after warmup" and "Extended KV cache" terms are predicted by the measured path
+    (usecases/measured_sizing.py): each row is the predicted term, and the pool rows follow it; with
+    the extensible cache turned off the prediction takes the estimate path and says so."""
+    result = run(data_dir, "synthetic-0.34.0-extensible-kv-cache.log", predict=True, vllm_version="0.34.0",
+                 gpu="h100-sxm-80gb")
+    measured = result.predicted_plan.measured
+    assert measured is not None
+    assert row(result, "free_after_warmup").predicted == measured.terms.free_bytes
+    assert row(result, "committed_kv").predicted == measured.terms.committed_bytes
+    assert row(result, "kept_for_activations").predicted == measured.terms.kept_bytes
+    assert row(result, "extended_kv").predicted == measured.footprint_bytes
+    block_tokens = result.predicted_plan.summary.gpu_kv_cache_tokens // measured.num_blocks
+    assert row(result, "kv_cache_tokens").predicted == measured.num_blocks * block_tokens
+    assert row(result, "committed_kv").within   # the null block's granules: one 2 MiB granule per layer segment
+    off = run(data_dir, "synthetic-0.34.0-extensible-kv-cache.log", predict=True, vllm_version="0.34.0",
+              gpu="h100-sxm-80gb", enable_extensible_kv_cache=False)
+    assert off.predicted_plan.measured is None
+    assert row(off, "measured_kv").predicted is None and "estimate path" in row(off, "measured_kv").note
