@@ -6,25 +6,13 @@ import sys
 from pathlib import Path
 
 from kvplan.semantics.releases import default_release
+from tests.no_torch import kvplan_process
 from tests.usecases.simulate.factories import mix
-
-CHECK_NO_TORCH = (
-    "import sys\n"
-    "from kvplan.cli import run_app\n"
-    "try:\n"
-    "    run_app(sys.argv[1:])\n"
-    "except SystemExit as exit:\n"
-    "    code = exit.code\n"
-    "heavy = sorted(m for m in ('torch', 'transformers') if m in sys.modules)\n"
-    "print('HEAVY=' + ','.join(heavy), file=sys.stderr)\n"
-    "sys.exit(code)\n"
-)
 
 
 def kvplan(*args, hash_seed="0"):
     # a different PYTHONHASHSEED per run shows that nothing depends on Python's string hashing
-    return subprocess.run([sys.executable, "-c", CHECK_NO_TORCH, "simulate", *map(str, args)],
-                          capture_output=True, text=True, env={**os.environ, "PYTHONHASHSEED": hash_seed})
+    return kvplan_process("simulate", *map(str, args), env={**os.environ, "PYTHONHASHSEED": hash_seed})
 
 
 def write(tmp_path: Path, document, name="workload.json") -> Path:

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from kvplan.report.sweep_table import journal_path, read_table
+from tests.no_torch import kvplan_process
 from tests.usecases.simulate.factories import mix
 
 GRID = """
@@ -27,17 +28,6 @@ tensor_parallel_size = [1, 3]     # 3 does not divide Qwen2-0.5B's 14 heads: vLL
 max_model_len = [4096]
 workloads = ["w.json"]
 """
-NO_TORCH = (
-    "import sys\n"
-    "from kvplan.cli import run_app\n"
-    "code = 0\n"
-    "try:\n"
-    "    run_app(sys.argv[1:])\n"
-    "except SystemExit as exit:\n"
-    "    code = exit.code\n"
-    "print('HEAVY=' + ','.join(m for m in ('torch', 'transformers') if m in sys.modules), file=sys.stderr)\n"
-    "sys.exit(code)\n"
-)
 
 
 # a one-node Ray cluster on the loopback address (Ray otherwise puts its nodes, and its drivers'
@@ -46,8 +36,7 @@ LOOPBACK_RAY = {"RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "RAY_USAGE_STATS_ENABL
 
 
 def kvplan(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-c", NO_TORCH, *args], capture_output=True, text=True, cwd=cwd,
-                          env={**os.environ, "HF_HUB_OFFLINE": "1", **LOOPBACK_RAY}, timeout=600)
+    return kvplan_process(*args, cwd=cwd, env={**os.environ, "HF_HUB_OFFLINE": "1", **LOOPBACK_RAY}, timeout=600)
 
 
 @pytest.fixture

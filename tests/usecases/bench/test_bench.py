@@ -5,8 +5,6 @@ from __future__ import annotations
 import itertools
 import json
 import math
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,20 +15,10 @@ from kvplan.usecases.bench.compare import compare, load_result
 from kvplan.usecases.bench.serve import BenchServeRequest, bench_serve, send_times
 from kvplan.usecases.simulate.engine_source import EngineOverrides
 from kvplan.usecases.simulate.frontend import FrontEnd, FrontEndQueue
+from tests.no_torch import kvplan_process
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "bench"
 QWEN3 = str(DATA / "models" / "Qwen--Qwen3-0.6B")
-CHECK_NO_TORCH = (
-    "import sys\n"
-    "from kvplan.cli import run_app\n"
-    "try:\n"
-    "    run_app(sys.argv[1:])\n"
-    "except SystemExit as exit:\n"
-    "    code = exit.code\n"
-    "heavy = sorted(m for m in ('torch', 'transformers') if m in sys.modules)\n"
-    "print('HEAVY=' + ','.join(heavy), file=sys.stderr)\n"
-    "sys.exit(code)\n"
-)
 MEASURED = DATA / "vllm-results" / "F_vanilla_r16.seed42.json"
 # the result keys vllm bench serve --save-result writes (vllm/benchmarks/serve.py), all of which kvplan predicts
 VLLM_KEYS = ("backend", "model_id", "num_prompts", "request_rate", "burstiness", "max_concurrency", "duration",
@@ -149,5 +137,3 @@ def test_bench_serve_imports_no_torch_with_a_given_kv_cache():
     assert json.loads(result.stdout)["schema_version"] == 1
 
 
-def kvplan_process(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-c", CHECK_NO_TORCH, *args], capture_output=True, text=True)
