@@ -164,7 +164,7 @@ class Cruise:
 
     def allocate(self, due: list[Cruiser], step: int) -> None:
         """The calls of step `step`'s schedule; the caller checked that the free queue covers them."""
-        allocate_slots = self.kv.allocate_slots
+        allocate_one_slot = self.kv.allocate_one_slot
         hasher = self.hasher
         for cruiser in due:
             request = cruiser.request
@@ -172,8 +172,8 @@ class Cruise:
             request.num_tokens = computed + self.known_ahead
             if hasher is not None:
                 hasher.update(request)
-            allocated = allocate_slots(request, 1)
-            assert allocated is not None
+            allocated = allocate_one_slot(request)
+            assert allocated
             self._push_schedule_event(cruiser, step + 1)
 
     def process_batch(self, batch_step: int, finish: Callable[[Request], None], finished: list[str]) -> None:
