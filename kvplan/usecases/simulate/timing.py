@@ -53,7 +53,9 @@ DEFAULT_FACTORS = StepFactors()
 DEFAULT_OVERHEAD_MS = 2.0
 
 
-@dataclass(frozen=True)
+# Not frozen (built once per step: a frozen dataclass's __init__ sets fields through
+# object.__setattr__); step-time models read it only.
+@dataclass(slots=True)
 class StepLoad:
     """What a step does: tokens computed, context tokens whose KV is read, requests in the batch.
 
