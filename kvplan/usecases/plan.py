@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from kvplan.errors import KvplanError
 from kvplan.gpus.catalog import GpuSpec, get_gpu
@@ -17,7 +17,11 @@ from kvplan.measure.hf_config import config_directory, model_shape
 from kvplan.semantics.config.cache import resolve_disable_hybrid_kv_cache_manager, utilization_problem
 from kvplan.semantics.config.model import long_max_model_len_warning, resolve_model_dtype, verify_max_model_len
 from kvplan.semantics.config.parallel import verify_tensor_parallel
-from kvplan.semantics.config.quantization import check_quantization_capability, quantization_method
+from kvplan.semantics.config.quantization import (
+    check_quantization_capability,
+    quantization_method,
+    requested_quantization,
+)
 from kvplan.semantics.config.scheduler import BatchLimits, batch_defaults, resolve_batch_limits, verify_batch_limits
 from kvplan.semantics.engine.groups import KVCacheGroup, groups_from_kv_cache_config
 from kvplan.semantics.kv.layer_specs import CacheLayout, CacheSettings, build_worker_specs, resolve_cache_layout
@@ -57,6 +61,8 @@ class PlanRequest:
     release: Release = field(default_factory=default_release)
     # --enable-extensible-kv-cache / --no-enable-extensible-kv-cache (vLLM 0.34.0); None: vLLM decides
     enable_extensible_kv_cache: bool | None = None
+    enforce_eager: bool = False                # --enforce-eager: vLLM captures no CUDA graphs
+    quantization: str | None = None            # --quantization; None: the checkpoint's method
 
     def __post_init__(self) -> None:
         if self.gpu_memory_utilization is None:
@@ -279,6 +285,16 @@ def settle(request: PlanRequest) -> SettledConfig:
         resolved.config, resolved.model_id, trust_remote_code=request.trust_remote_code,
         config_dir=config_directory(resolved), release=request.release,
     )
+    online = requested_quantization(
+        shape.quantization, quantization_method(shape.model_type, shape.quantization, request.release),
+        request.quantization)
+    if online is not None:
+        # --quantization fp8 on an unquantized checkpoint: sized (weights and all) as its fp8 config
+        resolved = replace(resolved, config={**resolved.config, "quantization_config": online})
+        shape = model_shape(
+            resolved.config, resolved.model_id, trust_remote_code=request.trust_remote_code,
+            config_dir=config_directory(resolved), release=request.release,
+        )
     device = _device(request)
     logs: list[str] = []
     dtype = resolve_model_dtype(

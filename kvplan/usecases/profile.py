@@ -248,6 +248,8 @@ def _outside(options: ProfileRequest, backend: str, snapshot: DeviceSnapshot, he
         context, context_source = None, f"not measured ({backend} backend); --cuda-context-bytes sets it"
     if options.plan.release.cuda_graphs_in_budget:
         graphs, graph_source = 0, "inside the budget: the release takes its estimate from the KV cache"
+    elif options.plan.enforce_eager:
+        graphs, graph_source = 0, "--enforce-eager: vLLM captures no CUDA graphs"
     elif options.cuda_graph_bytes is not None:
         graphs, graph_source = options.cuda_graph_bytes, "--cuda-graph-bytes"
     else:
@@ -483,6 +485,9 @@ def _cuda_graph_estimate(options: ProfileRequest, backend_name: str, backend: Me
         return None
     if options.cuda_graph_bytes is not None:
         return CudaGraphEstimate(options.cuda_graph_bytes, "given", "--cuda-graph-bytes")
+    if options.plan.enforce_eager:
+        # vLLM's --enforce-eager sets cudagraph_mode NONE: `capture_model` records nothing
+        return CudaGraphEstimate(0, "given", "--enforce-eager: no CUDA graphs")
     plan = capture_plan(setup.batch.max_num_seqs, setup.batch.max_num_batched_tokens, setup.device.capability,
                         release=release)
     if not plan.piecewise:
