@@ -141,3 +141,22 @@ def parse_duration(text: str, where: str) -> float:
     if not math.isfinite(value) or value <= 0:
         raise KvplanError(f"{where}: {shown_text(text)} must be a positive duration")
     return value
+
+
+def format_duration(seconds: float) -> str:
+    """A duration as people read it: "840 ms", "12.4 s", "17 min 10 s", "2 h 5 min"."""
+    if not math.isfinite(seconds):
+        return f"{seconds} s"
+    if seconds < 0:
+        return "-" + format_duration(-seconds)
+    if seconds < 1:
+        return f"{seconds * 1e3:.3g} ms"
+    if seconds < 60:
+        return f"{seconds:.3g} s"
+    whole = round(seconds)
+    if whole < 3600:
+        minutes, rest = divmod(whole, 60)
+        return f"{minutes} min {rest} s" if rest else f"{minutes} min"
+    minutes = round(seconds / 60)
+    hours, rest = divmod(minutes, 60)
+    return f"{hours} h {rest} min" if rest else f"{hours} h"

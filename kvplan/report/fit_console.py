@@ -3,6 +3,8 @@ rejected family, and what the search did."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from rich.console import Console
 from rich.table import Table
 
@@ -37,6 +39,24 @@ def _gpus(c: FitConfiguration | RejectedFamily) -> str:
         tp, pp = c.configuration.tensor_parallel_size, c.configuration.pipeline_parallel_size
     layout = f"TP{tp}" + (f" PP{pp}" if pp > 1 else "")
     return f"{tp * pp} ({layout})"
+
+
+def _setup(family: RejectedFamily) -> str:
+    return f"{family.gpu} x{_gpus(family)} {family.kv_cache_dtype}"
+
+
+Group = tuple[tuple[str, str], list[tuple[RejectedFamily, str]]]
+
+
+def rejection_groups(rejected: Iterable[RejectedFamily]) -> list[Group]:
+    """The rejected families by reason and the first clause of their detail (vLLM's refusal, the
+    same for every setup it stops), each with the rest of its detail (its own numbers), in the
+    order each reason first appears."""
+    groups: dict[tuple[str, str], list[tuple[RejectedFamily, str]]] = {}
+    for family in rejected:
+        head, _, rest = family.detail.partition("; ")
+        groups.setdefault((family.reason, head), []).append((family, rest))
+    return list(groups.items())
 
 
 def _table(result: FitResult) -> Table:
@@ -103,9 +123,21 @@ def render_fit(result: FitResult, console: Console) -> None:
         console.print("[bold]No configuration meets the target.[/bold]")
     if result.rejected:
         console.print("Rejected families (GPU, GPUs, KV dtype):")
-        for family in result.rejected:
-            console.print(f"  {escape(family.gpu)} x{_gpus(family)} {escape(family.kv_cache_dtype)}: "
-                          f"{REASONS[family.reason]}: {escape(family.detail)}", soft_wrap=True)
+        for (reason, head), families in rejection_groups(result.rejected):
+            if len(families) == 1:
+                family, rest = families[0]
+                detail = head + (f"; {rest}" if rest else "")
+                console.print(f"  {escape(_setup(family))}: {REASONS[reason]}: {escape(detail)}", soft_wrap=True)
+                continue
+            # the reason said once, then the setups it rules out with what is their own (ten copies of one
+            # paragraph read as ten different problems)
+            console.print(f"  {REASONS[reason]}: {escape(head)}", soft_wrap=True)
+            plain_setups = [_setup(family) for family, rest in families if not rest]
+            if plain_setups:
+                console.print(f"    for {escape(', '.join(plain_setups))}", soft_wrap=True)
+            for family, rest in families:
+                if rest:
+                    console.print(f"    {escape(_setup(family))}: {escape(rest)}", soft_wrap=True)
     counts = result.counts
     simulated = (f"; simulated {counts.simulated} in {counts.simulation_runs} runs"
                  if request.workload is not None else "")

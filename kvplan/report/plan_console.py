@@ -19,6 +19,13 @@ def _bytes(value: int | None) -> str:
     return "-" if value is None else f"{value:,} B ({human_bytes(value)})"
 
 
+def _kv_memory(value: int | None) -> str:
+    if value is not None and value < 0:
+        # what vLLM computes (a negative budget), said as what it means
+        return f"none: the non-KV memory is {human_bytes(-value)} more than the budget"
+    return _bytes(value)
+
+
 def _settings_table(result: PlanResult) -> Table:
     setup, summary, request = result.setup, result.summary, result.request
     table = Table(show_header=False, box=None, pad_edge=False)
@@ -37,7 +44,7 @@ def _settings_table(result: PlanResult) -> Table:
         ("batch", f"{summary.max_num_batched_tokens:,} tokens, {summary.max_num_seqs} seqs"),
         ("parallel", f"TP {request.tensor_parallel_size}, PP {request.pipeline_parallel_size}"),
         ("prefix caching", "on" if summary.enable_prefix_caching else "off"),
-        ("KV memory per GPU", _bytes(summary.kv_cache_memory_bytes)),
+        ("KV memory per GPU", _kv_memory(summary.kv_cache_memory_bytes)),
     ]
     if summary.weights_bytes is not None:
         per_gpu = _bytes(summary.weights_per_gpu_bytes)

@@ -17,6 +17,7 @@ from kvplan.semantics.kv.specs import AttentionSpec
 from kvplan.semantics.memory.budget import GRAPH_ESTIMATE_TAKEN
 from kvplan.semantics.releases import NonKvMemory
 from kvplan.units import format_gib, human_bytes, significant
+from kvplan.usecases.plan import weights_alone_note
 from kvplan.usecases.profile import ProfileResult
 from kvplan.usecases.profile_workload import WorkloadCheck
 
@@ -289,3 +290,6 @@ def render_profile(result: ProfileResult, workload: WorkloadCheck | None = None,
         console.print(f"[yellow]warning:[/] {escape(warning)}")
     if not result.fits:
         console.print(f"[bold red]Finding:[/] {escape(result.finding or '')}")
+        alone = weights_alone_note(result.plan) if result.plan is not None else None
+        if alone is not None:
+            console.print(f"[bold]In short:[/] {escape(alone)}")

@@ -16,7 +16,7 @@ from rich.text import Text
 
 from kvplan.report.simulate_json import SeriesRow, round_floats, series_rows
 from kvplan.report.text import plain, valid_text
-from kvplan.units import significant
+from kvplan.units import format_duration, significant
 from kvplan.usecases.simulate.capacity_search import Capacity
 from kvplan.usecases.simulate.metrics import Latency, RunMetrics, Summary
 from kvplan.usecases.simulate.simulation import SimResult
@@ -47,11 +47,7 @@ def _pct(value: float | None) -> str:
 
 
 def _seconds(value: float | None) -> str:
-    if value is None:
-        return "-"
-    if value < 1:
-        return f"{value * 1000:.3g} ms"
-    return f"{value:.3g} s"
+    return "-" if value is None else format_duration(value)
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ from kvplan.semantics.kv.layer_specs import CacheLayout, CacheSettings, build_wo
 from kvplan.semantics.kv.sizing import SizingResult, SizingTexts, kv_bytes_per_token, size_kv_cache, sizing_limits
 from kvplan.semantics.kv.specs import KVCacheConfig, KVCacheSpec
 from kvplan.semantics.memory.measured import MeasuredSizing, SizingPath, default_utilization, sizing_path
+from kvplan.semantics.memory.weights_fit import weights_alone
 from kvplan.semantics.models.resolve import ResolvedConfig, resolve_config
 from kvplan.semantics.models.shape import ModelShape
 from kvplan.semantics.releases import Release, default_release
@@ -418,11 +419,23 @@ def count_weights(request: PlanRequest, setup: SettledConfig) -> tuple[WeightEst
     return weights, None
 
 
+def weights_alone_note(result: PlanResult) -> str | None:
+    """When the weights of one GPU exceed what vLLM may use of it: that, and how many GPUs would do."""
+    weights, device = result.weights, result.setup.device
+    if weights is None or result.sizing.fits:
+        return None
+    alone = weights_alone(weights.total_bytes, weights.per_rank_bytes, device.total_bytes, result.request.utilization)
+    return None if alone is None else alone.sentence(device.gpu.key if device.gpu else "GPU of this memory")
+
+
 def suggested_fix(result: PlanResult) -> str | None:
     """One actionable sentence for a configuration that does not fit."""
     sizing = result.sizing
     if sizing.fits:
         return None
+    alone = weights_alone_note(result)
+    if alone is not None:
+        return alone
     needed = sizing.bytes_needed_for_one_max_len_request
     if result.kv_cache_memory_bytes <= 0 or needed <= 0:
         return "the KV cache gets no memory: raise gpu_memory_utilization, use a larger GPU or more GPUs"

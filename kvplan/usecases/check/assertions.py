@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from kvplan.units import human_bytes
+from kvplan.units import format_duration, human_bytes
 
 Scope = Literal["capacity", "workload"]
 SECONDS = "s (estimate)"               # the unit of a latency kind: it takes a duration ("500ms") too
@@ -211,6 +211,8 @@ def format_value(kind: AssertionKind, value: Any) -> str:
         return f"{value:.4g} ({value * 100:.1f}%)"
     if kind.value == "concurrency":
         return f"{value:.2f}x"
+    if kind.unit == SECONDS:
+        return format_duration(value)
     if isinstance(value, int):
         return f"{value:,}"
     return f"{value:,.6g}" if abs(value) >= 1 else f"{value:.4g}"

@@ -12,7 +12,7 @@ from typing import TypeVar
 
 from kvplan.errors import KvplanError
 from kvplan.semantics.releases import DEFAULT_RELEASE, Release
-from kvplan.units import parse_duration
+from kvplan.units import format_duration, parse_duration
 from kvplan.usecases.simulate.metrics import RunMetrics, Summary
 from kvplan.usecases.simulate.workload import Workload
 
@@ -119,7 +119,7 @@ class FitRequest:
 
 
 def format_seconds(value: float) -> str:
-    return f"{value * 1e3:.4g} ms" if value < 1 else f"{value:.4g} s"
+    return format_duration(value)
 
 
 def parse_seconds(text: str, where: str) -> float:
