@@ -73,6 +73,7 @@ class EngineOptions:
     enable_extensible_kv_cache: bool | None = None
     enforce_eager: bool | None = None             # no CUDA graphs: no graph pool, and eager step times
     quantization: str | None = None               # vLLM's --quantization: None, the checkpoint's method
+    prompt_len: tuple[int, ...] | None = None     # --prompt-len: lengths to give the concurrency at
 
     def release(self) -> Release | None:
         """The release --vllm-version names; None: the file's, else the default."""
@@ -114,6 +115,7 @@ class EngineOptions:
             enable_extensible_kv_cache=self.enable_extensible_kv_cache,
             enforce_eager=bool(self.enforce_eager),
             quantization=self.quantization,
+            prompt_lens=_given(self.prompt_len, defaults.prompt_lens),
         )
 
 
@@ -159,6 +161,19 @@ def _declared(default: Any, *decls: str, help: str | None = None, hidden: bool =
               metavar: str | None = None) -> dict[str, Any]:
     """typer.Option's arguments, spelled as typer.Option takes them."""
     return {"default": default, "decls": decls, "help": help, "hidden": hidden, "metavar": metavar}
+
+
+def token_lengths(text: str | None) -> tuple[int, ...] | None:
+    """--prompt-len 1024,4096: positive token counts, each once."""
+    if text is None:
+        return None
+    words = [word.strip() for word in text.split(",")]
+    if not all(word.isdigit() and 0 < len(word) <= 9 and int(word) > 0 for word in words):
+        raise KvplanError(f"--prompt-len {text!r}: give positive token counts separated by commas, e.g. 1024,4096")
+    lengths = tuple(int(word) for word in words)
+    if len(set(lengths)) != len(lengths):
+        raise KvplanError(f"--prompt-len {text!r}: a length is given twice")
+    return lengths
 
 
 def _flag(annotation: Any, declared: dict[str, Any], read: Callable[[Any], Any] = _same) -> Flag:
@@ -316,6 +331,10 @@ _OPTIONS: dict[str, Flag] = {
         help="vLLM's --quantization: the checkpoint's own method (the default), or fp8 on an unquantized "
         "checkpoint (vLLM quantizes its linear layers at load: fp8 weights)."),
         checked(QUANTIZATION, "--quantization")),
+    "prompt_len": _flag(str | None, _declared(
+        None, "--prompt-len", metavar="TOKENS[,TOKENS...]",
+        help="Request lengths (prompt + output tokens) to say how many requests fit at once for, beside vLLM's "
+        "concurrency at max_model_len. Default: 1024,4096,16384 (those below max_model_len)."), token_lengths),
 }
 # the spellings kvplan used before it followed vLLM's, kept working but not shown
 _ALIASES: dict[str, tuple[str, Flag]] = {
@@ -331,7 +350,7 @@ PLANNING = (
     "max_num_batched_tokens", "max_num_seqs", "kv_cache_dtype", "dtype", "tensor_parallel_size",
     "pipeline_parallel_size", "num_gpu_blocks_override", "enable_prefix_caching", "enable_chunked_prefill",
     "trust_remote_code", "offline", "revision", "vllm_version", "enable_extensible_kv_cache", "enforce_eager",
-    "quantization",
+    "quantization", "prompt_len",
 )
 SCHEDULING = (
     "num_gpu_blocks", "block_size", "enable_prefix_caching", "max_num_batched_tokens", "max_num_seqs",
