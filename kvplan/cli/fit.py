@@ -120,7 +120,8 @@ def fit_command(
     """Search GPUs, parallelism, KV dtype and vLLM's knobs for the configurations that meet a target.
 
     Plans every configuration first (exact, cheap), simulates only those that fit, and ranks them by
-    GPU-hours (or your cost) per million requests at the highest rate that keeps the objectives.
+    what serving the asked rate takes: the GPUs (or, with --price, their cost per hour) of as many
+    copies (replicas) as carry the rate with the objectives kept, then cost per million requests.
 
     A model that is neither local, in kvplan's catalog nor in the Hugging Face cache has its
     config.json fetched from the hub, as `kvplan plan` does; never with --offline or HF_HUB_OFFLINE=1.

@@ -63,10 +63,12 @@ def _table(result: FitResult) -> Table:
     with_workload = result.request.workload is not None
     prices = bool(result.request.prices)
     table = Table(title="Configurations that meet the target, best first", title_justify="left")
-    columns = ["#", "GPU", "GPUs", "KV", "util", "max len", "seqs", "KV tokens/GPU"]
+    columns = ["#", "GPU", "GPUs", "KV dtype", "util", "max len", "seqs", "KV tokens/GPU"]
     if result.request.concurrency is not None:
         columns.append(f"conc.@{result.request.concurrency.tokens:,}")
     if with_workload:
+        # what meeting the asked rate takes first (the ranking), then each setup's own figures
+        columns += ["replicas", "GPUs@rate"] + (["cost/h@rate"] if prices else [])
         columns += ["rate/s", "TTFT p95", "TPOT p95", "preempt."]
         columns.append("cost/M req" if prices else "GPU-h/M req")
     elif prices:
@@ -87,6 +89,9 @@ def _table(result: FitResult) -> Table:
             row.append(f"{point.concurrency_at_target:.2f}" if point.concurrency_at_target is not None else "-")
         if with_workload:
             assert check is not None
+            row += [str(c.replicas), str(c.gpus_at_rate)]
+            if prices:
+                row.append("-" if c.cost_per_hour_at_rate is None else f"{c.cost_per_hour_at_rate:.4g}")
             row += [_rate(check.max_sustained_rate, not check.max_rate_bounded), _seconds(check.ttft_p95_s),
                     _seconds(check.tpot_p95_s), str(check.preemptions)]
             per_million = c.cost_per_million_requests if prices else c.gpu_hours_per_million_requests
@@ -150,8 +155,10 @@ def render_fit(result: FitResult, console: Console) -> None:
         "Exact for vLLM " + request.release.version + ": blocks, KV tokens and concurrency, from the KV memory "
         "per GPU (predicted by the profile run on the fake backend unless --kv-cache-memory is given). "
         "Estimates, from the step-time model: rate/s (the highest sustained arrival rate that keeps the "
-        "objectives), TTFT, TPOT and preemptions at the workload's rate, and GPU-hours (or cost) per million "
-        "requests at that highest rate." + (" Costs use your --price figures." if request.prices else "")
+        "objectives), replicas (copies that share the asked rate, each at most at that rate; ranked by the GPUs, "
+        "or their cost per hour, that serve the asked rate), TTFT, TPOT and preemptions at the workload's rate "
+        "(one copy's), and GPU-hours (or cost) per million requests at that highest rate."
+        + (" Costs use your --price figures." if request.prices else "")
         + " front: on the Pareto front of cost per hour against rate.")
     for method in result.estimate_methods:
         console.print(f"step time: {escape(method)}", soft_wrap=True)
