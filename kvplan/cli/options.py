@@ -36,11 +36,13 @@ from kvplan.semantics.engine.trace_format import (
 from kvplan.semantics.releases import NEWEST_RELEASE, RELEASES, Release, Scheduling, default_release, release_named
 from kvplan.units import parse_count
 from kvplan.usecases.plan_settings import DTYPE, GPU, KV_CACHE_DTYPE, MEMORY, MODEL, PARALLEL, UTILIZATION
+from kvplan.usecases.simulate.timing import STEP_TIME_METHODS
 
 if TYPE_CHECKING:
     from kvplan.usecases.plan import PlanRequest
 
 DEFAULT_MODEL = "Qwen/Qwen2-0.5B-Instruct"
+STEP_TIME = Text(choices=STEP_TIME_METHODS, description="how a step's time is estimated")
 REVISION = Text(max_length=256, controls=False, description="a hub revision: branch, tag or commit")
 
 
@@ -73,6 +75,7 @@ class EngineOptions:
     scheduling: Scheduling | None = None
     enable_extensible_kv_cache: bool | None = None
     enforce_eager: bool | None = None             # no CUDA graphs: only the step-time estimate changes
+    step_time: str | None = None                  # how steps are priced: auto, kernels or roofline
 
     def release(self) -> Release | None:
         """The release --vllm-version names; None: the file's, else the default."""
@@ -295,6 +298,13 @@ _OPTIONS: dict[str, Flag] = {
         None, "--enforce-eager/--no-enforce-eager",
         help="vLLM's --enforce-eager: no CUDA graphs, so every kernel is launched one by one (the step-time "
         "estimate only; memory as without it).")),
+    "step_time": _flag(str | None, _declared(
+        None, "--step-time", metavar="|".join(STEP_TIME_METHODS),
+        help="How a step's time is estimated: kernels (kernel times measured on the GPU, from the `perf` "
+        "extra's aiconfigurator-core database), roofline (the roofline with efficiency factors), or auto "
+        "(the default: measured kernels where they are the more accurate on the public results, "
+        "docs/accuracy.md, else the roofline). Where the kernels cannot price the setup, kvplan says so "
+        "and uses the roofline."), checked(STEP_TIME, "--step-time")),
 }
 # the spellings kvplan used before it followed vLLM's, kept working but not shown
 _ALIASES: dict[str, tuple[str, Flag]] = {
@@ -318,6 +328,7 @@ SCHEDULING = (
 SIMULATING = (
     *SCHEDULING, "gpu", "gpu_memory_utilization", "gpu_memory", "kv_cache_memory", "kv_cache_dtype", "dtype",
     "tensor_parallel_size", "pipeline_parallel_size", "trust_remote_code", "offline", "revision", "enforce_eager",
+    "step_time",
 )
 assert {field.name for field in fields(EngineOptions)} == set(_OPTIONS)
 
