@@ -14,8 +14,9 @@ from kvplan.usecases.fit.result import FitConfiguration, FitResult
 BOX = PixelBox(width=920, height=380, left=72, right=24, top=20, bottom=48)
 FRONT, OTHER = "#d62728", "#8a8a8a"
 EXTRA_CSS = """
-.front { color: #d62728; font-weight: 600; } code { font-size: 0.82rem; white-space: pre-wrap; }
-td.args { text-align: left; }
+.front { color: #d62728; font-weight: 600; }
+tr.command td { text-align: left; padding-top: 0; }
+td.name { text-align: left; overflow-wrap: break-word; max-width: 14rem; }
 """
 
 
@@ -92,31 +93,37 @@ def render_fit_html(result: FitResult) -> str:
                    f"is both {'cheaper per hour' if money else 'on fewer GPUs'} and faster). Rates and latencies are "
                    "estimates from the step-time model; blocks and KV tokens are exact for the release, from the "
                    "KV memory per GPU.</p>")
-        out.append("<h2>Configurations, best first</h2><table><tr><th>#</th><th>GPU</th><th>GPUs</th>"
+        out.append("<h2>Configurations, best first</h2><div class=\"scroll\"><table><tr><th>#</th><th>GPU</th>"
+                   "<th>GPUs</th>"
                    "<th>KV tokens/GPU</th><th>max rate/s (est.)</th><th>TTFT p95 (est.)</th>"
-                   f"<th>{'cost' if money else 'GPU-hours'} per M requests (est.)</th><th>vllm serve</th></tr>")
+                   f"<th>{'cost' if money else 'GPU-hours'} per M requests (est.)</th></tr>")
         for rank, c in enumerate(result.configurations, start=1):
             check = c.check
             per_million = c.cost_per_million_requests if money else c.gpu_hours_per_million_requests
             css = ' class="front"' if c.pareto else ""
             out.append(
-                f"<tr><td{css}>{rank}</td><td>{html_text(c.configuration.gpu)}</td><td>{c.configuration.num_gpus}</td>"
+                f"<tr><td{css}>{rank}</td><td class=\"name\">{html_text(c.configuration.gpu)}</td>"
+                f"<td>{c.configuration.num_gpus}</td>"
                 f"<td>{'-' if c.point.kv_cache_tokens is None else f'{c.point.kv_cache_tokens:,}'}</td>"
                 f"<td>{_rate(None if check is None else check.max_sustained_rate)}</td>"
                 f"<td>{'-' if check is None or check.ttft_p95_s is None else format_seconds(check.ttft_p95_s)}</td>"
-                f"<td>{'-' if per_million is None else f'{per_million:.4g}'}</td>"
-                f"<td class=\"args\"><code>{html_text(c.configuration.vllm_serve_args())}</code></td></tr>")
-        out.append("</table>")
+                f"<td>{'-' if per_million is None else f'{per_million:.4g}'}</td></tr>"
+                # the command on a row of its own, preformatted and wrapping, so that the figures
+                # keep their columns however long the model id or the flags are
+                f"<tr class=\"command\"><td></td><td colspan=\"6\"><pre>"
+                f"{html_text(c.configuration.vllm_serve_args())}</pre></td></tr>")
+        out.append("</table></div>")
     else:
         out.append("<p class=\"stalled\">No configuration meets the target.</p>")
     if result.rejected:
-        out.append("<h2>Rejected families</h2><table class=\"kv\"><tr><th>family</th><th>why</th></tr>")
+        out.append("<h2>Rejected families</h2><div class=\"scroll\"><table class=\"kv\">"
+                   "<tr><th>family</th><th>why</th></tr>")
         for family in result.rejected:
             name = (f"{family.gpu} x{family.num_gpus} (TP{family.tensor_parallel_size} "
                     f"PP{family.pipeline_parallel_size}) {family.kv_cache_dtype}")
             out.append(f"<tr><td>{html_text(name)}</td>"
                        f"<td>{html_text(REASONS[family.reason])}: {html_text(family.detail)}</td></tr>")
-        out.append("</table>")
+        out.append("</table></div>")
     counts = result.counts
     out.append(f"<p class=\"note\">Searched {counts.configurations} configurations: planned {counts.planned}, "
                f"{counts.inferred} decided without a plan of their own, simulated {counts.simulated} in "
