@@ -27,6 +27,7 @@ import hashlib
 import logging
 import os
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -167,18 +168,65 @@ def open_tables(query: KernelQuery) -> KernelTables:
         version = slots.get("current")
         if not version:
             raise KernelsUnavailable(f"the aiconfigurator-core database has no {BACKEND} tables for {system}")
-        spec = compile_engine(str(_model_dir(query.model_config)), system, BACKEND, version,
-                              tp_size=query.tensor_parallel_size, pp_size=query.pipeline_parallel_size,
-                              gemm_quant_mode=gemm_mode, kvcache_quant_mode=kv_mode)
-        engine = aiconfigurator_core.AicEngine.from_spec(bytes(spec), None)
-        context, generation = engine.run_static_per_op(1, 1, 16, 2, 0, 1.0, 1.0, "static", 32)
+        cached = _spec_path(query, package, system, version)
+        spec = _read_spec(cached)
+        if spec is None:
+            spec = bytes(compile_engine(str(_model_dir(query.model_config)), system, BACKEND, version,
+                                        tp_size=query.tensor_parallel_size, pp_size=query.pipeline_parallel_size,
+                                        gemm_quant_mode=gemm_mode, kvcache_quant_mode=kv_mode))
+            _write_spec(cached, spec)
+        engine = aiconfigurator_core.AicEngine.from_spec(spec, None)
+        context = _op_names(lambda i: engine.evaluate_context_ops([i], 1, 1, 0, 1.0, None))
+        generation = _op_names(lambda i: engine.evaluate_generation_ops([i], 1, 1, 1.0, 0, None))
     except KernelsUnavailable:
         raise
     except Exception as error:  # the package's builders raise many kinds; each means "not covered"
         first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise KernelsUnavailable(f"aiconfigurator-core cannot build this model on {system}: {first}") from None
-    return KernelTables(query, engine, version, package, [row[0] for row in context],
-                        [row[0] for row in generation])
+    return KernelTables(query, engine, version, package, context, generation)
+
+
+MAX_OPS = 4096
+
+
+def _op_names(evaluate: Callable[[int], list[Any]]) -> list[str]:
+    """The names of a compiled op list, in order: the engine answers each index until the last."""
+    names: list[str] = []
+    for index in range(MAX_OPS):
+        try:
+            rows = evaluate(index)
+        except Exception:  # past the last op: the engine refuses the index
+            break
+        names.append(str(rows[0][0]))
+    return names
+
+
+def _spec_path(query: KernelQuery, package: str, system: str, version: str) -> Path | None:
+    """Where the compiled engine of ``query`` is kept between runs (building it takes seconds; loading
+    it, a fraction): the user's cache directory, keyed by everything the build reads."""
+    root = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    key = hashlib.sha256(repr((package, system, version, query)).encode("utf-8")).hexdigest()[:32]
+    return Path(root) / "kvplan" / "kernel-specs" / f"{key}.bin"
+
+
+def _read_spec(path: Path | None) -> bytes | None:
+    try:
+        return path.read_bytes() if path is not None and path.is_file() else None
+    except OSError:
+        return None
+
+
+def _write_spec(path: Path | None, spec: bytes) -> None:
+    """Keep the compiled engine; a cache that cannot be written only costs the next run the build."""
+    if path is None:
+        return
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        scratch = path.with_name(f"{path.name}.{os.getpid()}")
+        scratch.write_bytes(spec)
+        scratch.replace(path)
+    except OSError:
+        pass
 
 
 def _model_dir(config_json: str) -> Path:

@@ -11,8 +11,9 @@ docs/accuracy.md), which no kernel table holds.
 
 A step's price depends on a few numbers (its tokens, its requests, its decodes and their context,
 its prefill chunks and theirs), so each part is cached by its own: the token operators by token
-count, the lm_head by rows, decode attention by (decodes, context on a grid of at most 1/16 step,
-interpolated), prefill attention by (chunks, tokens per chunk and prefix on that grid).
+count (exactly up to 64 tokens, above it on a grid of at most 1/16 step, interpolated), the lm_head
+by rows, decode attention by (decodes, context on that grid, interpolated), prefill attention by
+(chunks, tokens per chunk and prefix on that grid).
 """
 
 from __future__ import annotations
@@ -23,6 +24,9 @@ from kvplan.usecases.simulate.timing import DEFAULT_FACTORS, StepFactors, StepLo
 
 if TYPE_CHECKING:
     from kvplan.measure.kernel_tables import KernelTables
+
+
+EXACT_TOKENS = 64
 
 
 def grid_step(value: int) -> int:
@@ -52,6 +56,7 @@ class KernelStepTime:
         # runs this one: their CPU work hides under the kernels, and only the longer of the two counts
         self.overlapped = overlapped
         self._tokens: dict[int, float] = {}
+        self._token_grid: dict[int, float] = {}
         self._logits: dict[int, float] = {}
         self._decode: dict[tuple[int, int], float] = {}
         self._prefill: dict[tuple[int, int, int], float] = {}
@@ -82,7 +87,22 @@ class KernelStepTime:
     def _token_ms(self, tokens: int) -> float:
         value = self._tokens.get(tokens)
         if value is None:
-            value = self._tokens[tokens] = self.tables.token_ops_ms(tokens)
+            # up to 64 tokens exactly (decode batches), above it linear between grid points
+            if tokens <= EXACT_TOKENS:
+                value = self.tables.token_ops_ms(tokens)
+            else:
+                step = grid_step(tokens)
+                low = tokens // step * step
+                fraction = (tokens - low) / step
+                value = ((1 - fraction) * self._token_at(low) + fraction * self._token_at(low + step)
+                         if fraction else self._token_at(low))
+            self._tokens[tokens] = value
+        return value
+
+    def _token_at(self, tokens: int) -> float:
+        value = self._token_grid.get(tokens)
+        if value is None:
+            value = self._token_grid[tokens] = self.tables.token_ops_ms(tokens)
         return value
 
     def _logits_ms(self, rows: int) -> float:
@@ -93,9 +113,12 @@ class KernelStepTime:
 
     def _decode_ms(self, batch: int, context: float) -> float:
         # linear between the two grid points around the mean context
-        step = grid_step(int(context))
-        low = max(step, int(context) // step * step)
+        whole = int(context)
+        step = max(16, 1 << max(0, whole.bit_length() - 5))
+        low = max(step, whole // step * step)
         fraction = min(1.0, max(0.0, (context - low) / step))
+        if not fraction:
+            return self._decode_at(batch, low)
         return (1 - fraction) * self._decode_at(batch, low) + fraction * self._decode_at(batch, low + step)
 
     def _decode_at(self, batch: int, context: int) -> float:

@@ -70,7 +70,16 @@ def test_a_prefill_chunk_is_priced_by_its_tokens_and_prefix():
     context = 1024 + 512 + 4 * 256
     model.seconds(StepLoad(516, context, 5, None, 4, 4 * 256))
     assert ("prefill", 1, 512, 1024) in tables.asked
-    assert ("tokens", 516) in tables.asked and ("logits", 5) in tables.asked
+    # 516 tokens: between the grid points 512 and 544
+    assert ("tokens", 512) in tables.asked and ("tokens", 544) in tables.asked and ("logits", 5) in tables.asked
+
+
+def test_token_prices_are_exact_for_decode_batches_and_interpolated_above():
+    tables = Tables()
+    model = KernelStepTime(tables, weight_format="bf16")   # type: ignore[arg-type]
+    assert model._token_ms(37) == pytest.approx(1.037) and ("tokens", 37) in tables.asked
+    # linear prices: the interpolation between grid points is exact
+    assert model._token_ms(1000) == pytest.approx(2.0) and ("tokens", 1000) not in tables.asked
 
 
 def test_the_mean_context_is_interpolated_between_grid_points():
