@@ -162,3 +162,25 @@ def test_the_database_prices_qwen3_on_an_h100():
     assert decode == sorted(decode) and 1e-3 < decode[0] < decode[-1] < 20e-3
     prefill = model.seconds(StepLoad(2048, 2048, 1, 2048 * 2049 // 2, 0, 0))
     assert prefill > model.seconds(StepLoad(512, 512, 1, 512 * 513 // 2, 0, 0))
+
+
+def test_simulate_with_measured_kernels_says_so_and_imports_no_torch(tmp_path):
+    pytest.importorskip("aiconfigurator_core")
+    from tests.no_torch import kvplan_process
+
+    workload = {
+        "schema_version": 1, "seed": 3,
+        "engine": {"model": str(QWEN3_06B.parent), "gpu": "h100-sxm-80gb", "kv_cache_memory": "8GiB",
+                   "max_model_len": 4096},
+        "classes": [{"name": "chat", "prompt_tokens": {"dist": "uniform", "min": 100, "max": 2000},
+                     "output_tokens": {"dist": "uniform", "min": 10, "max": 200}}],
+        "arrival": {"process": "poisson", "rate": 20, "count": 200},
+    }
+    path = tmp_path / "w.json"
+    path.write_text(json.dumps(workload))
+    done = kvplan_process("simulate", str(path), "--step-time", "kernels", "--json", cwd=REPO, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.strip().splitlines()[-1] == "HEAVY="
+    timing = json.loads(done.stdout)["timing"]
+    assert timing["model"] == "measured_kernels" and timing["estimate"] is True
+    assert "h100_sxm" in timing["database"] and "measured kernels" in timing["method"]
