@@ -76,6 +76,7 @@ class EngineOptions:
     enable_extensible_kv_cache: bool | None = None
     enforce_eager: bool | None = None             # no CUDA graphs: only the step-time estimate changes
     step_time: str | None = None                  # how steps are priced: auto, kernels or roofline
+    prompt_len: tuple[int, ...] | None = None     # --prompt-len: lengths to give the concurrency at
 
     def release(self) -> Release | None:
         """The release --vllm-version names; None: the file's, else the default."""
@@ -110,6 +111,7 @@ class EngineOptions:
             enable_chunked_prefill=_given(self.enable_chunked_prefill, defaults.enable_chunked_prefill),
             release=self.release_or_default(),
             enable_extensible_kv_cache=self.enable_extensible_kv_cache,
+            prompt_lens=_given(self.prompt_len, defaults.prompt_lens),
         )
 
 
@@ -155,6 +157,19 @@ def _declared(default: Any, *decls: str, help: str | None = None, hidden: bool =
               metavar: str | None = None) -> dict[str, Any]:
     """typer.Option's arguments, spelled as typer.Option takes them."""
     return {"default": default, "decls": decls, "help": help, "hidden": hidden, "metavar": metavar}
+
+
+def token_lengths(text: str | None) -> tuple[int, ...] | None:
+    """--prompt-len 1024,4096: positive token counts, each once."""
+    if text is None:
+        return None
+    words = [word.strip() for word in text.split(",")]
+    if not all(word.isdigit() and 0 < len(word) <= 9 and int(word) > 0 for word in words):
+        raise KvplanError(f"--prompt-len {text!r}: give positive token counts separated by commas, e.g. 1024,4096")
+    lengths = tuple(int(word) for word in words)
+    if len(set(lengths)) != len(lengths):
+        raise KvplanError(f"--prompt-len {text!r}: a length is given twice")
+    return lengths
 
 
 def _flag(annotation: Any, declared: dict[str, Any], read: Callable[[Any], Any] = _same) -> Flag:
@@ -305,6 +320,10 @@ _OPTIONS: dict[str, Flag] = {
         "(the default: measured kernels where they are the more accurate on the public results, "
         "docs/accuracy.md, else the roofline). Where the kernels cannot price the setup, kvplan says so "
         "and uses the roofline."), checked(STEP_TIME, "--step-time")),
+    "prompt_len": _flag(str | None, _declared(
+        None, "--prompt-len", metavar="TOKENS[,TOKENS...]",
+        help="Request lengths (prompt + output tokens) to say how many requests fit at once for, beside vLLM's "
+        "concurrency at max_model_len. Default: 1024,4096,16384 (those below max_model_len)."), token_lengths),
 }
 # the spellings kvplan used before it followed vLLM's, kept working but not shown
 _ALIASES: dict[str, tuple[str, Flag]] = {
@@ -319,7 +338,7 @@ PLANNING = (
     "model", "kv_cache_memory", "gpu", "gpu_memory", "gpu_memory_utilization", "block_size", "max_model_len",
     "max_num_batched_tokens", "max_num_seqs", "kv_cache_dtype", "dtype", "tensor_parallel_size",
     "pipeline_parallel_size", "num_gpu_blocks_override", "enable_prefix_caching", "enable_chunked_prefill",
-    "trust_remote_code", "offline", "revision", "vllm_version", "enable_extensible_kv_cache",
+    "trust_remote_code", "offline", "revision", "vllm_version", "enable_extensible_kv_cache", "prompt_len",
 )
 SCHEDULING = (
     "num_gpu_blocks", "block_size", "enable_prefix_caching", "max_num_batched_tokens", "max_num_seqs",

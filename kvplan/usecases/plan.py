@@ -21,13 +21,24 @@ from kvplan.semantics.config.quantization import check_quantization_capability, 
 from kvplan.semantics.config.scheduler import BatchLimits, batch_defaults, resolve_batch_limits, verify_batch_limits
 from kvplan.semantics.engine.groups import KVCacheGroup, groups_from_kv_cache_config
 from kvplan.semantics.kv.layer_specs import CacheLayout, CacheSettings, build_worker_specs, resolve_cache_layout
-from kvplan.semantics.kv.sizing import SizingResult, SizingTexts, kv_bytes_per_token, size_kv_cache, sizing_limits
+from kvplan.semantics.kv.sizing import (
+    SizingResult,
+    SizingTexts,
+    concurrency_at_length,
+    kv_bytes_per_token,
+    size_kv_cache,
+    sizing_limits,
+)
 from kvplan.semantics.kv.specs import KVCacheConfig, KVCacheSpec
 from kvplan.semantics.memory.measured import MeasuredSizing, SizingPath, default_utilization, sizing_path
 from kvplan.semantics.models.resolve import ResolvedConfig, resolve_config
 from kvplan.semantics.models.shape import ModelShape
 from kvplan.semantics.releases import Release, default_release
 from kvplan.semantics.weights import WeightEstimate
+
+# Request lengths (prompt + output tokens) a plan gives concurrency at when --prompt-len is not given:
+# a chat turn, a long chat or RAG prompt, a long document (issue 24, item 6).
+TYPICAL_PROMPT_LENS = (1024, 4096, 16384)
 
 
 @dataclass(frozen=True)
@@ -57,6 +68,8 @@ class PlanRequest:
     release: Release = field(default_factory=default_release)
     # --enable-extensible-kv-cache / --no-enable-extensible-kv-cache (vLLM 0.34.0); None: vLLM decides
     enable_extensible_kv_cache: bool | None = None
+    # --prompt-len: request lengths to give vLLM's concurrency figure at, beside max_model_len's
+    prompt_lens: tuple[int, ...] = TYPICAL_PROMPT_LENS
 
     def __post_init__(self) -> None:
         if self.gpu_memory_utilization is None:
@@ -128,6 +141,9 @@ class PlanResult:
     # profile run made on 0.34.0's measured path carries it with the measured terms
     path: SizingPath | None = None
     measured: MeasuredSizing | None = None
+    # (tokens, vLLM's concurrency figure for requests of that many tokens), for the request's
+    # prompt lengths up to max_model_len
+    concurrency_at_lengths: tuple[tuple[int, float], ...] = ()
 
     @property
     def sizing_path(self) -> SizingPath:
@@ -374,10 +390,14 @@ def plan(request: PlanRequest, setup: SettledConfig | None = None,
         report_capacity=report_capacity,
     )
     weights, weights_unknown = count_weights(request, setup) if request.with_weights else (None, None)
+    config = sizing.config
+    at_lengths = () if config is None else tuple(
+        (tokens, concurrency_at_length(config, limits, request.release, tokens))
+        for tokens in request.prompt_lens if tokens <= setup.max_model_len)
     return PlanResult(
         request=request, setup=setup, kv_cache_memory_bytes=request.kv_cache_memory_bytes, sizing=sizing,
         weights=weights, warnings=setup.shape.warnings, kv_cache_memory_per_worker=tuple(per_worker),
-        weights_unknown=weights_unknown,
+        weights_unknown=weights_unknown, concurrency_at_lengths=at_lengths,
     )
 
 

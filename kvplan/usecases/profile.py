@@ -554,9 +554,10 @@ def provenance_knobs(result: ProfileResult) -> dict[str, Any]:
     options = result.options
     # the release is the provenance's `vllm_semantics`, not a setting; a setting only 0.34.0 has is
     # recorded where it was given (profiles of earlier releases keep their knobs and digest)
+    # (--prompt-len only chooses which concurrency figures are shown: not a setting either)
     knobs = {field.name: getattr(options.plan, field.name) for field in dataclasses.fields(PlanRequest)
-             if field.name != "release" and not (field.name in SINCE_0_34_0 and getattr(options.plan, field.name)
-                                                  is None)}
+             if field.name not in ("release", "prompt_lens")
+             and not (field.name in SINCE_0_34_0 and getattr(options.plan, field.name) is None)}
     knobs.update(
         backend=result.backend, load_format=options.load_format, attention_backend=options.attention_backend,
         allocate=options.allocate, non_torch_bytes=options.non_torch_bytes,
