@@ -184,3 +184,25 @@ def test_simulate_with_measured_kernels_says_so_and_imports_no_torch(tmp_path):
     timing = json.loads(done.stdout)["timing"]
     assert timing["model"] == "measured_kernels" and timing["estimate"] is True
     assert "h100_sxm" in timing["database"] and "measured kernels" in timing["method"]
+
+
+def test_fit_says_its_answers_were_priced_by_measured_kernels(tmp_path):
+    pytest.importorskip("aiconfigurator_core")
+    from tests.no_torch import kvplan_process
+
+    workload = {
+        "schema_version": 1, "seed": 3, "engine": {"model": str(QWEN3_06B.parent), "max_model_len": 4096},
+        "classes": [{"name": "chat", "prompt_tokens": {"dist": "uniform", "min": 100, "max": 2000},
+                     "output_tokens": {"dist": "uniform", "min": 10, "max": 200}}],
+        "arrival": {"process": "poisson", "rate": 20, "count": 200},
+    }
+    path = tmp_path / "w.json"
+    path.write_text(json.dumps(workload))
+    done = kvplan_process("fit", "--workload", str(path), "--gpus", "h100-sxm-80gb,l4-24gb", "--kv-cache-memory",
+                          "8GiB", "--slo", "tpot_p95=60ms", "--step-time", "kernels", "--workers", "1", "--json",
+                          cwd=REPO, timeout=600)
+    assert done.returncode in (0, 1), done.stderr
+    methods = json.loads(done.stdout)["estimate_methods"]
+    # the H100 from measured kernels; the L4, which the database does not cover, from the roofline
+    assert any("measured kernels" in m and "h100_sxm" in m for m in methods)
+    assert any(m.startswith("roofline with efficiency factors on l4-24gb") for m in methods)
