@@ -73,7 +73,7 @@ WORKERS = typer.Option(None, "--workers", help="Tasks at once (default: one per 
 
 
 @app.command("fit")
-@engine_options("vllm_version", "dtype", "trust_remote_code", "offline", "revision")
+@engine_options("vllm_version", "dtype", "trust_remote_code", "offline", "revision", "step_time")
 def fit_command(
     engine: EngineOptions,
     model: str | None = typer.Option(None, "--model", "-m",
@@ -176,7 +176,8 @@ def fit_command(
         model=chosen, space=space, workload=workload, rate=checked(RATE, "--rate")(parse_rate(rate)),
         concurrency=target, slo=objectives, prices=price_list,
         release=engine.release() or _workload_release(workload), dtype=engine.dtype or "auto",
-        trust_remote_code=engine.trust_remote_code, seed=seed, max_configurations=max_configurations,
+        trust_remote_code=engine.trust_remote_code, step_time=engine.step_time, seed=seed,
+        max_configurations=max_configurations,
         max_requests=max_requests,
     )
     from kvplan.usecases.fit.search import check_search_size

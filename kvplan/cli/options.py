@@ -36,10 +36,12 @@ from kvplan.semantics.engine.trace_format import (
 from kvplan.semantics.releases import NEWEST_RELEASE, RELEASES, Release, Scheduling, default_release, release_named
 from kvplan.units import parse_count
 from kvplan.usecases.plan_settings import DTYPE, GPU, KV_CACHE_DTYPE, MEMORY, MODEL, PARALLEL, UTILIZATION
+from kvplan.usecases.simulate.timing import STEP_TIME_METHODS
 
 if TYPE_CHECKING:
     from kvplan.usecases.plan import PlanRequest
 
+STEP_TIME = Text(choices=STEP_TIME_METHODS, description="how a step's time is estimated")
 REVISION = Text(max_length=256, controls=False, description="a hub revision: branch, tag or commit")
 
 
@@ -73,6 +75,7 @@ class EngineOptions:
     enable_extensible_kv_cache: bool | None = None
     enforce_eager: bool | None = None             # no CUDA graphs: no graph pool, and eager step times
     quantization: str | None = None               # vLLM's --quantization: None, the checkpoint's method
+    step_time: str | None = None                  # how steps are priced: auto, kernels or roofline
     prompt_len: tuple[int, ...] | None = None     # --prompt-len: lengths to give the concurrency at
 
     def release(self) -> Release | None:
@@ -331,6 +334,13 @@ _OPTIONS: dict[str, Flag] = {
         help="vLLM's --quantization: the checkpoint's own method (the default), or fp8 on an unquantized "
         "checkpoint (vLLM quantizes its linear layers at load: fp8 weights)."),
         checked(QUANTIZATION, "--quantization")),
+    "step_time": _flag(str | None, _declared(
+        None, "--step-time", metavar="|".join(STEP_TIME_METHODS),
+        help="How a step's time is estimated: kernels (kernel times measured on the GPU, from the `perf` "
+        "extra's aiconfigurator-core database), roofline (the roofline with efficiency factors), or auto "
+        "(the default: measured kernels where they are the more accurate on the public results, "
+        "docs/accuracy.md, else the roofline). Where the kernels cannot price the setup, kvplan says so "
+        "and uses the roofline."), checked(STEP_TIME, "--step-time")),
     "prompt_len": _flag(str | None, _declared(
         None, "--prompt-len", metavar="TOKENS[,TOKENS...]",
         help="Request lengths (prompt + output tokens) to say how many requests fit at once for, beside vLLM's "
@@ -359,6 +369,7 @@ SCHEDULING = (
 SIMULATING = (
     *SCHEDULING, "gpu", "gpu_memory_utilization", "gpu_memory", "kv_cache_memory", "kv_cache_dtype", "dtype",
     "tensor_parallel_size", "pipeline_parallel_size", "trust_remote_code", "offline", "revision", "enforce_eager",
+    "step_time",
 )
 assert {field.name for field in fields(EngineOptions)} == set(_OPTIONS)
 

@@ -18,6 +18,7 @@ from kvplan.report.simulate_json import SeriesRow, round_floats, series_rows
 from kvplan.report.text import plain, valid_text
 from kvplan.units import format_duration, significant
 from kvplan.usecases.simulate.capacity_search import Capacity
+from kvplan.usecases.simulate.measured_step import KernelStepTime
 from kvplan.usecases.simulate.metrics import Latency, RunMetrics, Summary
 from kvplan.usecases.simulate.simulation import SimResult
 from kvplan.usecases.simulate.timing import CalibratedStepTime, ConstantStepTime, RooflineStepTime, StepTimeModel
@@ -201,6 +202,8 @@ def timing_text(timer: StepTimeModel | None) -> str:
         return f"constant {_ms(timer.step_s):.3g} ms ({timer.source}), estimate"
     if isinstance(timer, CalibratedStepTime):
         return f"calibrated from {len(timer.points)} points ({timer.source}), estimate"
+    if isinstance(timer, KernelStepTime):
+        return f"estimate: {timer.method}"
     assert isinstance(timer, RooflineStepTime)
     if timer.factors is not None:
         return f"estimate: {timer.method}"

@@ -105,6 +105,7 @@ class FitRequest:
     release: Release = DEFAULT_RELEASE
     dtype: str = "auto"
     trust_remote_code: bool = False
+    step_time: str | None = None      # --step-time: how each configuration's steps are priced (None: auto)
     seed: int | None = None
     rate_precision: float = RATE_PRECISION
     notes: tuple[str, ...] = field(default_factory=tuple)

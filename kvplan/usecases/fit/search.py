@@ -461,7 +461,7 @@ def _groups(request: FitRequest, lengths: tuple[int | None, ...]) -> list[PlanGr
         base = Configuration(
             model=request.model, release=request.release, gpu=gpu, tensor_parallel_size=tp, pipeline_parallel_size=pp,
             kv_cache_dtype=kv_dtype, dtype=request.dtype, max_num_seqs=seqs, max_num_batched_tokens=tokens,
-            trust_remote_code=request.trust_remote_code,
+            trust_remote_code=request.trust_remote_code, step_time=request.step_time,
         )
         if request.workload is not None:
             # max_model_len is the length search's; the workload's own is among its candidates
