@@ -61,7 +61,7 @@ from kvplan.semantics.memory.cudagraphs import (
 )
 from kvplan.semantics.memory.profile_batch import ProfileBatch, profile_batch
 from kvplan.semantics.memory.sampler import ASSUMED_MULTIPROCESSORS, RUNNER_STATE
-from kvplan.units import format_gib
+from kvplan.units import format_duration, format_gib
 from kvplan.usecases.measured_sizing import RankReadings, measured_plan
 from kvplan.usecases.plan import PlanRequest, PlanResult, SettledConfig, check_request, plan, settle
 from kvplan.usecases.profile_summary import ProfileSummary, Provenance, knobs_sha256
@@ -331,9 +331,12 @@ def run_profile(options: ProfileRequest, progress: Progress | None = None) -> Pr
             f"SM count of this GPU unknown: the sampler's top-k/top-p scratch buffer assumes {multiprocessors}"
         )
     ranks = []
-    for shard in rank_shards(setup):
+    shards = rank_shards(setup)
+    for number, shard in enumerate(shards, start=1):
+        # a count of the stages profiled, so that a long run says how far it is
+        rank_say = say if len(shards) == 1 else (lambda text, n=number: say(f"stage {n} of {len(shards)}: {text}"))
         ranks.append(_profile_rank(backend, name, source, shard, setup, options, request, batch, multiprocessors,
-                                   snapshot, say, warnings))
+                                   snapshot, rank_say, warnings))
     # the rank with the least KV memory bounds the pool (vLLM takes the smallest block count)
     binding = min(ranks, key=lambda rank: rank.budget.available_kv_bytes)
     weights, activations, budget = binding.weights, binding.activations, binding.budget
@@ -432,6 +435,8 @@ def _profile_rank(
         how = weights.how if shard is None else f"vLLM's sharding of the model's parameters ({estimate.method})"
         weights = replace(weights, weights_bytes=per_rank, how=how)
     plural = "" if shard is None else " on this rank's shard"
+    if name == "cpu":
+        say(_cpu_forward_estimate(weights.weights_bytes, setup.model_dtype, batch.num_tokens))
     say(f"profile run{plural}: {batch.num_tokens} tokens over {batch.num_reqs} requests, then the dummy sampler")
     release = request.release
     activations = backend.profile(batch, multiprocessors, release.profile_sampler)
@@ -474,6 +479,17 @@ def rank_index(shard: RankShard, setup: SettledConfig) -> int:
     stages = pp_layer_ranges(setup.shape.num_hidden_layers, setup.cache.pipeline_parallel_size,
                              setup.cache.pp_layer_partition)
     return stages.index(shard.layers)
+
+
+def _cpu_forward_estimate(weights_bytes: int, dtype: str, tokens: int) -> str:
+    """What the cpu backend's profile run will take, said before it starts: its forward is real."""
+    from kvplan.measure.cpu_speed import forward_seconds, matmul_flops_per_s
+
+    parameters = weights_bytes / dtype_size(dtype)
+    rate = matmul_flops_per_s()
+    return (f"the cpu backend's profile run is a real forward of {tokens:,} tokens through {parameters / 1e9:.2f} B "
+            f"parameters: about {format_duration(forward_seconds(parameters, tokens, rate))} on this CPU "
+            f"({rate / 1e9:,.0f} GFLOP/s measured; --backend fake predicts the same memory in seconds)")
 
 
 def _cuda_graph_estimate(options: ProfileRequest, backend_name: str, backend: MemoryBackend, setup: SettledConfig,
