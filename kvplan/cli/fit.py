@@ -49,7 +49,8 @@ EXECUTOR = typer.Option("local", "--executor", metavar="local|ray",
                         help="local: a process pool, one worker per core; ray: Ray tasks on a cluster (kvplan[ray]).")
 RAY_ADDRESS = typer.Option(None, "--ray-address", metavar="auto|HOST:PORT",
                            help="The Ray cluster to run on (default auto: the one this machine belongs to).")
-REPORT_WIDTH = 140
+# wide enough for the table with a workload and prices (17 columns) in a log, where a line may be long
+REPORT_WIDTH = 200
 
 
 def _utilization_help() -> str:
