@@ -36,7 +36,7 @@ from kvplan.semantics.engine.trace_format import (
 from kvplan.semantics.releases import NEWEST_RELEASE, RELEASES, Release, Scheduling, default_release, release_named
 from kvplan.units import parse_count
 from kvplan.usecases.plan_settings import DTYPE, GPU, KV_CACHE_DTYPE, MEMORY, MODEL, PARALLEL, UTILIZATION
-from kvplan.usecases.simulate.timing import STEP_TIME_METHODS
+from kvplan.usecases.step_time_methods import STEP_TIME_METHODS
 
 if TYPE_CHECKING:
     from kvplan.usecases.plan import PlanRequest

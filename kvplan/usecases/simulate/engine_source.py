@@ -47,7 +47,7 @@ class EngineOverrides(EngineSettings):
     pipeline_parallel_size: int | None = None
     trust_remote_code: bool = False          # only ever from the command line
     enforce_eager: bool | None = None        # vLLM's --enforce-eager: no CUDA graphs (the step time only)
-    step_time: str | None = None             # --step-time: auto, kernels or roofline (timing.STEP_TIME_METHODS)
+    step_time: str | None = None             # --step-time: auto, kernels or roofline (usecases/step_time_methods.py)
 
     def settings(self) -> dict[str, Any]:
         skip = ("num_gpu_blocks", "gpu", "gpu_memory_utilization", "gpu_memory", "kv_cache_memory",

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from kvplan.errors import KvplanError
+from kvplan.usecases.step_time_methods import STEP_TIME_METHODS
 
 if TYPE_CHECKING:
     from kvplan.usecases.simulate.engine_source import ModelFacts
@@ -138,9 +139,6 @@ class KernelFacts:
     tensor_parallel_size: int = 1
     pipeline_parallel_size: int = 1
     kv_cache_dtype: str = "auto"
-
-
-STEP_TIME_METHODS = ("auto", "kernels", "roofline")
 
 
 @dataclass(frozen=True)
