@@ -61,6 +61,8 @@ class BlockPool:
         self.blocks = [KVCacheBlock(i) for i in range(num_gpu_blocks)]
         self.null_block = self.blocks[0]
         self._free: OrderedDict[int, KVCacheBlock] = OrderedDict((b.block_id, b) for b in self.blocks[1:])
+        # The same queue, never replaced: hot callers take its len() without a property call.
+        self.free_queue = self._free
         # hash -> the block, or {block_id: block} when several full blocks share a hash: vLLM does
         # not de-duplicate, because a running request's block table never changes.
         self._cached: list[dict[BlockHash, KVCacheBlock | dict[int, KVCacheBlock]]] = [
@@ -144,11 +146,16 @@ class BlockPool:
         if num_blocks > len(free):
             raise ValueError(f"Cannot get {num_blocks} free blocks from the pool")
         popleft = free.popitem
-        new_blocks = [popleft(False)[1] for _ in range(num_blocks)]
         cached_by_group = self._cached
         evicted = self.evicted if self.tracks_evictions else None
         num_evicted = 0
-        for block in new_blocks:
+        new_blocks = []
+        keep = new_blocks.append
+        # one pass: popping a block and evicting its hash touch different structures, so popping
+        # them all first (vLLM's order) and evicting each as it is popped end in the same state
+        for _ in range(num_blocks):
+            block = popleft(False)[1]
+            keep(block)
             block_hash = block.block_hash
             if block_hash is not None:
                 cached = cached_by_group[block.group_id]
@@ -166,6 +173,20 @@ class BlockPool:
             self.num_evictable_cached_blocks -= num_evicted
         self._num_used_by_group[group_id] += num_blocks
         return new_blocks
+
+    def get_new_block(self) -> KVCacheBlock:
+        """`get_new_blocks(1)[0]` for group 0 (a decode's new block, the commonest call), without a list."""
+        free = self._free
+        if not free:
+            raise ValueError("Cannot get 1 free blocks from the pool")
+        block = free.popitem(False)[1]
+        block_hash = block.block_hash
+        if block_hash is not None:
+            self._evict(block)
+        block.ref_cnt = 1
+        block.group_id = 0
+        self._num_used_by_group[0] += 1
+        return block
 
     @staticmethod
     def _keep_other_copies(cached: dict[BlockHash, KVCacheBlock | dict[int, KVCacheBlock]], block_hash: BlockHash,

@@ -49,6 +49,7 @@ class KVCacheManager:
         self.coordinator = KVCacheCoordinator(groups, num_gpu_blocks, block_size, enable_caching, release,
                                               max_in_flight_tokens or max_model_len, max_model_len)
         self.block_pool = self.coordinator.block_pool
+        self._free_queue = self.block_pool.free_queue
         self.managers = self.coordinator.managers
         self.prefix_cache_stats = PrefixCacheStats()
         # One full-attention group: most calls take the short path of `allocate_slots`.
@@ -132,7 +133,7 @@ class KVCacheManager:
             blocks = self._req_to_blocks.get(request_id)
             num_required = (num_tokens_need_slot + block_size - 1) // block_size
             num_missing = num_required - (len(blocks) if blocks else 0)
-            if num_missing > self.block_pool.num_free_blocks:
+            if num_missing > len(self._free_queue):
                 return None
             if blocks is None:
                 blocks = self._req_to_blocks[request_id] = []
@@ -192,10 +193,12 @@ class KVCacheManager:
         if blocks is None:
             blocks = []
         num_missing = (num_tokens_need_slot + block_size - 1) // block_size - len(blocks)
-        if num_missing > self.block_pool.num_free_blocks:
+        if num_missing > len(self._free_queue):
             return False
         self._req_to_blocks[request_id] = blocks
-        if num_missing > 0:
+        if num_missing == 1:
+            blocks.append(self.block_pool.get_new_block())
+        elif num_missing > 0:
             blocks.extend(self.block_pool.get_new_blocks(num_missing))
         if self.enable_caching:
             self._cache_new_full_blocks(request, blocks, num_tokens_main)

@@ -85,7 +85,7 @@ class Request:
     EOS is never produced: the request stops after `max_tokens` tokens or at the model length."""
 
     __slots__ = (
-        "_hash_block_size", "_output_bytes", "block_hasher", "block_hashes", "cache_salt",
+        "_bulk_outputs", "_hash_block_size", "_output_bytes", "block_hasher", "block_hashes", "cache_salt",
         "finish_step", "first_scheduled_step", "kv_known_noop_limit", "kv_noop_limit", "kv_slot_limit", "lora_name",
         "max_tokens", "mm_features",
         "needs_extra_keys", "num_cached_tokens", "num_computed_tokens", "num_in_flight_tokens",
@@ -143,6 +143,8 @@ class Request:
         # the encoding of `output_token_ids` when it is a range of consecutive ids, made when a
         # block of outputs is first hashed (`token_bytes`); None until then or for other outputs
         self._output_bytes: bytes | None = None
+        # whether the outputs are such a range (asked once: `token_bytes` runs for every decode block)
+        self._bulk_outputs = _is_bulk_range(output_token_ids)
         self.block_hasher: RequestBlockHasher | None = None
         self._hash_block_size = 0
         # Written by the KV cache manager: while num_computed_tokens + n stays within it, growing
@@ -179,7 +181,7 @@ class Request:
             return self.prompt_token_ids[start:end].tobytes()
         outputs = self.output_token_ids
         first, last = max(start - prompt_len, 0), end - prompt_len
-        if _is_bulk_range(outputs) and last <= len(outputs):
+        if self._bulk_outputs and last <= len(outputs):
             assert isinstance(outputs, range)
             if len(outputs) <= MAX_KEPT_OUTPUT_TOKENS:
                 # decodes hash their outputs one block at a time: encode them all once

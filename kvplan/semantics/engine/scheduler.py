@@ -232,7 +232,7 @@ class Scheduler:
             if batch.cruising:
                 assert self._cruise is not None
                 bulk_scheduled, bulk_context = self._cruise.scheduled(batch.step)
-            free_blocks_after_schedule = pool.num_free_blocks
+            free_blocks_after_schedule = len(pool.free_queue)
             step_stats = kv.make_prefix_cache_stats()
             if self.model_runner is not None:
                 self.model_runner(self, batch.scheduled)
@@ -243,7 +243,7 @@ class Scheduler:
                 processed = queue.popleft()
         else:
             batch = EMPTY_BATCH
-            free_blocks_after_schedule = pool.num_free_blocks
+            free_blocks_after_schedule = len(pool.free_queue)
             step_stats = PrefixCacheStats()
             if queue:
                 processed = queue.popleft()
@@ -267,7 +267,7 @@ class Scheduler:
             preempted=batch.preempted,
             finished=finished,
             free_blocks_after_schedule=free_blocks_after_schedule,
-            num_free_blocks=pool.num_free_blocks,
+            num_free_blocks=len(pool.free_queue),
             num_used_blocks=pool.num_used_blocks,
             num_cached_blocks=pool.num_cached_blocks,
             num_evictable_cached_blocks=pool.num_evictable_cached_blocks,
@@ -321,7 +321,7 @@ class Scheduler:
             num_cruising, _ = cruise.scheduled(step)
             due = cruise.due(step) if num_cruising <= budget else None
             # each call takes at most one block: only a queue shorter than the calls is counted out
-            num_free = self.block_pool.num_free_blocks
+            num_free = len(self.block_pool.free_queue)
             if due is None or (len(due) > num_free and cruise.blocks_needed(due, step) > num_free):
                 self._land()
             else:
