@@ -1,7 +1,7 @@
 #!/bin/bash
 # Byte comparison of kvplan's outputs with the scheduler's bulk fast path (the default) and without
 # it (KVPLAN_BULK_DECODE=0, semantics/engine/cruise.py): `replay --summary-only` of every golden
-# trace and `simulate` (--json and console) of every example workload, in both releases and both
+# trace and `simulate` (--json and console) of every example workload, in every release and both
 # scheduling modes; `bench` adds the 10,000-request target of benchmarks/targets.py.
 # Usage: scripts/compare_bulk_decode.sh [traces] [workloads] [bench]   (default: traces workloads)
 set -u
@@ -19,7 +19,7 @@ compare() {  # name, kvplan arguments...
 }
 modes=("$@"); [ ${#modes[@]} -eq 0 ] && modes=(traces workloads)
 for what in "${modes[@]}"; do
-  for version in 0.17.1 0.33.0; do
+  for version in 0.17.1 0.33.0 0.34.0; do
     for scheduling in sync async; do
       case $what in
       traces)

@@ -13,6 +13,7 @@ from collections import OrderedDict
 from collections.abc import Container, Iterable, Sequence
 
 from kvplan.errors import KvplanError
+from kvplan.semantics.engine.fingerprints import FingerprintSet
 from kvplan.semantics.releases import FreedUnhashedBlocks
 
 BlockHash = bytes
@@ -71,11 +72,11 @@ class BlockPool:
         self._num_used_by_group = [0] * num_groups
         self.num_cached_blocks = 0
         self.num_evictable_cached_blocks = 0
-        # Hashes dropped to reuse their blocks (8-byte fingerprints: a third of the memory), and
+        # Hashes dropped to reuse their blocks (8-byte fingerprints, compactly held), and
         # lookups that missed one of them: while that count is 0, a larger pool would have found
         # exactly the same hits (kvplan's bookkeeping, not vLLM's). Kept only until the run is known
         # to have been short of blocks (`stop_tracking_evictions`): a long run evicts millions.
-        self.evicted: set[int] = set()
+        self.evicted = FingerprintSet()
         self.num_misses_on_evicted = 0
         self.tracks_evictions = True
 
@@ -147,9 +148,9 @@ class BlockPool:
             raise ValueError(f"Cannot get {num_blocks} free blocks from the pool")
         popleft = free.popitem
         cached_by_group = self._cached
-        evicted = self.evicted if self.tracks_evictions else None
+        evicted = self.evicted.recent if self.tracks_evictions else None
         num_evicted = 0
-        new_blocks = []
+        new_blocks: list[KVCacheBlock] = []
         keep = new_blocks.append
         # one pass: popping a block and evicting its hash touch different structures, so popping
         # them all first (vLLM's order) and evicting each as it is popped end in the same state
@@ -171,6 +172,8 @@ class BlockPool:
         if num_evicted:
             self.num_cached_blocks -= num_evicted
             self.num_evictable_cached_blocks -= num_evicted
+            if evicted is not None:
+                self.evicted.freeze_if_full()
         self._num_used_by_group[group_id] += num_blocks
         return new_blocks
 
@@ -217,7 +220,7 @@ class BlockPool:
         evicted hash): whether a later lookup misses an evicted hash no longer matters."""
         if self.tracks_evictions:
             self.tracks_evictions = False
-            self.evicted = set()
+            self.evicted = FingerprintSet()
 
     def touch(self, blocks: Iterable[KVCacheBlock]) -> None:
         """Pin prefix-hit blocks; an evictable one leaves the free queue without being copied."""
