@@ -131,8 +131,17 @@ class Cruise:
         scheduler's own skip rule on the limits the last call left (`Scheduler._schedule`)."""
         request = cruiser.request
         base = cruiser.base
-        step = max(earliest, request.kv_noop_limit - base + 1,
-                   min(request.kv_slot_limit - base + 1, request.kv_known_noop_limit - base + 2 - self.known_ahead))
+        # max(earliest, noop + 1 - base, min(slot + 1 - base, known_noop + 2 - sigma - base)), in
+        # comparisons: called at every block event of every cruising request
+        step = request.kv_slot_limit - base + 1
+        known = request.kv_known_noop_limit - base + 2 - self.known_ahead
+        if known < step:
+            step = known
+        noop = request.kv_noop_limit - base + 1
+        if noop > step:
+            step = noop
+        if earliest > step:
+            step = earliest
         if step <= cruiser.last_batch:
             heapq.heappush(self._schedule_events, (step, cruiser.seq, cruiser))
 

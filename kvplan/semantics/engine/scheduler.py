@@ -446,7 +446,9 @@ class Scheduler:
         if batch.cruising:
             assert self._cruise is not None
             self._cruise.process_batch(batch.step, self._finish_now, finished)
-        finished += self._process_async_output(batch) if self._async else self._process_sync_output(batch)
+        if batch.requests:
+            # (a cruising step often lists none: nothing for the loops below to set up for)
+            finished += self._process_async_output(batch) if self._async else self._process_sync_output(batch)
         if finished:
             self._active = [r for r in self._active if r.status is RequestStatus.RUNNING]
             self._finished_since_schedule = True
