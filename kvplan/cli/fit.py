@@ -159,11 +159,13 @@ def fit_command(
     gpu_keys = _gpu_keys(gpus)
     tensor_parallel_sizes = _folded(tensor_parallel, tensor_parallel_alias, "tensor_parallel_size", "1")
     pipeline_parallel_sizes = _folded(pipeline_parallel, pipeline_parallel_alias, "pipeline_parallel_size", "1")
+    memory_flag = setting("kv_cache_memory_bytes").flag
     if kv_cache_memory_prefix is not None:            # a prefix vLLM reads too: no deprecation
         if kv_cache_memories not in (None, kv_cache_memory_prefix):
             raise KvplanError("--kv-cache-memory-bytes and --kv-cache-memory disagree: give one of them")
-        kv_cache_memories = kv_cache_memory_prefix
-    memories = _values("kv_cache_memory_bytes", kv_cache_memories, _memory, "a byte count")
+        kv_cache_memories, memory_flag = kv_cache_memory_prefix, "--kv-cache-memory"
+    memories = _values("kv_cache_memory_bytes", kv_cache_memories,
+                       lambda text: read_bytes(text, memory_flag), "a byte count", flag=memory_flag)
     utilization_list = _values("gpu_memory_utilization", utilizations, positive_float)
     if memories and utilization_list:
         raise KvplanError("--kv-cache-memory fixes the KV memory, so --gpu-memory-utilization has no effect: "
@@ -246,17 +248,14 @@ def _workload_release(workload: Workload | None) -> Release:
     return DEFAULT_RELEASE if named is None else release_named(named)
 
 
-def _memory(text: str) -> int:
-    """One size of --kv-cache-memory-bytes, read as `kvplan plan` reads its flag."""
-    return read_bytes(text, setting("kv_cache_memory_bytes").flag)
-
-
-def _values(name: str, text: str | None, element: Callable[[str], T], what: str = "") -> tuple[T, ...]:
+def _values(name: str, text: str | None, element: Callable[[str], T], what: str = "",
+            flag: str | None = None) -> tuple[T, ...]:
     """A comma list of one engine argument: each value read and range-checked as `kvplan plan` reads its
     flag (`EngineArgs`'s declaration of the field)."""
     declared = setting(name)
-    values = parse_list(text, declared.flag, element, *((what,) if what else ()))
-    return tuple(declared.read(value) for value in values)
+    shown = flag or declared.flag
+    values = parse_list(text, shown, element, *((what,) if what else ()))
+    return tuple(declared.read(value, shown) for value in values)
 
 
 def _valid(check: Callable[[str], None], value: str) -> str:

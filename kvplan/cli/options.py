@@ -66,6 +66,10 @@ class EngineOptions:
     def trust_remote_code(self) -> bool:
         return bool(self.args.trust_remote_code)
 
+    def value(self, name: str) -> Any:
+        """One setting by its name: an engine argument's (vLLM's name) or kvplan's own."""
+        return getattr(self.args if name in _ARG_TYPES else self, name)
+
     def release(self) -> Release | None:
         """The release --vllm-version names; None: the file's, else the default."""
         return None if self.vllm_version is None else release_named(self.vllm_version)
@@ -242,7 +246,7 @@ def _arg_flag(name: str, setting: Setting, decls: tuple[str, ...], hidden: bool 
     """The typer option of one engine argument, as `EngineArgs` declares it."""
     return Flag(annotation=setting.annotation or _ARG_TYPES[name], default=setting.flag_default, decls=decls,
                 help=None if hidden else setting.help, hidden=hidden, metavar=setting.metavar,
-                read=lambda value: setting.read(value))
+                read=lambda value: setting.read(value, decls[0].split("/")[0]))  # messages name the flag given
 
 
 # every engine argument under its field name, then kvplan's own settings

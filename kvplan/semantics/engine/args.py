@@ -171,7 +171,7 @@ class EngineArgs:
     kv_cache_memory_bytes: int | None = _setting(
         flags=("--kv-cache-memory-bytes",), prefix_flags=("--kv-cache-memory",), kind=MEMORY, key="kv_cache_memory",
         annotation=str | None, parse=lambda text, flag: read_bytes(text, flag),
-        help="KV-cache bytes per GPU (vLLM's --kv-cache-memory-bytes): 25938100224, 24.16GiB, "
+        help="KV-cache bytes per GPU (also read as --kv-cache-memory, as vLLM reads it): 25938100224, 24.16GiB, "
         "900MiB, or vLLM's 24G (GiB) and 24g (GB).")
     num_gpu_blocks_override: int | None = _setting(
         flags=("--num-gpu-blocks-override",), kind=POOL_BLOCKS,
