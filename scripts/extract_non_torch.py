@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -42,6 +41,7 @@ def extract() -> dict[str, object]:
     from kvplan.gpus.catalog import get_gpu
     from kvplan.semantics.releases import release_named
     from kvplan.usecases.explain.log_reader import decode_log, read_startup_log
+    from kvplan.usecases.non_torch import table_of, table_record
 
     readings: list[dict[str, object]] = []
     skipped: list[dict[str, str]] = []
@@ -70,19 +70,7 @@ def extract() -> dict[str, object]:
             "rules": rules.version, "non_kv_memory": rules.non_kv_memory,
             "non_torch_bytes": term["logged"], "line": term["line"],
         })
-    measured = []
-    for gpu_key, tp in sorted({(str(row["gpu"]), int(row["tensor_parallel_size"])) for row in readings}):  # type: ignore[call-overload]
-        rows = [row for row in readings if row["gpu"] == gpu_key and row["tensor_parallel_size"] == tp]
-        gpu = get_gpu(gpu_key)
-        capability = None if gpu.compute_capability is None else ".".join(map(str, gpu.compute_capability))
-        measured.append({
-            "gpu": gpu_key, "vendor": gpu.vendor, "compute_capability": capability, "tensor_parallel_size": tp,
-            "non_torch_bytes": int(statistics.median(int(row["non_torch_bytes"]) for row in rows)),  # type: ignore[call-overload]
-            "vllm_versions": sorted({str(row["vllm_version"]) for row in rows}),
-            "non_kv_memory": sorted({str(row["non_kv_memory"]) for row in rows}),
-            "rules": sorted({str(row["rules"]) for row in rows}),
-            "logs": [row["log"] for row in rows],
-        })
+    measured = table_record(table_of(readings))
     return {
         "what": "non-torch memory real vLLM start-ups logged, per GPU and tensor-parallel size: the median of "
                 "the logs of each (scripts/extract_non_torch.py; docs/accuracy.md)",

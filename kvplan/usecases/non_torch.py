@@ -16,9 +16,12 @@ The rule for a setup, first that applies (docs/accuracy.md, "Non-torch memory"):
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 from kvplan.gpus.catalog import GpuSpec
 from kvplan.semantics.releases import Release
@@ -50,6 +53,30 @@ class NonTorchPrediction:
     measured: LoggedNonTorch
 
 
+def table_of(readings: Sequence[Mapping[str, Any]]) -> tuple[LoggedNonTorch, ...]:
+    """One row per (GPU, TP) of the logs' readings: their median (scripts/extract_non_torch.py
+    writes it; the accuracy measurement rebuilds it with one log left out)."""
+    from kvplan.gpus.catalog import get_gpu
+
+    table = []
+    for gpu_key, tp in sorted({(str(row["gpu"]), int(row["tensor_parallel_size"])) for row in readings}):
+        rows = [row for row in readings if row["gpu"] == gpu_key and row["tensor_parallel_size"] == tp]
+        gpu = get_gpu(gpu_key)
+        table.append(LoggedNonTorch(
+            gpu=gpu_key, vendor=gpu.vendor, compute_capability=_capability(gpu), tensor_parallel_size=tp,
+            non_torch_bytes=int(statistics.median(int(row["non_torch_bytes"]) for row in rows)),
+            vllm_versions=tuple(sorted({str(row["vllm_version"]) for row in rows})),
+            non_kv_memory=tuple(sorted({str(row["non_kv_memory"]) for row in rows})),
+            rules=tuple(sorted({str(row["rules"]) for row in rows})), logs=tuple(str(row["log"]) for row in rows)))
+    return tuple(table)
+
+
+@cache
+def logged_readings() -> tuple[dict[str, Any], ...]:
+    """Each real log's reading (kvplan/data/accuracy/non_torch_from_logs.json)."""
+    return tuple(json.loads(MEASURED.read_text())["readings"])
+
+
 @cache
 def logged_non_torch() -> tuple[LoggedNonTorch, ...]:
     document = json.loads(MEASURED.read_text())
@@ -58,6 +85,11 @@ def logged_non_torch() -> tuple[LoggedNonTorch, ...]:
         tensor_parallel_size=row["tensor_parallel_size"], non_torch_bytes=row["non_torch_bytes"],
         vllm_versions=tuple(row["vllm_versions"]), non_kv_memory=tuple(row["non_kv_memory"]),
         rules=tuple(row["rules"]), logs=tuple(row["logs"])) for row in document["measured"])
+
+
+def table_record(table: Sequence[LoggedNonTorch]) -> list[dict[str, Any]]:
+    """The table as the data file holds it."""
+    return [asdict(row) for row in table]
 
 
 def _capability(gpu: GpuSpec) -> str | None:
@@ -81,10 +113,11 @@ def _single(rows: list[LoggedNonTorch], tensor_parallel_size: int) -> LoggedNonT
     return None if tensor_parallel_size == 1 else _exact(rows, 1)
 
 
-def predict_non_torch(gpu: GpuSpec, tensor_parallel_size: int, release: Release) -> NonTorchPrediction | None:
+def predict_non_torch(gpu: GpuSpec, tensor_parallel_size: int, release: Release,
+                      table: Sequence[LoggedNonTorch] | None = None) -> NonTorchPrediction | None:
     """The non-torch memory per GPU real logs give this setup, or None where no log applies (the
-    rule of the module's docstring, step by step)."""
-    rows = logged_non_torch()
+    rule of the module's docstring, step by step); `table`: another than the data file's."""
+    rows = logged_non_torch() if table is None else table
     capability = _capability(gpu)
     own = [row for row in rows if row.gpu == gpu.key]
     family = [row for row in rows if row.gpu != gpu.key and capability is not None
