@@ -23,7 +23,7 @@ bench_app = typer.Typer(name="bench", help="`vllm bench serve`, predicted; a pre
 app.add_typer(bench_app, name="bench")
 
 BENCH_ENGINE = (
-    "model", "gpu", "gpu_memory", "gpu_memory_utilization", "kv_cache_memory", "num_gpu_blocks", "block_size",
+    "model", "gpu", "gpu_memory", "gpu_memory_utilization", "kv_cache_memory_bytes", "num_gpu_blocks", "block_size",
     "max_model_len", "max_num_batched_tokens", "max_num_seqs", "kv_cache_dtype", "dtype", "tensor_parallel_size",
     "pipeline_parallel_size", "enable_prefix_caching", "enable_chunked_prefill", "trust_remote_code", "offline",
     "revision", "vllm_version", "scheduling", "enforce_eager", "step_time",

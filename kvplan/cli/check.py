@@ -9,12 +9,13 @@ from pathlib import Path
 
 import typer
 
-from kvplan.cli.options import REVISION, EngineOptions, checked, engine_flags, network_access, read_engine_options
+from kvplan.cli.options import EngineOptions, checked, engine_flags, network_access, read_engine_options
 from kvplan.cli.outputs import prepare_outputs
 from kvplan.cli.root import app
 from kvplan.hub import hub_access
 from kvplan.report.jsonout import emit_json
 from kvplan.report.stderr import warn_once
+from kvplan.semantics.engine.args import REVISION
 
 REPORT_WIDTH = 120
 SUMMARY_VARIABLE = "GITHUB_STEP_SUMMARY"

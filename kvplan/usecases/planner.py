@@ -23,6 +23,7 @@ class _Measured:
     budgets: tuple[MemoryBudget, ...]      # one per pipeline stage's rank
     warnings: tuple[str, ...]
     refusal: str | None
+    non_torch_source: str | None = None
 
 
 class Planner:
@@ -46,7 +47,8 @@ class Planner:
                          .available_kv_bytes for budget in measured.budgets)
         result = plan(replace(request, kv_cache_memory_bytes=min(per_rank)), setup,
                       kv_cache_memory_per_worker=per_rank)
-        return replace(result, memory_source=PREDICTED_MEMORY, warnings=measured.warnings)
+        return replace(result, memory_source=PREDICTED_MEMORY, warnings=measured.warnings,
+                       non_torch_bytes=measured.budgets[0].non_torch_bytes, non_torch_source=measured.non_torch_source)
 
     def _measure(self, request: PlanRequest, max_num_batched_tokens: int, max_num_seqs: int) -> _Measured:
         # what the profile run depends on, and nothing else
@@ -68,7 +70,8 @@ class Planner:
                 refusal = f"the profile run refused this configuration: {profile.finding or 'no plan'}"
                 self._measured[key] = _Measured((), (), refusal)
             else:
-                self._measured[key] = _Measured(tuple(rank.budget for rank in profile.ranks), profile.warnings, None)
+                self._measured[key] = _Measured(tuple(rank.budget for rank in profile.ranks), profile.warnings, None,
+                                                profile.non_torch_source or None)
         return self._measured[key]
 
 
