@@ -19,6 +19,7 @@ import shlex
 import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -171,7 +172,7 @@ def number_quotes(page: str) -> list[tuple[str, int, str, bool]]:
     text = (REPO / page).read_text(encoding="utf-8")
     quotes = []
     blocks = list(re.finditer(r"^```(\S*)\n(.*?)^```", text, re.S | re.M))
-    for before, block in zip(blocks, blocks[1:]):
+    for before, block in pairwise(blocks):
         between = text[before.end():block.start()]
         if before.group(1) in SHELL and block.group(1) == "" and not between.strip() \
                 and not block.group(2).startswith("kvplan "):
