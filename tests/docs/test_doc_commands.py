@@ -241,7 +241,7 @@ def test_the_commands_of_a_page_run_as_written(page, tmp_path, monkeypatch, kvpl
 def test_a_quote_is_checked_number_by_number():
     output = "GPU KV cache size: 1,703,936 tokens, Maximum concurrency for 32,768 tokens per request: 52.00x (0.34.0)"
     assert quoted("1703936 tokens, 52.00x at 32,768 per request on 24 layers", versions=False) <= numbers(output)
-    assert quoted("as 0.17.1 logs it ([changes](vllm/changes-0.34.md) §1.4)", versions=False) == set()
+    assert quoted("as 0.17.1 logs it ([changes](docs/vllm/changes-0.34.md) §1.4)", versions=False) == set()
     assert quoted("vLLM 0.17.1: 99,897 blocks", versions=True) - numbers(output) == {"0.17.1", "99897"}
     assert numbers("(26624, 64, 2, 2, 64) --tp 1,2") == {"26624", "64", "2", "1"}
 

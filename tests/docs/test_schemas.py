@@ -125,13 +125,13 @@ def test_explain_output_and_the_profile_it_saves(log, flags, tmp_path):
 
 
 def test_every_vllm_semantics_enum_lists_every_release():
-    """A schema that enumerates `vllm_semantics` names every release of the table (0.34.0 included)."""
+    """A schema that enumerates `vllm_semantics` or `vllm_version` names every release of the table."""
     from kvplan.semantics.releases import RELEASES
 
     def enums(node):
         if isinstance(node, dict):
             for key, value in node.items():
-                if key == "vllm_semantics" and isinstance(value, dict) and "enum" in value:
+                if key in ("vllm_semantics", "vllm_version") and isinstance(value, dict) and "enum" in value:
                     yield value["enum"]
                 yield from enums(value)
         elif isinstance(node, list):
