@@ -20,6 +20,7 @@ lint: setup
 	$(VENV)/bin/mypy
 
 test: lint
+	bash scripts/install_browser.sh
 	$(VENV)/bin/python -m pytest
 	$(VENV)/bin/kvplan check examples/checks/l4-chat.toml
 	$(VENV)/bin/kvplan check examples/checks/fail-tight-kv-cache.toml; test $$? -eq 1

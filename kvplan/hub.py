@@ -29,6 +29,9 @@ from kvplan.errors import KvplanError
 OFFLINE_VARIABLES = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
 _TRUTHY = {"1", "on", "yes", "true"}
 FETCH_TIMEOUT_S = 30.0
+# one request, this long, tells whether the hub answers at all before huggingface_hub is asked
+# (which retries a connection that fails five times, with back-off, before it gives up)
+REACH_TIMEOUT_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -70,10 +73,43 @@ def hub_access(access: HubAccess) -> Iterator[HubAccess]:
         _ACCESS.reset(token)
 
 
-def fetch_config(model_id: str, access: HubAccess, timeout_s: float = FETCH_TIMEOUT_S) -> tuple[bytes, str]:
+def hub_endpoint() -> str:
+    """The hub huggingface_hub talks to: HF_ENDPOINT, else huggingface.co."""
+    return (os.environ.get("HF_ENDPOINT") or "https://huggingface.co").rstrip("/")
+
+
+def unreachable_reason(endpoint: str, timeout_s: float = REACH_TIMEOUT_S) -> str | None:
+    """Why the hub at `endpoint` cannot be reached (no answer, refused, no such host), from one
+    request with one short timeout; None when it answers anything at all (an HTTP error included)."""
+    import socket
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(urllib.request.Request(endpoint + "/", method="HEAD"), timeout=timeout_s):
+            return None
+    except urllib.error.HTTPError:
+        return None                       # it answered
+    except (urllib.error.URLError, OSError, ValueError) as error:
+        reason = getattr(error, "reason", error)
+        if isinstance(reason, socket.timeout | TimeoutError):
+            return f"no answer within {timeout_s:g} s"
+        return _reason(reason) if isinstance(reason, BaseException) else str(reason)
+
+
+def fetch_config(model_id: str, access: HubAccess, timeout_s: float = FETCH_TIMEOUT_S,
+                 close: tuple[str, ...] = ()) -> tuple[bytes, str]:
     """The bytes of a hub repo's config.json and the path huggingface_hub cached it at: the token of
-    HF_TOKEN or the saved login (gated models), `access.revision`, the hub cache."""
+    HF_TOKEN or the saved login (gated models), `access.revision`, the hub cache. `close`: catalog
+    models of a similar name, offered when the hub has none or cannot be reached."""
     assert access.allowed
+    endpoint = hub_endpoint()
+    unreachable = unreachable_reason(endpoint, min(REACH_TIMEOUT_S, timeout_s))
+    if unreachable is not None:
+        raise KvplanError(
+            f"model {model_id!r} is not in kvplan's catalog{_did_you_mean(close)} nor in the local Hugging Face "
+            f"cache, and the hub ({endpoint}) is unreachable ({unreachable}): use --offline with a bundled or "
+            "cached model, or give a local model directory or config.json path")
     where = f" at revision {access.revision}" if access.revision else ""
     print(f"kvplan: fetching config.json of {model_id}{where} from the Hugging Face hub "
           "(not in kvplan's catalog nor in the local cache)", file=sys.stderr)
@@ -99,13 +135,19 @@ def fetch_config(model_id: str, access: HubAccess, timeout_s: float = FETCH_TIME
         path = Path(outcome["path"])
         return path.read_bytes(), str(path)
     error = outcome.get("error")
-    raise KvplanError(_fetch_failure(model_id, access, error, timeout_s)) from None
+    raise KvplanError(_fetch_failure(model_id, access, error, timeout_s, close)) from None
 
 
-def _fetch_failure(model_id: str, access: HubAccess, error: BaseException | None, timeout_s: float) -> str:
+def _did_you_mean(close: tuple[str, ...]) -> str:
+    return f" (did you mean {' or '.join(close)}?)" if close else ""
+
+
+def _fetch_failure(model_id: str, access: HubAccess, error: BaseException | None, timeout_s: float,
+                   close: tuple[str, ...] = ()) -> str:
     from huggingface_hub import errors
 
-    where = f"model {model_id!r} is not in kvplan's catalog nor in the local Hugging Face cache, and the hub"
+    where = (f"model {model_id!r} is not in kvplan's catalog{_did_you_mean(close)} nor in the local Hugging Face "
+             "cache, and the hub")
     advice = "give a local model directory or config.json path, or run `kvplan models` to list the catalog"
     if error is None:
         return f"{where} did not answer within {timeout_s:g} s: {advice}"
@@ -118,7 +160,7 @@ def _fetch_failure(model_id: str, access: HubAccess, error: BaseException | None
     if isinstance(error, errors.RevisionNotFoundError):
         return f"{model_id} has no revision {access.revision!r} on the hub: give a branch, tag or commit it has"
     if isinstance(error, errors.EntryNotFoundError):
-        return f"{model_id} has no config.json on the hub: {advice}"
+        return f"{model_id} has no config.json on the hub{_did_you_mean(close)}: {advice}"
     if isinstance(error, errors.LocalEntryNotFoundError | errors.OfflineModeIsEnabled | OSError):
         return f"{where} is unreachable ({_reason(error)}): {advice}, or retry when the network is up"
     if isinstance(error, errors.HfHubHTTPError):

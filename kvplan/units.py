@@ -121,3 +121,42 @@ def parse_count(text: str, what: str) -> int:
             raise KvplanError(f"{what}: {shown_text(text)} is not a whole number")
         return int(number)
     return parse_size(f"{number}{unit}", what)
+
+
+# ---------------------------------------------------------------------------- durations
+
+_DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:e[-+]?[0-9]+)?)\s*(ms|s|us|min|m|h)?\s*$", re.IGNORECASE)
+_DURATION_UNITS = {"us": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
+DURATION_EXAMPLES = "500ms, 0.5s or 0.5 (seconds)"
+
+
+def parse_duration(text: str, where: str) -> float:
+    """Seconds from a duration as `fit --slo` and a check spec write it: `500ms`, `0.5s`, `2min`,
+    or a bare number of seconds; positive and finite."""
+    match = _DURATION.match(text) if len(text) <= MAX_SIZE_TEXT else None
+    if match is None:
+        raise KvplanError(f"{where}: {shown_text(text)} is not a duration; write e.g. {DURATION_EXAMPLES}")
+    unit = (match.group(2) or "s").lower()
+    value = float(match.group(1)) * _DURATION_UNITS[unit]
+    if not math.isfinite(value) or value <= 0:
+        raise KvplanError(f"{where}: {shown_text(text)} must be a positive duration")
+    return value
+
+
+def format_duration(seconds: float) -> str:
+    """A duration as people read it: "840 ms", "12.4 s", "17 min 10 s", "2 h 5 min"."""
+    if not math.isfinite(seconds):
+        return f"{seconds} s"
+    if seconds < 0:
+        return "-" + format_duration(-seconds)
+    if seconds < 1:
+        return f"{seconds * 1e3:.3g} ms"
+    if seconds < 60:
+        return f"{seconds:.3g} s"
+    whole = round(seconds)
+    if whole < 3600:
+        minutes, rest = divmod(whole, 60)
+        return f"{minutes} min {rest} s" if rest else f"{minutes} min"
+    minutes = round(seconds / 60)
+    hours, rest = divmod(minutes, 60)
+    return f"{hours} h {rest} min" if rest else f"{hours} h"

@@ -26,7 +26,7 @@ BENCH_ENGINE = (
     "model", "gpu", "gpu_memory", "gpu_memory_utilization", "kv_cache_memory", "num_gpu_blocks", "block_size",
     "max_model_len", "max_num_batched_tokens", "max_num_seqs", "kv_cache_dtype", "dtype", "tensor_parallel_size",
     "pipeline_parallel_size", "enable_prefix_caching", "enable_chunked_prefill", "trust_remote_code", "offline",
-    "revision", "vllm_version", "scheduling", "enforce_eager",
+    "revision", "vllm_version", "scheduling", "enforce_eager", "step_time",
 )
 
 
@@ -107,6 +107,9 @@ def serve_command(
     frontend = FrontEnd(0.0, 0.0, 0.0, 0.0, "--no-frontend") if no_frontend else _frontend(
         frontend_request_ms, frontend_token_ms, frontend_latency_ms, frontend_stream_wait_ms)
     measured = load_result(compare_with) if compare_with is not None else None
+    if engine.model is None:
+        raise KvplanError("no model given; usage: kvplan bench serve --model MODEL [OPTIONS], as vllm bench serve "
+                          "against `vllm serve MODEL`")
     request = BenchServeRequest(
         model=engine.model, overrides=engine.pick(EngineOverrides), release=engine.release(),
         random_input_len=random_input_len, random_output_len=random_output_len,

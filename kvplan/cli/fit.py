@@ -9,7 +9,15 @@ from typing import TypeVar
 
 import typer
 
-from kvplan.cli.options import EngineOptions, checked, engine_options, parse_optional_bytes
+from kvplan.cli.options import (
+    KV_CACHE_MEMORY_DECLS,
+    PIPELINE_PARALLEL_DECLS,
+    TENSOR_PARALLEL_DECLS,
+    EngineOptions,
+    checked,
+    engine_options,
+    parse_optional_bytes,
+)
 from kvplan.cli.outputs import model_inputs, prepare_outputs
 from kvplan.cli.root import JSON, app
 from kvplan.errors import EXIT_FINDING, KvplanError
@@ -41,7 +49,8 @@ EXECUTOR = typer.Option("local", "--executor", metavar="local|ray",
                         help="local: a process pool, one worker per core; ray: Ray tasks on a cluster (kvplan[ray]).")
 RAY_ADDRESS = typer.Option(None, "--ray-address", metavar="auto|HOST:PORT",
                            help="The Ray cluster to run on (default auto: the one this machine belongs to).")
-REPORT_WIDTH = 140
+# wide enough for the table with a workload and prices (17 columns) in a log, where a line may be long
+REPORT_WIDTH = 200
 
 
 def _utilization_help() -> str:
@@ -68,7 +77,7 @@ WORKERS = typer.Option(None, "--workers", help="Tasks at once (default: one per 
 
 
 @app.command("fit")
-@engine_options("vllm_version", "dtype", "trust_remote_code", "offline", "revision")
+@engine_options("vllm_version", "dtype", "trust_remote_code", "offline", "revision", "step_time")
 def fit_command(
     engine: EngineOptions,
     model: str | None = typer.Option(None, "--model", "-m",
@@ -82,13 +91,12 @@ def fit_command(
                                    "ttft_p95=500ms,tpot_p95=60ms,preemptions=0 (latencies are estimates)."),
     gpus: str | None = typer.Option(None, "--gpus", help="GPUs to try, from `kvplan gpus`, e.g. "
                                     "l4-24gb,a100-sxm-80gb,h100-sxm-80gb."),
-    tensor_parallel: str = typer.Option("1", "--tp", "--tensor-parallel-size",
-                                        help="Tensor-parallel sizes, e.g. 1,2,4."),
-    pipeline_parallel: str = typer.Option("1", "--pp", "--pipeline-parallel-size", help="Pipeline-parallel sizes."),
+    tensor_parallel: str = typer.Option("1", *TENSOR_PARALLEL_DECLS, help="Tensor-parallel sizes, e.g. 1,2,4."),
+    pipeline_parallel: str = typer.Option("1", *PIPELINE_PARALLEL_DECLS, help="Pipeline-parallel sizes."),
     kv_cache_dtypes: str = typer.Option("auto", "--kv-cache-dtype", help="KV-cache dtypes, e.g. auto,fp8."),
     utilizations: str | None = typer.Option(None, "--gpu-memory-utilization",
                                             help=_utilization_help()),
-    kv_cache_memories: str | None = typer.Option(None, "--kv-cache-memory", help="KV-cache bytes per GPU to try "
+    kv_cache_memories: str | None = typer.Option(None, *KV_CACHE_MEMORY_DECLS, help="KV-cache bytes per GPU to try "
                                                  "instead of utilizations, e.g. 20GiB,40GiB (vLLM's "
                                                  "--kv-cache-memory-bytes)."),
     max_num_seqs: str | None = typer.Option(None, "--max-num-seqs", help="max_num_seqs values (default vLLM's)."),
@@ -116,7 +124,8 @@ def fit_command(
     """Search GPUs, parallelism, KV dtype and vLLM's knobs for the configurations that meet a target.
 
     Plans every configuration first (exact, cheap), simulates only those that fit, and ranks them by
-    GPU-hours (or your cost) per million requests at the highest rate that keeps the objectives.
+    what serving the asked rate takes: the GPUs (or, with --price, their cost per hour) of as many
+    copies (replicas) as carry the rate with the objectives kept, then cost per million requests.
 
     A model that is neither local, in kvplan's catalog nor in the Hugging Face cache has its
     config.json fetched from the hub, as `kvplan plan` does; never with --offline or HF_HUB_OFFLINE=1.
@@ -144,8 +153,10 @@ def fit_command(
     _within(utilization_list, UTILIZATION, "--gpu-memory-utilization")
     space = SearchSpace(
         gpus=gpu_keys,
-        tensor_parallel_sizes=_within(parse_list(tensor_parallel, "--tp", positive_int), PARALLEL, "--tp"),
-        pipeline_parallel_sizes=_within(parse_list(pipeline_parallel, "--pp", positive_int), PARALLEL, "--pp"),
+        tensor_parallel_sizes=_within(parse_list(tensor_parallel, "--tensor-parallel-size", positive_int), PARALLEL,
+                                     "--tensor-parallel-size"),
+        pipeline_parallel_sizes=_within(parse_list(pipeline_parallel, "--pipeline-parallel-size", positive_int),
+                                       PARALLEL, "--pipeline-parallel-size"),
         kv_cache_dtypes=tuple(_valid(check_kv_cache_dtype, value) for value in _within(
             parse_list(kv_cache_dtypes, "--kv-cache-dtype", str), KV_CACHE_DTYPE, "--kv-cache-dtype")),
         gpu_memory_utilizations=utilization_list or (None,),
@@ -169,7 +180,8 @@ def fit_command(
         model=chosen, space=space, workload=workload, rate=checked(RATE, "--rate")(parse_rate(rate)),
         concurrency=target, slo=objectives, prices=price_list,
         release=engine.release() or _workload_release(workload), dtype=engine.dtype or "auto",
-        trust_remote_code=engine.trust_remote_code, seed=seed, max_configurations=max_configurations,
+        trust_remote_code=engine.trust_remote_code, step_time=engine.step_time, seed=seed,
+        max_configurations=max_configurations,
         max_requests=max_requests,
     )
     from kvplan.usecases.fit.search import check_search_size

@@ -17,7 +17,7 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING, Any, TypeVar, get_args
 
 from kvplan.errors import KvplanError
@@ -36,11 +36,12 @@ from kvplan.semantics.engine.trace_format import (
 from kvplan.semantics.releases import NEWEST_RELEASE, RELEASES, Release, Scheduling, default_release, release_named
 from kvplan.units import parse_count
 from kvplan.usecases.plan_settings import DTYPE, GPU, KV_CACHE_DTYPE, MEMORY, MODEL, PARALLEL, UTILIZATION
+from kvplan.usecases.step_time_methods import STEP_TIME_METHODS
 
 if TYPE_CHECKING:
     from kvplan.usecases.plan import PlanRequest
 
-DEFAULT_MODEL = "Qwen/Qwen2-0.5B-Instruct"
+STEP_TIME = Text(choices=STEP_TIME_METHODS, description="how a step's time is estimated")
 REVISION = Text(max_length=256, controls=False, description="a hub revision: branch, tag or commit")
 
 
@@ -49,7 +50,7 @@ class EngineOptions:
     """The engine settings of one command line; None means "not given" (the workload's, the
     trace's or vLLM's default applies)."""
 
-    model: str = DEFAULT_MODEL
+    model: str | None = None                      # None: not given (a command that plans refuses that)
     gpu: str | None = None
     gpu_memory: int | None = None                 # bytes
     gpu_memory_utilization: float | None = None
@@ -72,7 +73,10 @@ class EngineOptions:
     vllm_version: str | None = None
     scheduling: Scheduling | None = None
     enable_extensible_kv_cache: bool | None = None
-    enforce_eager: bool | None = None             # no CUDA graphs: only the step-time estimate changes
+    enforce_eager: bool | None = None             # no CUDA graphs: no graph pool, and eager step times
+    quantization: str | None = None               # vLLM's --quantization: None, the checkpoint's method
+    step_time: str | None = None                  # how steps are priced: auto, kernels or roofline
+    prompt_len: tuple[int, ...] | None = None     # --prompt-len: lengths to give the concurrency at
 
     def release(self) -> Release | None:
         """The release --vllm-version names; None: the file's, else the default."""
@@ -82,13 +86,18 @@ class EngineOptions:
         """The release --vllm-version names, else the default (`semantics.releases.default_release`)."""
         return self.release() or default_release()
 
-    def plan_request(self) -> PlanRequest:
-        """The request `plan` and `profile` size the cache for: vLLM's defaults where unset."""
+    def plan_request(self, command: str = "plan") -> PlanRequest:
+        """The request `plan` and `profile` size the cache for: vLLM's defaults where unset; no model
+        is bad input (exit 2) with the command's usage, never a model chosen for the user."""
         from kvplan.usecases.plan import PlanRequest
 
-        defaults = PlanRequest(model=self.model)
+        model = self.model
+        if model is None:
+            raise KvplanError(f"no model given; usage: kvplan {command} MODEL [OPTIONS], as `vllm serve MODEL` "
+                              "(or --model MODEL): a hub id, a model directory or a config.json")
+        defaults = PlanRequest(model=model)
         return PlanRequest(
-            model=self.model,
+            model=model,
             kv_cache_memory_bytes=self.kv_cache_memory,
             gpu=self.gpu,
             gpu_memory_bytes=self.gpu_memory,
@@ -107,6 +116,9 @@ class EngineOptions:
             enable_chunked_prefill=_given(self.enable_chunked_prefill, defaults.enable_chunked_prefill),
             release=self.release_or_default(),
             enable_extensible_kv_cache=self.enable_extensible_kv_cache,
+            enforce_eager=bool(self.enforce_eager),
+            quantization=self.quantization,
+            prompt_lens=_given(self.prompt_len, defaults.prompt_lens),
         )
 
 
@@ -152,6 +164,19 @@ def _declared(default: Any, *decls: str, help: str | None = None, hidden: bool =
               metavar: str | None = None) -> dict[str, Any]:
     """typer.Option's arguments, spelled as typer.Option takes them."""
     return {"default": default, "decls": decls, "help": help, "hidden": hidden, "metavar": metavar}
+
+
+def token_lengths(text: str | None) -> tuple[int, ...] | None:
+    """--prompt-len 1024,4096: positive token counts, each once."""
+    if text is None:
+        return None
+    words = [word.strip() for word in text.split(",")]
+    if not all(word.isdigit() and 0 < len(word) <= 9 and int(word) > 0 for word in words):
+        raise KvplanError(f"--prompt-len {text!r}: give positive token counts separated by commas, e.g. 1024,4096")
+    lengths = tuple(int(word) for word in words)
+    if len(set(lengths)) != len(lengths):
+        raise KvplanError(f"--prompt-len {text!r}: a length is given twice")
+    return lengths
 
 
 def _flag(annotation: Any, declared: dict[str, Any], read: Callable[[Any], Any] = _same) -> Flag:
@@ -203,12 +228,21 @@ def on_off(value: str | None, flag: str = "--prefix-caching") -> bool | None:
     raise KvplanError(f"{flag} takes on or off, got {value!r}")
 
 
+# vLLM's spellings (EngineArgs: --tensor-parallel-size/-tp, --pipeline-parallel-size/-pp,
+# --kv-cache-memory-bytes), with kvplan's earlier ones (--tp, --pp, --kv-cache-memory); `fit`, whose
+# flags take lists, declares them with the same spellings
+TENSOR_PARALLEL_DECLS = ("--tensor-parallel-size", "-tp", "--tp")
+PIPELINE_PARALLEL_DECLS = ("--pipeline-parallel-size", "-pp", "--pp")
+KV_CACHE_MEMORY_DECLS = ("--kv-cache-memory", "--kv-cache-memory-bytes")
+QUANTIZATION = Text(max_length=64, controls=False, description="a quantization method, as vLLM's --quantization")
+
 _OPTIONS: dict[str, Flag] = {
-    "model": _flag(str, _declared(
-        DEFAULT_MODEL, "--model", "-m",
-        help="Hub id (resolved from the bundled catalog, then the local HF cache), a local directory "
-        "holding config.json, or a path to a config.json. A hub id that is neither is fetched from the "
-        "Hugging Face hub (HF_TOKEN or the saved login; never with --offline)."), checked(MODEL, "--model")),
+    "model": _flag(str | None, _declared(
+        None, "--model", "-m",
+        help="The model, also given as the first word after the command (as `vllm serve MODEL`): a hub id "
+        "(resolved from the bundled catalog, then the local HF cache), a local directory holding config.json, or "
+        "a path to a config.json. A hub id that is neither is fetched from the Hugging Face hub (HF_TOKEN or the "
+        "saved login; never with --offline)."), checked(MODEL, "--model")),
     "gpu": _flag(str | None, _declared(
         None, "--gpu", help="GPU from `kvplan gpus`: its memory, batch defaults and MLA block size, and the "
         "step-time estimate of simulate."), checked(GPU, "--gpu")),
@@ -221,9 +255,9 @@ _OPTIONS: dict[str, Flag] = {
         "0.34.0: 1.0 with the extensible KV cache, 0.92 without)."),
         checked(UTILIZATION, "--gpu-memory-utilization")),
     "kv_cache_memory": _flag(str | None, _declared(
-        None, "--kv-cache-memory",
-        help="KV-cache bytes per GPU, as vLLM's --kv-cache-memory-bytes: 25938100224, 24.16GiB, 900MiB, or "
-        "vLLM's 24G (GiB) and 24g (GB)."),
+        None, *KV_CACHE_MEMORY_DECLS,
+        help="KV-cache bytes per GPU (vLLM's --kv-cache-memory-bytes, either spelling): 25938100224, 24.16GiB, "
+        "900MiB, or vLLM's 24G (GiB) and 24g (GB)."),
         lambda text: parse_optional_bytes(text, "--kv-cache-memory")),
     "num_gpu_blocks": _flag(int | None, _declared(
         None, "--num-gpu-blocks", help="Pool size, null block included (replaces the workload's or trace's)."),
@@ -255,10 +289,10 @@ _OPTIONS: dict[str, Flag] = {
         None, "--dtype", help="auto (the default), bfloat16, float16 or float32 (as vLLM's --dtype)."),
         checked(DTYPE, "--dtype")),
     "tensor_parallel_size": _flag(int | None, _declared(
-        None, "--tensor-parallel-size", "-tp", help="Tensor-parallel size (default 1); every figure is per GPU."),
+        None, *TENSOR_PARALLEL_DECLS, help="Tensor-parallel size (default 1); every figure is per GPU."),
         checked(PARALLEL, "--tensor-parallel-size")),
     "pipeline_parallel_size": _flag(int | None, _declared(
-        None, "--pipeline-parallel-size", "-pp", help="Pipeline-parallel size (default 1)."),
+        None, *PIPELINE_PARALLEL_DECLS, help="Pipeline-parallel size (default 1)."),
         checked(PARALLEL, "--pipeline-parallel-size")),
     "enable_prefix_caching": _flag(bool | None, _declared(
         None, "--enable-prefix-caching/--no-enable-prefix-caching",
@@ -293,8 +327,24 @@ _OPTIONS: dict[str, Flag] = {
         "--no-async-scheduling."), checked(SCHEDULING_MODE, "--scheduling")),
     "enforce_eager": _flag(bool | None, _declared(
         None, "--enforce-eager/--no-enforce-eager",
-        help="vLLM's --enforce-eager: no CUDA graphs, so every kernel is launched one by one (the step-time "
-        "estimate only; memory as without it).")),
+        help="vLLM's --enforce-eager: no CUDA graphs, so no graph pool is taken from the KV memory and every "
+        "kernel is launched one by one (the step-time estimate).")),
+    "quantization": _flag(str | None, _declared(
+        None, "--quantization", "-q", metavar="METHOD",
+        help="vLLM's --quantization: the checkpoint's own method (the default), or fp8 on an unquantized "
+        "checkpoint (vLLM quantizes its linear layers at load: fp8 weights)."),
+        checked(QUANTIZATION, "--quantization")),
+    "step_time": _flag(str | None, _declared(
+        None, "--step-time", metavar="|".join(STEP_TIME_METHODS),
+        help="How a step's time is estimated: kernels (kernel times measured on the GPU, from the `perf` "
+        "extra's aiconfigurator-core database), roofline (the roofline with efficiency factors), or auto "
+        "(the default: measured kernels where they are the more accurate on the public results, "
+        "docs/accuracy.md, else the roofline). Where the kernels cannot price the setup, kvplan says so "
+        "and uses the roofline."), checked(STEP_TIME, "--step-time")),
+    "prompt_len": _flag(str | None, _declared(
+        None, "--prompt-len", metavar="TOKENS[,TOKENS...]",
+        help="Request lengths (prompt + output tokens) to say how many requests fit at once for, beside vLLM's "
+        "concurrency at max_model_len. Default: 1024,4096,16384 (those below max_model_len)."), token_lengths),
 }
 # the spellings kvplan used before it followed vLLM's, kept working but not shown
 _ALIASES: dict[str, tuple[str, Flag]] = {
@@ -309,7 +359,8 @@ PLANNING = (
     "model", "kv_cache_memory", "gpu", "gpu_memory", "gpu_memory_utilization", "block_size", "max_model_len",
     "max_num_batched_tokens", "max_num_seqs", "kv_cache_dtype", "dtype", "tensor_parallel_size",
     "pipeline_parallel_size", "num_gpu_blocks_override", "enable_prefix_caching", "enable_chunked_prefill",
-    "trust_remote_code", "offline", "revision", "vllm_version", "enable_extensible_kv_cache",
+    "trust_remote_code", "offline", "revision", "vllm_version", "enable_extensible_kv_cache", "enforce_eager",
+    "quantization", "prompt_len",
 )
 SCHEDULING = (
     "num_gpu_blocks", "block_size", "enable_prefix_caching", "max_num_batched_tokens", "max_num_seqs",
@@ -318,6 +369,7 @@ SCHEDULING = (
 SIMULATING = (
     *SCHEDULING, "gpu", "gpu_memory_utilization", "gpu_memory", "kv_cache_memory", "kv_cache_dtype", "dtype",
     "tensor_parallel_size", "pipeline_parallel_size", "trust_remote_code", "offline", "revision", "enforce_eager",
+    "step_time",
 )
 assert {field.name for field in fields(EngineOptions)} == set(_OPTIONS)
 
@@ -361,10 +413,48 @@ def engine_access(engine: EngineOptions, may_fetch: bool = True) -> HubAccess:
                           refusal="this command uses no network")
 
 
-def engine_options(*names: str, may_fetch: bool = True) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+MODEL_ARGUMENT_HELP = "The model, as `vllm serve MODEL` takes it (or --model MODEL)."
+
+
+def split_model_word(first: str | None, extra: list[str]) -> tuple[str | None, list[str]]:
+    """The model word among a command's extra words (`--assert-*` flags, each with its value).
+
+    Click hands the first word it does not know, flag or not, to the MODEL argument and the rest to
+    the extra words in order, so `[first, *extra]` is the command line's own order: the model is
+    its first word that is neither a flag nor the value of the flag before it."""
+    words = ([] if first is None else [first]) + list(extra)
+    model, rest, index = None, [], 0
+    while index < len(words):
+        word = words[index]
+        index += 1
+        if word.startswith("-"):
+            rest.append(word)
+            if "=" not in word and index < len(words):
+                rest.append(words[index])
+                index += 1
+        elif model is None:
+            model = word
+        else:
+            rest.append(word)
+    return model, rest
+
+
+def fold_model_argument(engine: EngineOptions, positional: str | None) -> EngineOptions:
+    """The model given as the command's first word, as `vllm serve MODEL`, folded into --model."""
+    if positional is None:
+        return engine
+    checked(MODEL, "MODEL")(positional)
+    if engine.model is not None and engine.model != positional:
+        raise KvplanError(f"the model is given twice ({positional} and --model {engine.model}): give one of them")
+    return replace(engine, model=positional)
+
+
+def engine_options(*names: str, may_fetch: bool = True,
+                   positional_model: bool = False) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Give a command the named engine settings as options, and call it with them parsed into
     `engine: EngineOptions` (aliases of the old spellings included, hidden). The command runs with
-    the hub access its documentation states (`may_fetch`), which --offline withdraws."""
+    the hub access its documentation states (`may_fetch`), which --offline withdraws. With
+    `positional_model`, the model may also be the first word after the command (`vllm serve MODEL`)."""
     import typer
     from typer.models import ArgumentInfo
 
@@ -376,6 +466,11 @@ def engine_options(*names: str, may_fetch: bool = True) -> Callable[[Callable[..
         # the context and the arguments first, the engine settings, then the command's own options
         leading = [p for p in own if p.annotation is typer.Context or isinstance(p.default, ArgumentInfo)]
         trailing = [p for p in own if p not in leading]
+        context_name = next((p.name for p in leading if p.annotation is typer.Context), None)
+        if positional_model:
+            leading.append(inspect.Parameter(
+                "model_argument", inspect.Parameter.KEYWORD_ONLY, annotation=str | None,
+                default=typer.Argument(None, metavar="MODEL", help=MODEL_ARGUMENT_HELP, show_default=False)))
         added = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=flag.typer_option(),
                                    annotation=flag.annotation) for name, flag in flags.items()]
         parameters = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in (*leading, *added, *trailing)]
@@ -383,6 +478,12 @@ def engine_options(*names: str, may_fetch: bool = True) -> Callable[[Callable[..
         @functools.wraps(command)
         def run(**values: Any) -> Any:
             engine = read_engine_options({name: values.pop(name) for name in flags})
+            if positional_model:
+                positional = values.pop("model_argument")
+                context = values.get(context_name) if context_name else None
+                if context is not None:
+                    positional, context.args = split_model_word(positional, context.args)
+                engine = fold_model_argument(engine, positional)
             with hub_access(engine_access(engine, may_fetch)):
                 return command(engine=engine, **values)
 

@@ -19,7 +19,7 @@ PROFILE = typer.Option(
 
 
 @app.command("plan", context_settings=QUICK_ASSERTS, epilog=quick_help("plan"))
-@engine_options(*PLANNING)
+@engine_options(*PLANNING, positional_model=True)
 def plan_command(ctx: typer.Context, engine: EngineOptions, profile: Path | None = PROFILE,
                  json_output: bool = JSON) -> None:
     """Size the KV cache from a model config, exactly as the chosen vLLM release would.
@@ -27,9 +27,7 @@ def plan_command(ctx: typer.Context, engine: EngineOptions, profile: Path | None
     With --kv-cache-memory it needs no torch and answers in well under a second; with only --gpu
     (or --gpu-memory) the non-KV memory is predicted by the profile run on the fake backend; with
     --profile it is the saved profile's."""
-    source = ctx.get_parameter_source("model")
-    given_model = source is not None and source.name != "DEFAULT"
     code = run_plan(engine, json_output, parse_quick_asserts(ctx.args, "plan"), profile=profile,
-                    model_given=given_model)
+                    model_given=engine.model is not None)
     if code:
         raise typer.Exit(code)

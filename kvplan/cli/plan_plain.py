@@ -11,7 +11,15 @@ import types
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Union, get_args, get_origin
 
-from kvplan.cli.options import PLANNING, EngineOptions, Flag, engine_access, engine_flags, read_engine_options
+from kvplan.cli.options import (
+    PLANNING,
+    EngineOptions,
+    Flag,
+    engine_access,
+    engine_flags,
+    fold_model_argument,
+    read_engine_options,
+)
 from kvplan.hub import hub_access
 from kvplan.limits import MAX_DIGITS
 from kvplan.report.stderr import warn_once
@@ -21,6 +29,7 @@ if TYPE_CHECKING:
     from kvplan.usecases.plan import PlanRequest, PlanResult
 
 JSON_FLAG = "--json"
+MODEL_WORD = "model_argument"
 _INT = re.compile(r"(0|[1-9][0-9]*)")
 _FLOAT = re.compile(r"[0-9]+(\.[0-9]+)?|\.[0-9]+")
 
@@ -69,13 +78,17 @@ def parse_plain(args: list[str]) -> tuple[EngineOptions, bool] | None:
             given = _convert(value, _value_type(flags[name]))
             if given is None:
                 return None
+        elif not word.startswith("-"):
+            name, given = MODEL_WORD, word        # `kvplan plan MODEL`, as `vllm serve MODEL`
         else:
             return None
         if name in values:
             return None
         values[name] = given
     json_output = bool(values.pop("json_output", False))
-    return read_engine_options({name: values.get(name, flag.default) for name, flag in flags.items()}), json_output
+    positional = values.pop(MODEL_WORD, None)
+    engine = read_engine_options({name: values.get(name, flag.default) for name, flag in flags.items()})
+    return fold_model_argument(engine, positional), json_output
 
 
 def _value_type(flag: Flag) -> type:

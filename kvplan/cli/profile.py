@@ -57,7 +57,7 @@ WORKLOAD = typer.Option(
 
 
 @app.command("profile", context_settings=QUICK_ASSERTS, epilog=quick_help("profile"))
-@engine_options(*PLANNING)
+@engine_options(*PLANNING, positional_model=True)
 def profile_command(
     ctx: typer.Context,
     engine: EngineOptions,
@@ -80,7 +80,7 @@ def profile_command(
     from kvplan.report.profile_json import profile_record, refuse_to_replace, save_profile
     from kvplan.usecases.profile import ProfileRequest, run_profile
 
-    request = engine.plan_request()
+    request = engine.plan_request("profile")
     profile_request = ProfileRequest(
         plan=request, backend=backend, device_index=device, load_format=load_format,
         attention_backend=attention_backend, allocate=not no_allocate,
@@ -89,7 +89,7 @@ def profile_command(
         cuda_context_bytes=parse_optional_bytes(cuda_context_bytes, "--cuda-context-bytes", MEASURED_BYTES),
     )
     workload = None
-    inputs = [path for path in (local_model_path(engine.model),) if path is not None]
+    inputs = [path for path in (local_model_path(request.model),) if path is not None]
     if workload_path is not None:
         from kvplan.measure.cuda import cuda_usable
         from kvplan.usecases.profile import choose_backend

@@ -10,6 +10,8 @@ import time
 from collections.abc import Iterator
 from typing import Any, TextIO
 
+from kvplan.units import format_duration
+
 STEPS = 10
 
 
@@ -44,11 +46,7 @@ class WorkProgress:
 
 
 def _duration(seconds: float) -> str:
-    if seconds < 90:
-        return f"{seconds:.0f} s"
-    if seconds < 5400:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"
+    return format_duration(seconds)
 
 
 @contextlib.contextmanager

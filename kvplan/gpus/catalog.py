@@ -7,6 +7,8 @@ total; such figures are marked approximate (totals also move a little with the d
 from __future__ import annotations
 
 import csv
+import difflib
+import re
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -97,17 +99,53 @@ def list_gpus() -> list[GpuSpec]:
     return list(_catalog().values())
 
 
-def get_gpu(key: str) -> GpuSpec:
+# words of a GPU's name that tell no two entries apart (nvidia-smi prints "NVIDIA L4", "Tesla T4")
+_VENDOR_WORDS = frozenset({"nvidia", "tesla", "geforce", "amd", "instinct", "gpu"})
+
+
+def _words(text: str) -> frozenset[str]:
+    """The words of a key or a name, lowercase, without the vendor's: "NVIDIA A100-SXM4-80GB" ->
+    {a100, sxm4, 80gb}; a size's "80 GB" reads as "80gb"."""
+    spaced = re.sub(r"(\d+)\s+(gb|g)\b", r"\1gb", text.lower())
+    return frozenset(word for word in re.split(r"[^a-z0-9]+", spaced) if word and word not in _VENDOR_WORDS)
+
+
+def _aliases(gpu: GpuSpec) -> frozenset[str]:
+    """Every word a user may give for this GPU: its key's, its name's, and the SXM4/SXM5 of a
+    name read as the key's SXM."""
+    words = _words(gpu.key) | _words(gpu.name)
+    return words | {re.sub(r"^(sxm)\d$", r"\1", word) for word in words}
+
+
+def _listing(keys: list[str]) -> str:
     gpus = _catalog()
-    wanted = key.strip().lower()
+    return ", ".join(f"{key} ({gpus[key].name}, {gpus[key].memory_gib_marketed:g} GB)" for key in keys)
+
+
+def get_gpu(key: str) -> GpuSpec:
+    """The catalog entry `key` names: its key, a unique prefix of a key, the name nvidia-smi
+    prints (`nvidia-smi --query-gpu=name`: "NVIDIA H100 80GB HBM3"), or words every one of which
+    belongs to one GPU only ("L4", "H100 SXM", "A100 80GB"); words that fit several list them."""
+    gpus = _catalog()
+    wanted = " ".join(key.split()).lower()
     if not wanted:
         raise KvplanError("--gpu is empty; `kvplan gpus` lists the catalog")
     if wanted in gpus:
         return gpus[wanted]
-    close = [k for k in gpus if k.startswith(wanted)] or [k for k in gpus if wanted in k]
+    by_name = [k for k, gpu in gpus.items() if " ".join(gpu.name.split()).lower() == wanted]
+    if len(by_name) == 1:
+        return gpus[by_name[0]]
+    words = _words(wanted)
+    matching = [k for k, gpu in gpus.items() if words and words <= _aliases(gpu)]
+    if len(matching) == 1:
+        return gpus[matching[0]]
+    close = matching or [k for k in gpus if k.startswith(wanted)] or [k for k in gpus if wanted in k]
     if len(close) == 1:
         return gpus[close[0]]
-    hint = f" (did you mean {', '.join(close)}?)" if close else ""
+    if close:
+        raise KvplanError(f"GPU {key!r} names {len(close)} GPUs of the catalog: {_listing(close)}; give one key")
+    spelled = difflib.get_close_matches(wanted, list(gpus), n=3, cutoff=0.6)
+    hint = f" (did you mean {', '.join(spelled)}?)" if spelled else ""
     raise KvplanError(
         f"unknown GPU {key!r}{hint}; `kvplan gpus` lists the catalog, or give --gpu-memory 80GiB"
     )

@@ -3,6 +3,8 @@ rejected family, and what the search did."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from rich.console import Console
 from rich.table import Table
 
@@ -39,14 +41,34 @@ def _gpus(c: FitConfiguration | RejectedFamily) -> str:
     return f"{tp * pp} ({layout})"
 
 
+def _setup(family: RejectedFamily) -> str:
+    return f"{family.gpu} x{_gpus(family)} {family.kv_cache_dtype}"
+
+
+Group = tuple[tuple[str, str], list[tuple[RejectedFamily, str]]]
+
+
+def rejection_groups(rejected: Iterable[RejectedFamily]) -> list[Group]:
+    """The rejected families by reason and the first clause of their detail (vLLM's refusal, the
+    same for every setup it stops), each with the rest of its detail (its own numbers), in the
+    order each reason first appears."""
+    groups: dict[tuple[str, str], list[tuple[RejectedFamily, str]]] = {}
+    for family in rejected:
+        head, _, rest = family.detail.partition("; ")
+        groups.setdefault((family.reason, head), []).append((family, rest))
+    return list(groups.items())
+
+
 def _table(result: FitResult) -> Table:
     with_workload = result.request.workload is not None
     prices = bool(result.request.prices)
     table = Table(title="Configurations that meet the target, best first", title_justify="left")
-    columns = ["#", "GPU", "GPUs", "KV", "util", "max len", "seqs", "KV tokens/GPU"]
+    columns = ["#", "GPU", "GPUs", "KV dtype", "util", "max len", "seqs", "KV tokens/GPU"]
     if result.request.concurrency is not None:
         columns.append(f"conc.@{result.request.concurrency.tokens:,}")
     if with_workload:
+        # what meeting the asked rate takes first (the ranking), then each setup's own figures
+        columns += ["replicas", "GPUs@rate"] + (["cost/h@rate"] if prices else [])
         columns += ["rate/s", "TTFT p95", "TPOT p95", "preempt."]
         columns.append("cost/M req" if prices else "GPU-h/M req")
     elif prices:
@@ -65,6 +87,9 @@ def _table(result: FitResult) -> Table:
             row.append(f"{point.concurrency_at_target:.2f}" if point.concurrency_at_target is not None else "-")
         if with_workload:
             assert check is not None
+            row += [str(c.replicas), str(c.gpus_at_rate)]
+            if prices:
+                row.append("-" if c.cost_per_hour_at_rate is None else f"{c.cost_per_hour_at_rate:.4g}")
             row += [_rate(check.max_sustained_rate, not check.max_rate_bounded), _seconds(check.ttft_p95_s),
                     _seconds(check.tpot_p95_s), str(check.preemptions)]
             per_million = c.cost_per_million_requests if prices else c.gpu_hours_per_million_requests
@@ -101,9 +126,21 @@ def render_fit(result: FitResult, console: Console) -> None:
         console.print("[bold]No configuration meets the target.[/bold]")
     if result.rejected:
         console.print("Rejected families (GPU, GPUs, KV dtype):")
-        for family in result.rejected:
-            console.print(f"  {escape(family.gpu)} x{_gpus(family)} {escape(family.kv_cache_dtype)}: "
-                          f"{REASONS[family.reason]}: {escape(family.detail)}", soft_wrap=True)
+        for (reason, head), families in rejection_groups(result.rejected):
+            if len(families) == 1:
+                family, rest = families[0]
+                detail = head + (f"; {rest}" if rest else "")
+                console.print(f"  {escape(_setup(family))}: {REASONS[reason]}: {escape(detail)}", soft_wrap=True)
+                continue
+            # the reason said once, then the setups it rules out with what is their own (ten copies of one
+            # paragraph read as ten different problems)
+            console.print(f"  {REASONS[reason]}: {escape(head)}", soft_wrap=True)
+            plain_setups = [_setup(family) for family, rest in families if not rest]
+            if plain_setups:
+                console.print(f"    for {escape(', '.join(plain_setups))}", soft_wrap=True)
+            for family, rest in families:
+                if rest:
+                    console.print(f"    {escape(_setup(family))}: {escape(rest)}", soft_wrap=True)
     counts = result.counts
     simulated = (f"; simulated {counts.simulated} in {counts.simulation_runs} runs"
                  if request.workload is not None else "")
@@ -116,8 +153,10 @@ def render_fit(result: FitResult, console: Console) -> None:
         "Exact for vLLM " + request.release.version + ": blocks, KV tokens and concurrency, from the KV memory "
         "per GPU (predicted by the profile run on the fake backend unless --kv-cache-memory is given). "
         "Estimates, from the step-time model: rate/s (the highest sustained arrival rate that keeps the "
-        "objectives), TTFT, TPOT and preemptions at the workload's rate, and GPU-hours (or cost) per million "
-        "requests at that highest rate." + (" Costs use your --price figures." if request.prices else "")
+        "objectives), replicas (copies that share the asked rate, each at most at that rate; ranked by the GPUs, "
+        "or their cost per hour, that serve the asked rate), TTFT, TPOT and preemptions at the workload's rate "
+        "(one copy's), and GPU-hours (or cost) per million requests at that highest rate."
+        + (" Costs use your --price figures." if request.prices else "")
         + " front: on the Pareto front of cost per hour against rate.")
     for method in result.estimate_methods:
         console.print(f"step time: {escape(method)}", soft_wrap=True)

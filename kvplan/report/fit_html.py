@@ -14,8 +14,9 @@ from kvplan.usecases.fit.result import FitConfiguration, FitResult
 BOX = PixelBox(width=920, height=380, left=72, right=24, top=20, bottom=48)
 FRONT, OTHER = "#d62728", "#8a8a8a"
 EXTRA_CSS = """
-.front { color: #d62728; font-weight: 600; } code { font-size: 0.82rem; white-space: pre-wrap; }
-td.args { text-align: left; }
+.front { color: #d62728; font-weight: 600; }
+tr.command td { text-align: left; padding-top: 0; }
+td.name { text-align: left; overflow-wrap: break-word; max-width: 14rem; }
 """
 
 
@@ -38,14 +39,28 @@ def hourly(c: FitConfiguration, money: bool) -> float:
     return c.cost_per_hour if money and c.cost_per_hour is not None else float(c.configuration.num_gpus)
 
 
+def asked_rate(result: FitResult) -> float | None:
+    """The arrival rate the configurations were asked to serve (requests/s), when there is traffic."""
+    rates = [c.check.rate for c in result.configurations if c.check is not None]
+    return rates[0] if rates else None
+
+
 def cost_chart(result: FitResult) -> str:
     """The scatter of cost per hour (GPUs without prices) against capacity, front joined."""
     x_title, y_title, money = _axes(result)
     points = [(capacity(c), hourly(c, money), rank, c.pareto)
               for rank, c in enumerate(result.configurations, start=1)]
-    frame = plot_frame(BOX, max((x for x, *_ in points), default=1.0) * 1.05,
-                       max((y for _, y, *_ in points), default=1.0) * 1.1)
+    asked = asked_rate(result)
+    frame = plot_frame(BOX, max([*(x for x, *_ in points), asked or 0.0], default=1.0) * 1.05,
+                       max((y for _, y, *_ in points), default=1.0) * 1.1, whole_y=not money)
     parts = [frame.head(f"{y_title} against {x_title}", x_title, y_title)]
+    if asked:
+        # the rate the user asked for: a setup left of it serves it with replicas (the table says how many)
+        at = frame.px(asked)
+        parts.append(f'<line class="asked-rate" x1="{at:.1f}" x2="{at:.1f}" y1="{BOX.top}" y2="{BOX.bottom_edge}" '
+                     f'stroke="#1f77b4" stroke-width="1.5" stroke-dasharray="6 4"/>'
+                     f'<text x="{at + 4:.1f}" y="{BOX.top + 12}" font-size="10" fill="#1f77b4">'
+                     f'asked: {asked:.3g}/s</text>')
     front = sorted((x, y) for x, y, _, on in points if on)
     if len(front) > 1:
         parts.append(f'<polyline points="{frame.points(front)}" fill="none" stroke="{FRONT}" stroke-width="1.5" '
@@ -63,6 +78,13 @@ def cost_chart(result: FitResult) -> str:
                      f'{" ".join(f"#{rank}" for rank in ranks)}</text>')
     parts.append(frame.tail())
     return "".join(parts)
+
+
+def _at_rate_cells(c: FitConfiguration, money: bool) -> str:
+    cells = f"<td>{c.replicas}</td><td>{c.gpus_at_rate}</td>"
+    if money:
+        cells += f"<td>{'-' if c.cost_per_hour_at_rate is None else f'{c.cost_per_hour_at_rate:.4g}'}</td>"
+    return cells
 
 
 def _rate(value: float | None) -> str:
@@ -92,31 +114,40 @@ def render_fit_html(result: FitResult) -> str:
                    f"is both {'cheaper per hour' if money else 'on fewer GPUs'} and faster). Rates and latencies are "
                    "estimates from the step-time model; blocks and KV tokens are exact for the release, from the "
                    "KV memory per GPU.</p>")
-        out.append("<h2>Configurations, best first</h2><table><tr><th>#</th><th>GPU</th><th>GPUs</th>"
+        at_rate = "<th>replicas</th><th>GPUs at the rate</th>" + ("<th>cost/h at the rate</th>" if money else "")
+        out.append("<h2>Configurations, best first</h2><div class=\"scroll\"><table><tr><th>#</th><th>GPU</th>"
+                   "<th>GPUs</th><th>KV dtype</th>" + (at_rate if request.workload is not None else "") +
                    "<th>KV tokens/GPU</th><th>max rate/s (est.)</th><th>TTFT p95 (est.)</th>"
-                   f"<th>{'cost' if money else 'GPU-hours'} per M requests (est.)</th><th>vllm serve</th></tr>")
+                   f"<th>{'cost' if money else 'GPU-hours'} per M requests (est.)</th></tr>")
+        columns = 8 + (2 + money if request.workload is not None else 0)
         for rank, c in enumerate(result.configurations, start=1):
             check = c.check
             per_million = c.cost_per_million_requests if money else c.gpu_hours_per_million_requests
             css = ' class="front"' if c.pareto else ""
             out.append(
-                f"<tr><td{css}>{rank}</td><td>{html_text(c.configuration.gpu)}</td><td>{c.configuration.num_gpus}</td>"
+                f"<tr><td{css}>{rank}</td><td class=\"name\">{html_text(c.configuration.gpu)}</td>"
+                f"<td>{c.configuration.num_gpus}</td><td>{html_text(c.configuration.kv_cache_dtype)}</td>"
+                + (_at_rate_cells(c, money) if request.workload is not None else "") +
                 f"<td>{'-' if c.point.kv_cache_tokens is None else f'{c.point.kv_cache_tokens:,}'}</td>"
                 f"<td>{_rate(None if check is None else check.max_sustained_rate)}</td>"
                 f"<td>{'-' if check is None or check.ttft_p95_s is None else format_seconds(check.ttft_p95_s)}</td>"
-                f"<td>{'-' if per_million is None else f'{per_million:.4g}'}</td>"
-                f"<td class=\"args\"><code>{html_text(c.configuration.vllm_serve_args())}</code></td></tr>")
-        out.append("</table>")
+                f"<td>{'-' if per_million is None else f'{per_million:.4g}'}</td></tr>"
+                # the command on a row of its own, preformatted and wrapping, so that the figures
+                # keep their columns however long the model id or the flags are
+                f"<tr class=\"command\"><td></td><td colspan=\"{columns - 1}\"><pre>"
+                f"{html_text(c.configuration.vllm_serve_args())}</pre></td></tr>")
+        out.append("</table></div>")
     else:
         out.append("<p class=\"stalled\">No configuration meets the target.</p>")
     if result.rejected:
-        out.append("<h2>Rejected families</h2><table class=\"kv\"><tr><th>family</th><th>why</th></tr>")
+        out.append("<h2>Rejected families</h2><div class=\"scroll\"><table class=\"kv\">"
+                   "<tr><th>family</th><th>why</th></tr>")
         for family in result.rejected:
             name = (f"{family.gpu} x{family.num_gpus} (TP{family.tensor_parallel_size} "
                     f"PP{family.pipeline_parallel_size}) {family.kv_cache_dtype}")
             out.append(f"<tr><td>{html_text(name)}</td>"
                        f"<td>{html_text(REASONS[family.reason])}: {html_text(family.detail)}</td></tr>")
-        out.append("</table>")
+        out.append("</table></div>")
     counts = result.counts
     out.append(f"<p class=\"note\">Searched {counts.configurations} configurations: planned {counts.planned}, "
                f"{counts.inferred} decided without a plan of their own, simulated {counts.simulated} in "

@@ -5,6 +5,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.table import Table
 
+from kvplan.report.answer import answer_lines
 from kvplan.report.console import semantics_line
 from kvplan.report.plan_json import pipeline_stages
 from kvplan.report.sizing_path import measured_lines, path_line, states_path
@@ -17,6 +18,13 @@ from kvplan.usecases.plan import PlanResult
 
 def _bytes(value: int | None) -> str:
     return "-" if value is None else f"{value:,} B ({human_bytes(value)})"
+
+
+def _kv_memory(value: int | None) -> str:
+    if value is not None and value < 0:
+        # what vLLM computes (a negative budget), said as what it means
+        return f"none: the non-KV memory is {human_bytes(-value)} more than the budget"
+    return _bytes(value)
 
 
 def _settings_table(result: PlanResult) -> Table:
@@ -37,7 +45,7 @@ def _settings_table(result: PlanResult) -> Table:
         ("batch", f"{summary.max_num_batched_tokens:,} tokens, {summary.max_num_seqs} seqs"),
         ("parallel", f"TP {request.tensor_parallel_size}, PP {request.pipeline_parallel_size}"),
         ("prefix caching", "on" if summary.enable_prefix_caching else "off"),
-        ("KV memory per GPU", _bytes(summary.kv_cache_memory_bytes)),
+        ("KV memory per GPU", _kv_memory(summary.kv_cache_memory_bytes)),
     ]
     if summary.weights_bytes is not None:
         per_gpu = _bytes(summary.weights_per_gpu_bytes)
@@ -107,10 +115,20 @@ def print_sizing_path(result: PlanResult, console: Console) -> None:
             console.print(line, markup=False)
 
 
+def print_vllm_log(result: PlanResult, console: Console) -> None:
+    console.print("[bold]vLLM would log:[/]")
+    for line in (*result.setup.logs, *result.sizing.log_lines):
+        console.print(f"  {line}", markup=False)
+
+
 def render_plan(result: PlanResult, console: Console | None = None) -> None:
     console = console or Console(highlight=False)
     summary, sizing = result.summary, result.sizing
     console.print(semantics_line(result.request.release))
+    # the answer first, then vLLM's own lines, then how it was reached (issue 24, item 6)
+    for line in answer_lines(result, predicted=result.memory_source.startswith("predicted")):
+        console.print(line, markup=False)
+    print_vllm_log(result, console)
     console.print(_settings_table(result))
     console.print(_groups_table(result))
     if result.request.pipeline_parallel_size > 1:
@@ -134,9 +152,6 @@ def render_plan(result: PlanResult, console: Console | None = None) -> None:
         console.print("[bold red]Does not fit.[/]")
     if states_path(result.request.release):
         print_sizing_path(result, console)
-    console.print("[bold]vLLM would log:[/]")
-    for line in (*result.setup.logs, *sizing.log_lines):
-        console.print(f"  {line}", markup=False)
     if not summary.fits:
         console.print(f"  ValueError: {summary.error}", markup=False)
         if result.suggested_fix:

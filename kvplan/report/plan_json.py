@@ -19,6 +19,7 @@ from kvplan.semantics.kv.specs import (
     UniformTypeKVCacheSpecs,
 )
 from kvplan.semantics.releases import KvTensorLayout
+from kvplan.usecases.accuracy import kv_memory_margin
 from kvplan.usecases.plan import PlanResult
 
 PLAN_SCHEMA_VERSION = 1
@@ -159,6 +160,9 @@ def plan_record(result: PlanResult) -> dict[str, Any]:
         "needs_kv_cache_zeroing": None if config is None else config.needs_kv_cache_zeroing,
         "gpu_kv_cache_tokens": summary.gpu_kv_cache_tokens,
         "max_concurrency": summary.max_concurrency,
+        "concurrency_at_lengths": [{"tokens": tokens, "max_concurrency": concurrency}
+                                   for tokens, concurrency in result.concurrency_at_lengths],
+        "kv_cache_memory_margin": _margin(result),
         "kv_bytes_per_token": summary.kv_bytes_per_token,
         "weights_bytes": summary.weights_bytes,
         "weights_per_gpu_bytes": summary.weights_per_gpu_bytes,
@@ -171,3 +175,12 @@ def plan_record(result: PlanResult) -> dict[str, Any]:
         # 0.34.0: which path sized the cache and why, with the measured terms where they decided
         record["kv_sizing"] = path_record(result.sizing_path, result.measured)
     return record
+
+
+def _margin(result: PlanResult) -> dict[str, Any] | None:
+    """A predicted KV memory's measured distance from real vLLM start-ups (usecases/accuracy.py)."""
+    if not result.memory_source.startswith("predicted"):
+        return None
+    margin = kv_memory_margin()
+    return {"median_abs_difference_bytes": margin.median_bytes, "max_abs_difference_bytes": margin.max_bytes,
+            "num_logs": margin.num_logs, "source": "kvplan/data/accuracy/kv_memory_vs_logs.json"}

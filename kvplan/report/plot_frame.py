@@ -115,6 +115,18 @@ class PlotFrame:
                 f'stroke="{AXIS}"/></svg>')
 
 
-def plot_frame(box: PixelBox, x_max: float, y_max: float) -> PlotFrame:
-    """The frame whose ticks reach at least ``x_max`` and ``y_max`` (the largest values to show)."""
-    return PlotFrame(box, tuple(nice_ticks(x_max, X_TICKS)), tuple(nice_ticks(y_max, Y_TICKS)))
+def whole_ticks(top: float, count: int = 5) -> list[float]:
+    """`nice_ticks` for a count of whole things (GPUs): steps of at least one."""
+    ticks = nice_ticks(top, count)
+    step = ticks[1] - ticks[0]
+    if step >= 1 and float(step).is_integer():
+        return ticks
+    step = max(1, math.ceil(step))
+    return [float(i * step) for i in range(math.ceil(top / step + 1e-9) + 1)]
+
+
+def plot_frame(box: PixelBox, x_max: float, y_max: float, whole_y: bool = False) -> PlotFrame:
+    """The frame whose ticks reach at least ``x_max`` and ``y_max`` (the largest values to show);
+    `whole_y`: the y axis counts whole things (GPUs), so no tick falls between two."""
+    y_ticks = whole_ticks(y_max, Y_TICKS) if whole_y else nice_ticks(y_max, Y_TICKS)
+    return PlotFrame(box, tuple(nice_ticks(x_max, X_TICKS)), tuple(y_ticks))

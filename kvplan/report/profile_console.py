@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from kvplan.measure.backend import AllocationReport
+from kvplan.report.answer import answer_lines
 from kvplan.report.console import semantics_line
 from kvplan.report.plan_console import print_sizing_path
 from kvplan.report.sizing_path import states_path
@@ -17,6 +18,7 @@ from kvplan.semantics.kv.specs import AttentionSpec
 from kvplan.semantics.memory.budget import GRAPH_ESTIMATE_TAKEN
 from kvplan.semantics.releases import NonKvMemory
 from kvplan.units import format_gib, human_bytes, significant
+from kvplan.usecases.plan import weights_alone_note
 from kvplan.usecases.profile import ProfileResult
 from kvplan.usecases.profile_workload import WorkloadCheck
 
@@ -243,11 +245,22 @@ def _workload_check(check: WorkloadCheck | None, console: Console) -> None:
         console.print(f"[bold red]Finding:[/] {escape(check.finding)}")
 
 
+def _print_vllm_log(result: ProfileResult, console: Console) -> None:
+    console.print("[bold]vLLM would log:[/]")
+    for line in result.vllm_log:
+        console.print(f"  {line}", markup=False)
+
+
 def render_profile(result: ProfileResult, workload: WorkloadCheck | None = None, workload_requested: bool = False,
                    console: Console | None = None) -> None:
     console = console or Console(highlight=False)
     console.print(semantics_line(result.options.plan.release))
     console.print(_title(result))
+    # the answer first, then vLLM's own lines, then the breakdown (issue 24, item 6)
+    if result.plan is not None:
+        for line in answer_lines(result.plan, predicted=result.predicted):
+            console.print(line, markup=False)
+    _print_vllm_log(result, console)
     console.print(_breakdown(result))
     if result.plan is not None and states_path(result.options.plan.release):
         print_sizing_path(result.plan, console)
@@ -262,9 +275,6 @@ def render_profile(result: ProfileResult, workload: WorkloadCheck | None = None,
         console.print(_check_line(result.allocation))
     if workload_requested:
         _workload_check(workload, console)
-    console.print("[bold]vLLM would log:[/]")
-    for line in result.vllm_log:
-        console.print(f"  {line}", markup=False)
     target = result.target
     if target is not None:
         longest = target.largest_max_model_len
@@ -289,3 +299,6 @@ def render_profile(result: ProfileResult, workload: WorkloadCheck | None = None,
         console.print(f"[yellow]warning:[/] {escape(warning)}")
     if not result.fits:
         console.print(f"[bold red]Finding:[/] {escape(result.finding or '')}")
+        alone = weights_alone_note(result.plan) if result.plan is not None else None
+        if alone is not None:
+            console.print(f"[bold]In short:[/] {escape(alone)}")

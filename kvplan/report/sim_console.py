@@ -16,8 +16,9 @@ from rich.text import Text
 
 from kvplan.report.simulate_json import SeriesRow, round_floats, series_rows
 from kvplan.report.text import plain, valid_text
-from kvplan.units import significant
+from kvplan.units import format_duration, significant
 from kvplan.usecases.simulate.capacity_search import Capacity
+from kvplan.usecases.simulate.measured_step import KernelStepTime
 from kvplan.usecases.simulate.metrics import Latency, RunMetrics, Summary
 from kvplan.usecases.simulate.simulation import SimResult
 from kvplan.usecases.simulate.timing import CalibratedStepTime, ConstantStepTime, RooflineStepTime, StepTimeModel
@@ -47,11 +48,7 @@ def _pct(value: float | None) -> str:
 
 
 def _seconds(value: float | None) -> str:
-    if value is None:
-        return "-"
-    if value < 1:
-        return f"{value * 1000:.3g} ms"
-    return f"{value:.3g} s"
+    return "-" if value is None else format_duration(value)
 
 
 @dataclass(frozen=True)
@@ -205,6 +202,8 @@ def timing_text(timer: StepTimeModel | None) -> str:
         return f"constant {_ms(timer.step_s):.3g} ms ({timer.source}), estimate"
     if isinstance(timer, CalibratedStepTime):
         return f"calibrated from {len(timer.points)} points ({timer.source}), estimate"
+    if isinstance(timer, KernelStepTime):
+        return f"estimate: {timer.method}"
     assert isinstance(timer, RooflineStepTime)
     if timer.factors is not None:
         return f"estimate: {timer.method}"

@@ -26,7 +26,7 @@ from kvplan.usecases.simulate.simulation import SimResult
 
 BOX = PixelBox(width=920, height=250, left=64, right=16, top=16, bottom=40)
 COLORS = {
-    "used": "#1f77b4", "cached": "#aec7e8", "peak": "#0b3d63", "running": "#2ca02c", "waiting": "#d62728",
+    "used": "#1f77b4", "cached": "#7f7f7f", "peak": "#0b3d63", "running": "#2ca02c", "waiting": "#d62728",
     "ttft": "#9467bd", "e2e": "#ff7f0e", "tokens": "#17becf",
 }
 
@@ -34,7 +34,7 @@ CSS = """
 body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2rem auto; max-width: 980px;
        color: #222; line-height: 1.4; padding: 0 1rem; }
 h1 { font-size: 1.5rem; margin-bottom: 0.2rem; } h2 { font-size: 1.15rem; margin-top: 2rem; }
-.sub { color: #666; margin-top: 0; }
+.sub { color: #666; margin-top: 0; } h1, .sub { overflow-wrap: anywhere; }
 .stalled { background: #fde2e2; border: 1px solid #d62728; padding: 0.6rem 1rem; border-radius: 6px; }
 .cards { display: grid; grid-template-columns: repeat(auto-fill, minmax(210px, 1fr)); gap: 0.8rem; }
 .card { border: 1px solid #ddd; border-radius: 8px; padding: 0.7rem 0.9rem; }
@@ -42,10 +42,16 @@ h1 { font-size: 1.5rem; margin-bottom: 0.2rem; } h2 { font-size: 1.15rem; margin
 table { border-collapse: collapse; margin: 0.5rem 0; font-size: 0.9rem; }
 th, td { border-bottom: 1px solid #eee; padding: 0.3rem 0.7rem; text-align: right; }
 th:first-child, td:first-child { text-align: left; } th { background: #f6f6f6; }
-svg { display: block; margin: 0.3rem 0 0.2rem; } .legend span { margin-right: 1.2rem; font-size: 0.85rem; }
+svg { display: block; margin: 0.3rem 0 0.2rem; max-width: 100%; height: auto; }
+.legend span { margin-right: 1.2rem; font-size: 0.85rem; display: inline-block; }
 .legend i { display: inline-block; width: 12px; height: 12px; margin-right: 4px; vertical-align: -1px; }
-table.kv td, table.kv th { text-align: left; }
+table.kv td, table.kv th { text-align: left; overflow-wrap: anywhere; }
+.scroll { overflow-x: auto; max-width: 100%; }
 .warn { color: #8a5a00; } .note { color: #666; font-size: 0.85rem; }
+.card.bad { border-color: #d62728; background: #fff5f5; } .card.bad .v { color: #b11f20; }
+.flag { color: #b11f20; font-size: 0.85rem; font-weight: 600; }
+pre { white-space: pre-wrap; overflow-wrap: anywhere; background: #f6f6f6; padding: 0.4rem 0.6rem;
+      border-radius: 4px; font-size: 0.82rem; margin: 0; }
 """
 
 
@@ -101,15 +107,17 @@ def usage_chart(result: SimResult) -> str:
     rows = [r for r in all_rows if r.coverage > 0]
     usable = metrics.kv.usable_blocks
     half = _half_bucket(metrics)
+    # Cached free blocks are drawn as their own line, not stacked on the blocks in use: stacked, a
+    # prefix cache that fills the free pool looked like a full cache (issue 24, item 10).
     used = [(r.start + half, r.used_blocks) for r in rows]
-    cached = [(r.start + half, r.used_blocks + r.evictable_cached_blocks) for r in rows]
+    cached = [(r.start + half, r.evictable_cached_blocks) for r in rows]
     x_max = series_end(metrics, len(all_rows))
     return chart([
-        {"name": "cached, free (evictable) blocks", "color": COLORS["cached"], "kind": "area", "points": cached,
-         "base": [y for _, y in used]},
-        {"name": "used blocks (mean)", "color": COLORS["used"], "kind": "area", "points": used},
-        {"name": "used blocks (peak in bucket)", "color": COLORS["peak"],
+        {"name": "in use by running requests (mean)", "color": COLORS["used"], "kind": "area", "points": used},
+        {"name": "in use, peak in bucket", "color": COLORS["peak"],
          "points": _midpoints(metrics, all_rows, lambda r: r.used_blocks_peak)},
+        {"name": "free, holding a cached prefix (reusable)", "color": COLORS["cached"], "dashed": True,
+         "points": cached},
     ], x_max, _x_title(result), "KV blocks", y_max=usable, reference=(usable, f"pool: {usable:,} usable blocks"))
 
 
@@ -143,7 +151,7 @@ def _table(header: list[str], rows: list[list[Any]], css_class: str = "") -> str
     head = "".join(f"<th>{html_text(h)}</th>" for h in header)
     body = "".join("<tr>" + "".join(f"<td>{html_text(c)}</td>" for c in row) + "</tr>" for row in rows)
     attribute = f' class="{css_class}"' if css_class else ""
-    return f"<table{attribute}><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    return f'<div class="scroll"><table{attribute}><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
 
 
 def _cards(metrics: RunMetrics) -> str:
@@ -154,20 +162,29 @@ def _cards(metrics: RunMetrics) -> str:
     ttft = (_seconds(latency.ttft_s_estimate.p95) + " (est.)" if latency.ttft_s_estimate is not None
             else f"{_num(latency.ttft_steps.p95)} steps")
     throughput = metrics.throughput
+    # (title, value, detail, what is wrong or None): a full pool and preemptions are what a user
+    # sizing the cache must not miss, so their cards are marked, not only numbered.
+    full = kv.peak_used_blocks >= kv.usable_blocks > 0
+    unfinished = metrics.num_finished < metrics.num_requests
     cards = [
-        ("peak KV usage", _pct(kv.peak_usage), f"{kv.peak_used_blocks:,} of {kv.usable_blocks:,} blocks"),
-        ("mean KV usage", f"{_pct(kv.mean_usage)}", f"full {_pct(kv.time_at_full_fraction)} of the time"),
-        ("preemptions", f"{preemptions.total:,}", f"{preemptions.recomputed_tokens:,} tokens recomputed"),
+        ("peak KV usage", _pct(kv.peak_usage), f"{kv.peak_used_blocks:,} of {kv.usable_blocks:,} blocks",
+         "the pool ran full: no free block was left" if full else None),
+        ("mean KV usage", f"{_pct(kv.mean_usage)}", f"full {_pct(kv.time_at_full_fraction)} of the time", None),
+        ("preemptions", f"{preemptions.total:,}", f"{preemptions.recomputed_tokens:,} tokens recomputed",
+         "requests were preempted and recomputed" if preemptions.total else None),
         ("prefix-cache hit rate", _pct(prefix.prefix_cache_hit_rate),
-         f"{_pct(prefix.first_admission_hit_rate)} at first admission"),
-        ("TTFT p95", ttft, "time to first token"),
+         f"{_pct(prefix.first_admission_hit_rate)} at first admission", None),
+        ("TTFT p95", ttft, "time to first token", None),
         ("finished", f"{metrics.num_finished:,} / {metrics.num_requests:,}",
          f"{metrics.num_steps:,} steps"
-         + (f", {_seconds(throughput.duration_s_estimate)} (est.)" if throughput.duration_s_estimate else "")),
+         + (f", {_seconds(throughput.duration_s_estimate)} (est.)" if throughput.duration_s_estimate else ""),
+         "not every request finished" if unfinished else None),
     ]
     return '<div class="cards">' + "".join(
-        f'<div class="card"><div class="k">{html_text(k)}</div><div class="v">{html_text(v)}</div>'
-        f'<div class="k">{html_text(d)}</div></div>' for k, v, d in cards) + "</div>"
+        f'<div class="card{" bad" if flag else ""}"><div class="k">{html_text(k)}</div>'
+        f'<div class="v">{html_text(v)}</div><div class="k">{html_text(d)}</div>'
+        + (f'<div class="flag">{html_text(flag)}</div>' if flag else "") + "</div>"
+        for k, v, d, flag in cards) + "</div>"
 
 
 def _latency_table(metrics: RunMetrics) -> str:
@@ -262,8 +279,10 @@ def render_html(result: SimResult) -> str:
         stalled,
         _cards(metrics),
         "<h2>KV-cache usage over time</h2>", usage_chart(result),
-        '<p class="note">Used blocks are held by running requests during a step; cached, free blocks keep a '
-        "prefix-cache hash but can be evicted. vLLM's usage gauge counts only the used ones.</p>",
+        '<p class="note">The area is the blocks held by running requests during a step (what vLLM\'s usage gauge '
+        "counts); the dashed line is the free blocks that still hold a cached prefix: reusable by a later request "
+        "with that prefix, evicted least recently used first when a request needs a free block; never a sign of a "
+        "full cache.</p>",
         *(["<h2>KV-cache usage per group</h2>", _group_table(metrics),
             '<p class="note">The groups share one pool: each holds its own blocks for every request (a '
             "sliding-window group only those inside its window, a Mamba group one state per request), counted at "

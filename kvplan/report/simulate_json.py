@@ -19,6 +19,7 @@ from kvplan.units import significant
 from kvplan.usecases.simulate.arrivals import ArrivalProcess
 from kvplan.usecases.simulate.distributions import Distribution
 from kvplan.usecases.simulate.driver import PreparedWorkload
+from kvplan.usecases.simulate.measured_step import KernelStepTime
 from kvplan.usecases.simulate.metrics import SERIES_NAMES, RunMetrics
 from kvplan.usecases.simulate.simulation import SimResult
 from kvplan.usecases.simulate.timing import CalibratedStepTime, ConstantStepTime, RooflineStepTime, StepTimeModel
@@ -150,6 +151,18 @@ def describe_timer(timer: StepTimeModel) -> dict[str, Any]:
             "model": "calibrated",
             "source": timer.source,
             "points": [{"num_tokens": t, "ms": s * 1e3} for t, s in timer.points],
+        }
+    if isinstance(timer, KernelStepTime):
+        return {
+            "model": "measured_kernels",
+            "method": timer.method,
+            "database": timer.tables.source,
+            "gpu": timer.tables.query.gpu,
+            "weight_format": timer.weight_format,
+            "cuda_graphs": timer.cuda_graphs,
+            "step_overhead_ms": timer.fixed_s * 1e3,
+            "request_overhead_ms": timer.request_s * 1e3,
+            "request_overhead_overlapped": timer.overlapped,
         }
     assert isinstance(timer, RooflineStepTime)
     if timer.factors is not None:

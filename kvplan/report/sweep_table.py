@@ -28,7 +28,7 @@ from kvplan.limits import KIB, MAX_INPUT_BYTES
 from kvplan.usecases.sweep.cells import COLUMNS, SweepRow
 
 FORMATS = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv", ".jsonl": "jsonl", ".ndjson": "jsonl"}
-PARQUET_EXTRA = "pip install 'kvplan[parquet]'"
+PARQUET_EXTRA = "pip install -e '.[parquet]' in kvplan's clone"
 Record = dict[str, Any]
 
 

@@ -39,6 +39,7 @@ class Configuration:
     enable_chunked_prefill: bool | None = None
     scheduling: Scheduling | None = None
     trust_remote_code: bool = False
+    step_time: str | None = None           # how the simulation prices a step (--step-time; None: auto)
 
     @property
     def num_gpus(self) -> int:
@@ -122,6 +123,7 @@ class Configuration:
             gpu_memory_utilization=None if kv_bytes is not None else self.gpu_memory_utilization,
             kv_cache_memory=kv_bytes, kv_cache_dtype=self.kv_cache_dtype, dtype=self.dtype,
             tensor_parallel_size=self.tensor_parallel_size, pipeline_parallel_size=self.pipeline_parallel_size,
+            step_time=self.step_time,
         )
 
     def prepare(self, workload: Workload, kv_cache_memory_bytes: int | None = None,

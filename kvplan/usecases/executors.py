@@ -35,7 +35,7 @@ R = TypeVar("R")
 
 ExecutorName = Literal["local", "ray"]
 EXECUTORS: tuple[ExecutorName, ...] = ("local", "ray")
-RAY_EXTRA = "pip install 'kvplan[ray]'"
+RAY_EXTRA = "pip install -e '.[ray]' in kvplan's clone"
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from kvplan.errors import KvplanError
 from kvplan.gpus.catalog import GpuSpec, get_gpu
@@ -17,17 +17,33 @@ from kvplan.measure.hf_config import config_directory, model_shape
 from kvplan.semantics.config.cache import resolve_disable_hybrid_kv_cache_manager, utilization_problem
 from kvplan.semantics.config.model import long_max_model_len_warning, resolve_model_dtype, verify_max_model_len
 from kvplan.semantics.config.parallel import verify_tensor_parallel
-from kvplan.semantics.config.quantization import check_quantization_capability, quantization_method
+from kvplan.semantics.config.quantization import (
+    check_quantization_capability,
+    quantization_method,
+    requested_quantization,
+)
 from kvplan.semantics.config.scheduler import BatchLimits, batch_defaults, resolve_batch_limits, verify_batch_limits
 from kvplan.semantics.engine.groups import KVCacheGroup, groups_from_kv_cache_config
 from kvplan.semantics.kv.layer_specs import CacheLayout, CacheSettings, build_worker_specs, resolve_cache_layout
-from kvplan.semantics.kv.sizing import SizingResult, SizingTexts, kv_bytes_per_token, size_kv_cache, sizing_limits
+from kvplan.semantics.kv.sizing import (
+    SizingResult,
+    SizingTexts,
+    concurrency_at_length,
+    kv_bytes_per_token,
+    size_kv_cache,
+    sizing_limits,
+)
 from kvplan.semantics.kv.specs import KVCacheConfig, KVCacheSpec
 from kvplan.semantics.memory.measured import MeasuredSizing, SizingPath, default_utilization, sizing_path
+from kvplan.semantics.memory.weights_fit import weights_alone
 from kvplan.semantics.models.resolve import ResolvedConfig, resolve_config
 from kvplan.semantics.models.shape import ModelShape
 from kvplan.semantics.releases import Release, default_release
 from kvplan.semantics.weights import WeightEstimate
+
+# Request lengths (prompt + output tokens) a plan gives concurrency at when --prompt-len is not given:
+# a chat turn, a long chat or RAG prompt, a long document (issue 24, item 6).
+TYPICAL_PROMPT_LENS = (1024, 4096, 16384)
 
 
 @dataclass(frozen=True)
@@ -57,6 +73,10 @@ class PlanRequest:
     release: Release = field(default_factory=default_release)
     # --enable-extensible-kv-cache / --no-enable-extensible-kv-cache (vLLM 0.34.0); None: vLLM decides
     enable_extensible_kv_cache: bool | None = None
+    enforce_eager: bool = False                # --enforce-eager: vLLM captures no CUDA graphs
+    quantization: str | None = None            # --quantization; None: the checkpoint's method
+    # --prompt-len: request lengths to give vLLM's concurrency figure at, beside max_model_len's
+    prompt_lens: tuple[int, ...] = TYPICAL_PROMPT_LENS
 
     def __post_init__(self) -> None:
         if self.gpu_memory_utilization is None:
@@ -128,6 +148,9 @@ class PlanResult:
     # profile run made on 0.34.0's measured path carries it with the measured terms
     path: SizingPath | None = None
     measured: MeasuredSizing | None = None
+    # (tokens, vLLM's concurrency figure for requests of that many tokens), for the request's
+    # prompt lengths up to max_model_len
+    concurrency_at_lengths: tuple[tuple[int, float], ...] = ()
 
     @property
     def sizing_path(self) -> SizingPath:
@@ -279,6 +302,16 @@ def settle(request: PlanRequest) -> SettledConfig:
         resolved.config, resolved.model_id, trust_remote_code=request.trust_remote_code,
         config_dir=config_directory(resolved), release=request.release,
     )
+    online = requested_quantization(
+        shape.quantization, quantization_method(shape.model_type, shape.quantization, request.release),
+        request.quantization)
+    if online is not None:
+        # --quantization fp8 on an unquantized checkpoint: sized (weights and all) as its fp8 config
+        resolved = replace(resolved, config={**resolved.config, "quantization_config": online})
+        shape = model_shape(
+            resolved.config, resolved.model_id, trust_remote_code=request.trust_remote_code,
+            config_dir=config_directory(resolved), release=request.release,
+        )
     device = _device(request)
     logs: list[str] = []
     dtype = resolve_model_dtype(
@@ -374,10 +407,14 @@ def plan(request: PlanRequest, setup: SettledConfig | None = None,
         report_capacity=report_capacity,
     )
     weights, weights_unknown = count_weights(request, setup) if request.with_weights else (None, None)
+    config = sizing.config
+    at_lengths = () if config is None else tuple(
+        (tokens, concurrency_at_length(config, limits, request.release, tokens))
+        for tokens in request.prompt_lens if tokens <= setup.max_model_len)
     return PlanResult(
         request=request, setup=setup, kv_cache_memory_bytes=request.kv_cache_memory_bytes, sizing=sizing,
         weights=weights, warnings=setup.shape.warnings, kv_cache_memory_per_worker=tuple(per_worker),
-        weights_unknown=weights_unknown,
+        weights_unknown=weights_unknown, concurrency_at_lengths=at_lengths,
     )
 
 
@@ -402,11 +439,23 @@ def count_weights(request: PlanRequest, setup: SettledConfig) -> tuple[WeightEst
     return weights, None
 
 
+def weights_alone_note(result: PlanResult) -> str | None:
+    """When the weights of one GPU exceed what vLLM may use of it: that, and how many GPUs would do."""
+    weights, device = result.weights, result.setup.device
+    if weights is None or result.sizing.fits:
+        return None
+    alone = weights_alone(weights.total_bytes, weights.per_rank_bytes, device.total_bytes, result.request.utilization)
+    return None if alone is None else alone.sentence(device.gpu.key if device.gpu else "GPU of this memory")
+
+
 def suggested_fix(result: PlanResult) -> str | None:
     """One actionable sentence for a configuration that does not fit."""
     sizing = result.sizing
     if sizing.fits:
         return None
+    alone = weights_alone_note(result)
+    if alone is not None:
+        return alone
     needed = sizing.bytes_needed_for_one_max_len_request
     if result.kv_cache_memory_bytes <= 0 or needed <= 0:
         return "the KV cache gets no memory: raise gpu_memory_utilization, use a larger GPU or more GPUs"

@@ -21,7 +21,8 @@ def gpu_problem(key: str) -> str | None:
 
 
 GPU = Checked(Text(max_length=256, controls=False), gpu_problem,
-              "a GPU of `kvplan gpus` (its key, or a unique prefix of it)", says="a GPU key of `kvplan gpus`")
+              "a GPU of `kvplan gpus`: its key, a unique prefix of it, its name as nvidia-smi prints it, or words "
+              "naming one (\"L4\", \"H100 SXM\")", says="a GPU key of `kvplan gpus`")
 MODEL = Text(max_length=limits.MAX_PATH, controls=False, description="hub id, model directory or config.json path")
 MEMORY = ByteSize(1, limits.MAX_BYTES)
 UTILIZATION = Number(0, 1, exclusive_minimum=True, description="vLLM's gpu_memory_utilization in (0, 1]")

@@ -61,7 +61,7 @@ from kvplan.semantics.memory.cudagraphs import (
 )
 from kvplan.semantics.memory.profile_batch import ProfileBatch, profile_batch
 from kvplan.semantics.memory.sampler import ASSUMED_MULTIPROCESSORS, RUNNER_STATE
-from kvplan.units import format_gib
+from kvplan.units import format_duration, format_gib
 from kvplan.usecases.measured_sizing import RankReadings, measured_plan
 from kvplan.usecases.plan import PlanRequest, PlanResult, SettledConfig, check_request, plan, settle
 from kvplan.usecases.profile_summary import ProfileSummary, Provenance, knobs_sha256
@@ -248,6 +248,8 @@ def _outside(options: ProfileRequest, backend: str, snapshot: DeviceSnapshot, he
         context, context_source = None, f"not measured ({backend} backend); --cuda-context-bytes sets it"
     if options.plan.release.cuda_graphs_in_budget:
         graphs, graph_source = 0, "inside the budget: the release takes its estimate from the KV cache"
+    elif options.plan.enforce_eager:
+        graphs, graph_source = 0, "--enforce-eager: vLLM captures no CUDA graphs"
     elif options.cuda_graph_bytes is not None:
         graphs, graph_source = options.cuda_graph_bytes, "--cuda-graph-bytes"
     else:
@@ -329,9 +331,12 @@ def run_profile(options: ProfileRequest, progress: Progress | None = None) -> Pr
             f"SM count of this GPU unknown: the sampler's top-k/top-p scratch buffer assumes {multiprocessors}"
         )
     ranks = []
-    for shard in rank_shards(setup):
+    shards = rank_shards(setup)
+    for number, shard in enumerate(shards, start=1):
+        # a count of the stages profiled, so that a long run says how far it is
+        rank_say = say if len(shards) == 1 else (lambda text, n=number: say(f"stage {n} of {len(shards)}: {text}"))
         ranks.append(_profile_rank(backend, name, source, shard, setup, options, request, batch, multiprocessors,
-                                   snapshot, say, warnings))
+                                   snapshot, rank_say, warnings))
     # the rank with the least KV memory bounds the pool (vLLM takes the smallest block count)
     binding = min(ranks, key=lambda rank: rank.budget.available_kv_bytes)
     weights, activations, budget = binding.weights, binding.activations, binding.budget
@@ -430,6 +435,8 @@ def _profile_rank(
         how = weights.how if shard is None else f"vLLM's sharding of the model's parameters ({estimate.method})"
         weights = replace(weights, weights_bytes=per_rank, how=how)
     plural = "" if shard is None else " on this rank's shard"
+    if name == "cpu":
+        say(_cpu_forward_estimate(weights.weights_bytes, setup.model_dtype, batch.num_tokens))
     say(f"profile run{plural}: {batch.num_tokens} tokens over {batch.num_reqs} requests, then the dummy sampler")
     release = request.release
     activations = backend.profile(batch, multiprocessors, release.profile_sampler)
@@ -474,6 +481,17 @@ def rank_index(shard: RankShard, setup: SettledConfig) -> int:
     return stages.index(shard.layers)
 
 
+def _cpu_forward_estimate(weights_bytes: int, dtype: str, tokens: int) -> str:
+    """What the cpu backend's profile run will take, said before it starts: its forward is real."""
+    from kvplan.measure.cpu_speed import forward_seconds, matmul_flops_per_s
+
+    parameters = weights_bytes / dtype_size(dtype)
+    rate = matmul_flops_per_s()
+    return (f"the cpu backend's profile run is a real forward of {tokens:,} tokens through {parameters / 1e9:.2f} B "
+            f"parameters: about {format_duration(forward_seconds(parameters, tokens, rate))} on this CPU "
+            f"({rate / 1e9:,.0f} GFLOP/s measured; --backend fake predicts the same memory in seconds)")
+
+
 def _cuda_graph_estimate(options: ProfileRequest, backend_name: str, backend: MemoryBackend, setup: SettledConfig,
                          say: Progress) -> CudaGraphEstimate | None:
     """The CUDA-graph pool a release that takes it from the KV budget subtracts (None for one that
@@ -483,6 +501,9 @@ def _cuda_graph_estimate(options: ProfileRequest, backend_name: str, backend: Me
         return None
     if options.cuda_graph_bytes is not None:
         return CudaGraphEstimate(options.cuda_graph_bytes, "given", "--cuda-graph-bytes")
+    if options.plan.enforce_eager:
+        # vLLM's --enforce-eager sets cudagraph_mode NONE: `capture_model` records nothing
+        return CudaGraphEstimate(0, "given", "--enforce-eager: no CUDA graphs")
     plan = capture_plan(setup.batch.max_num_seqs, setup.batch.max_num_batched_tokens, setup.device.capability,
                         release=release)
     if not plan.piecewise:
@@ -554,9 +575,10 @@ def provenance_knobs(result: ProfileResult) -> dict[str, Any]:
     options = result.options
     # the release is the provenance's `vllm_semantics`, not a setting; a setting only 0.34.0 has is
     # recorded where it was given (profiles of earlier releases keep their knobs and digest)
+    # (--prompt-len only chooses which concurrency figures are shown: not a setting either)
     knobs = {field.name: getattr(options.plan, field.name) for field in dataclasses.fields(PlanRequest)
-             if field.name != "release" and not (field.name in SINCE_0_34_0 and getattr(options.plan, field.name)
-                                                  is None)}
+             if field.name not in ("release", "prompt_lens")
+             and not (field.name in SINCE_0_34_0 and getattr(options.plan, field.name) is None)}
     knobs.update(
         backend=result.backend, load_format=options.load_format, attention_backend=options.attention_backend,
         allocate=options.allocate, non_torch_bytes=options.non_torch_bytes,

@@ -59,7 +59,8 @@ def offline():
 @pytest.mark.parametrize(("argv", "says"), [
     (["plan", "--kv-cache-memory", "9" * 5000], "--kv-cache-memory: cannot read"),
     (["plan", "--kv-cache-memory", "1e400"], "--kv-cache-memory: cannot read '1e400'"),
-    (["plan", "--kv-cache-memory", "1GiB", "-pp", "100"], "a pipeline stage holds no layer"),
+    (["plan", "Qwen/Qwen2-0.5B-Instruct", "--kv-cache-memory", "1GiB", "-pp", "100"],
+     "a pipeline stage holds no layer"),
     (["plan", "--kv-cache-memory", "1GiB", "-tp", str(2**70)], "--tensor-parallel-size: 1180591620717411303424 is out"),
     (["plan", "--kv-cache-memory", "1GiB", "--num-gpu-blocks-override", "1"], "--num-gpu-blocks-override: 1 is out"),
     # gpt-oss splits its 8 KV heads without replicating them: 64 ranks would hold none (a ZeroDivisionError)
@@ -78,7 +79,7 @@ FIT = ["fit", "-w", str(REPO / "examples" / "workloads" / "chat-5rps.json"), "--
 
 
 @pytest.mark.parametrize(("argv", "says"), [
-    ([*FIT, "--tp", "99999999999999999999999"], "--tp: 99999999999999999999999 is out of range"),
+    ([*FIT, "--tp", "99999999999999999999999"], "--tensor-parallel-size: 99999999999999999999999 is out of range"),
     ([*FIT, "--concurrency", "2@99999999999999999999999"], "--concurrency (tokens): 99999999999999999999999 is out"),
     ([*FIT, "--rate", "1e30/s"], "--rate: 1e+30 is out of range"),
     ([*FIT, "--slo", "ttft_p95=1e30s"], "--slo: 1e+30 is out of range"),

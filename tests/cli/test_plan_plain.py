@@ -21,6 +21,9 @@ PLAIN = [
     ["--kv-cache-memory", "1GiB", "--prefix-caching", "off", "--no-chunked-prefill", "--trust-remote-code"],
     ["--kv-cache-memory", "1GiB", "--gpu-memory", "80GiB", "--kv-cache-dtype", "fp8", "--gpu-memory-utilization=.5"],
     ["--kv-cache-memory", "1GiB", "--num-gpu-blocks-override", "100", "--max-num-batched-tokens", "4096"],
+    ["Qwen/Qwen2-0.5B-Instruct", "--kv-cache-memory", "1GiB", "-tp", "2"],       # vllm serve MODEL
+    ["--kv-cache-memory-bytes", "1GiB", "--tp", "2", "--pp", "1", "Qwen/Qwen2-0.5B-Instruct"],
+    ["--kv-cache-memory", "1GiB", "--enforce-eager", "--quantization", "fp8", "-q", "fp8"][:5],
     [],
 ]
 TO_TYPER = [
@@ -30,7 +33,7 @@ TO_TYPER = [
     ["--kv-cache-memory", "1GiB", "--max-num-seqs", "1e3"],           # not a plain integer
     ["--kv-cache-memory", "1GiB", "--kv-cache-memory", "2GiB"],       # given twice
     ["--kv-cache-memory", "1GiB", "--json=1"],
-    ["--kv-cache-memory", "1GiB", "extra"],
+    ["--kv-cache-memory", "1GiB", "extra", "words"],                    # two models
     ["--kv-cache-memory"],
     ["-mQwen/Qwen2-0.5B-Instruct"],
 ]

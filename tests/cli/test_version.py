@@ -17,7 +17,8 @@ def test_version_json_is_data_only():
 
 def test_version_names_the_releases_and_why_the_default():
     out = subprocess.run([sys.executable, "-m", "kvplan", "version"], capture_output=True, text=True, check=True)
-    first, releases, default = out.stdout.splitlines()
+    first, releases, default, origin = out.stdout.splitlines()
+    assert origin.startswith("installed from: ")
     assert first.endswith(f"(vLLM {default_release().version} semantics)")
     assert releases == "reproduces vLLM 0.17.1, 0.33.0, 0.34.0; --vllm-version chooses one"
     assert default.startswith(f"default {default_release().version}: ")

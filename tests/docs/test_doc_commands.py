@@ -39,6 +39,8 @@ SKIP = {
     "python3 -m venv .venv": "creates the environment this suite runs in",
     ".venv/bin/pip install -e '.[profile]'": "installs kvplan from the clone into .venv: what `make setup` does",
     ".venv/bin/pip install -e .": "installs kvplan from the clone into .venv: what `make setup` does",
+    "pip install -e '.[profile]'": "installs kvplan from the clone into the reader's environment: what `make setup` "
+                                   "does into .venv",
     'pip install "kvplan @ git+https://github.com/YOUR-ORG/kvplan@REF"':
         "a CI job's install from kvplan's repository: needs the network and the reader's URL",
     'pip install "kvplan[profile] @ git+https://github.com/YOUR-ORG/kvplan@REF"':

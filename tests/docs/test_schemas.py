@@ -16,6 +16,7 @@ from kvplan.usecases.plan import PlanRequest, plan
 REPO = Path(__file__).resolve().parents[2]
 SCHEMAS = REPO / "docs" / "schemas"
 EXAMPLE_TRACE = REPO / "tests" / "data" / "traces" / "example.json"
+QWEN = "Qwen/Qwen2-0.5B-Instruct"
 
 
 def validator(name: str) -> jsonschema.Draft202012Validator:
@@ -46,8 +47,8 @@ def test_listing_commands(command):
 
 def test_plan_cli_output_fitting_and_not():
     schema = validator("plan")
-    schema.validate(json.loads(kvplan_json("plan", "--kv-cache-memory", "24GiB", "--json")))
-    refused = json.loads(kvplan_json("plan", "--kv-cache-memory", "300MiB", "--json"))
+    schema.validate(json.loads(kvplan_json("plan", QWEN, "--kv-cache-memory", "24GiB", "--json")))
+    refused = json.loads(kvplan_json("plan", QWEN, "--kv-cache-memory", "300MiB", "--json"))
     assert refused["fits"] is False
     schema.validate(refused)
 
@@ -96,7 +97,7 @@ def test_simulate(tmp_path):
 
 def test_profile_saved_and_fresh(tmp_path):
     saved = json.loads((REPO / "examples" / "checks" / "profiles" / "qwen2-0.5b-l4.json").read_text())
-    fresh = json.loads(kvplan_json("profile", "--backend", "fake", "--gpu", "l4-24gb", "--no-allocate", "--json"))
+    fresh = json.loads(kvplan_json("profile", QWEN, "--backend", "fake", "--gpu", "l4-24gb", "--no-allocate", "--json"))
     for document in (saved, fresh):
         validator("profile").validate(document)
         validator("plan").validate(document["plan"])

@@ -51,7 +51,7 @@ def result() -> FitResult:
                configuration("h100-sxm-80gb", 2, 70.0, True, 2.5))
     rejected = RejectedFamily("l4-24gb", 1, 1, "auto", "slo_missed", "misses the objectives at 5 req/s (est.)",
                               PlannedPoint(Configuration(model=MODEL, gpu="l4-24gb"), "fits"), check(2.0, False), 0.8)
-    return FitResult(request, passing, (rejected,), FitCounts(8, 6, 1, 1, 2, 4, 24), "cost_per_million_requests",
+    return FitResult(request, passing, (rejected,), FitCounts(8, 6, 1, 1, 2, 4, 24), "cost_per_hour_at_rate",
                      "local", 2, ("a note",))
 
 

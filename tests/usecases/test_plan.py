@@ -106,7 +106,7 @@ def test_catalog_model_plans_like_vllm_0_33_0_and_0_34_0(index: int, release: Re
 
 
 def test_the_0_33_0_refusals_hold_back_one_block_and_read_as_0_33_0() -> None:
-    done = run_cli("--kv-cache-memory", "300MiB", "--json", "--vllm-version", "0.33.0")
+    done = run_cli(QWEN, "--kv-cache-memory", "300MiB", "--json", "--vllm-version", "0.33.0")
     assert done.returncode == 1
     record = json.loads(done.stdout)
     # 1,600 blocks of 196,608 B, one held back: 1,599 x 16 tokens
@@ -134,6 +134,9 @@ def test_excluded_tensor_parallel_sizes_are_refused_like_vllm() -> None:
             assert str(rejected.value) in excluded["why"]
             refused += 1
     assert refused >= 8
+
+
+QWEN = "Qwen/Qwen2-0.5B-Instruct"
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -168,7 +171,7 @@ def test_fp8_kv_cache_halves_the_page() -> None:
 
 
 def test_not_fitting_is_a_finding_with_vllms_text_and_a_fix() -> None:
-    done = run_cli("--kv-cache-memory", "300MiB", "--json", "--vllm-version", "0.17.1")
+    done = run_cli(QWEN, "--kv-cache-memory", "300MiB", "--json", "--vllm-version", "0.17.1")
     assert done.returncode == 1
     record = json.loads(done.stdout)
     assert record["fits"] is False
@@ -189,13 +192,14 @@ def test_auto_fit_max_model_len() -> None:
 @pytest.mark.parametrize(
     ("args", "says"),
     [
-        ((), "--kv-cache-memory"),
+        ((), "no model given; usage: kvplan plan MODEL [OPTIONS]"),
+        ((QWEN,), "--kv-cache-memory"),
         (("--kv-cache-memory", "lots"), "cannot read 'lots' as a byte count"),
         (("--kv-cache-memory", "1GiB", "--block-size", "7"), "--block-size: 7 is not a block size vLLM accepts"),
-        (("--kv-cache-memory", "1GiB", "--max-model-len", "99999999"), "greater than the derived max_model_len"),
+        ((QWEN, "--kv-cache-memory", "1GiB", "--max-model-len", "99999999"), "greater than the derived max_model_len"),
         (("--kv-cache-memory", "1GiB", "--model", "/nonexistent/config.json"), "not a Hugging Face hub id"),
         (("--kv-cache-memory", "1GiB", "--gpu", "nosuchgpu"), "kvplan gpus"),
-        (("--kv-cache-memory", "1GiB", "-tp", "4"), "divisible by tensor parallel size"),
+        ((QWEN, "--kv-cache-memory", "1GiB", "-tp", "4"), "divisible by tensor parallel size"),
         (("--kv-cache-memory", "1GiB", "--gpu-memory-utilization", "1.5"), "expected a number above 0 and at most 1"),
     ],
 )

@@ -136,39 +136,60 @@ class BlockPool:
     # -- mutations -----------------------------------------------------------------------------
 
     def get_new_blocks(self, num_blocks: int, group_id: int = 0) -> list[KVCacheBlock]:
-        """Pop `num_blocks` from the head of the free queue for a group, evicting their cached hashes."""
+        """Pop `num_blocks` from the head of the free queue for a group, evicting their cached hashes.
+
+        A pool full of evictable cached blocks (every long run) evicts one hash per block handed
+        out, so the eviction (`_evict`) is inlined here: one loop, counters updated once."""
         free = self._free
         if num_blocks > len(free):
             raise ValueError(f"Cannot get {num_blocks} free blocks from the pool")
         popleft = free.popitem
-        new_blocks = []
-        for _ in range(num_blocks):
-            block = popleft(False)[1]
-            if block.block_hash is not None:
-                self._evict(block)
+        new_blocks = [popleft(False)[1] for _ in range(num_blocks)]
+        cached_by_group = self._cached
+        evicted = self.evicted if self.tracks_evictions else None
+        num_evicted = 0
+        for block in new_blocks:
+            block_hash = block.block_hash
+            if block_hash is not None:
+                cached = cached_by_group[block.group_id]
+                entry = cached.pop(block_hash)
+                if entry is not block:
+                    self._keep_other_copies(cached, block_hash, entry, block)
+                block.block_hash = None
+                num_evicted += 1
+                if evicted is not None:
+                    evicted.add(int.from_bytes(block_hash[:8], "little"))  # _fingerprint, inline
             block.ref_cnt = 1
             block.group_id = group_id
-            new_blocks.append(block)
+        if num_evicted:
+            self.num_cached_blocks -= num_evicted
+            self.num_evictable_cached_blocks -= num_evicted
         self._num_used_by_group[group_id] += num_blocks
         return new_blocks
 
+    @staticmethod
+    def _keep_other_copies(cached: dict[BlockHash, KVCacheBlock | dict[int, KVCacheBlock]], block_hash: BlockHash,
+                           entry: KVCacheBlock | dict[int, KVCacheBlock], block: KVCacheBlock) -> None:
+        """Evicting one of several full blocks that share a hash: the others stay cached under it."""
+        assert not isinstance(entry, KVCacheBlock), f"block {block.block_id} is not the one cached"
+        del entry[block.block_id]
+        if entry:
+            cached[block_hash] = entry
+
     def _evict(self, block: KVCacheBlock) -> None:
-        """Drop a free block's hash before reuse: it stops being a prefix-cache hit."""
+        """Drop a free block's hash before reuse: it stops being a prefix-cache hit (as
+        `get_new_blocks` does inline)."""
         block_hash = block.block_hash
         assert block_hash is not None
         cached = self._cached[block.group_id]
         entry = cached.pop(block_hash)
-        if isinstance(entry, KVCacheBlock):
-            assert entry is block
-        else:
-            del entry[block.block_id]
-            if entry:
-                cached[block_hash] = entry
+        if entry is not block:
+            self._keep_other_copies(cached, block_hash, entry, block)
         block.block_hash = None
         self.num_cached_blocks -= 1
         self.num_evictable_cached_blocks -= 1
         if self.tracks_evictions:
-            self.evicted.add(int.from_bytes(block_hash[:8], "little"))  # _fingerprint, inline: every eviction
+            self.evicted.add(_fingerprint(block_hash))
 
     def stop_tracking_evictions(self) -> None:
         """The run was short of blocks already (a preemption, an admission that waited, a miss on an
@@ -195,20 +216,27 @@ class BlockPool:
         the given order: at the tail, or, when the release puts unhashed blocks at the head, there if
         they carry no hash (every block with caching off), so that the first of them is handed out next."""
         free = self._free
+        used_by_group = self._num_used_by_group
+        to_head = self._unhashed_to_head
         to_front: list[KVCacheBlock] = []
+        num_evictable = 0
         for block in ordered_blocks:
-            if block.block_id == 0:
+            count = block.ref_cnt - 1
+            if count:
+                # still referenced (a shared prefix); the null block (ref_cnt 0) is never counted
+                if block.block_id:
+                    block.ref_cnt = count
                 continue
-            block.ref_cnt -= 1
-            if block.ref_cnt == 0:
-                self._num_used_by_group[block.group_id] -= 1
-                if block.block_hash is not None:
-                    self.num_evictable_cached_blocks += 1
-                    free[block.block_id] = block
-                elif self._unhashed_to_head:
-                    to_front.append(block)
-                else:
-                    free[block.block_id] = block
+            block.ref_cnt = 0
+            used_by_group[block.group_id] -= 1
+            if block.block_hash is not None:
+                num_evictable += 1
+                free[block.block_id] = block
+            elif to_head:
+                to_front.append(block)
+            else:
+                free[block.block_id] = block
+        self.num_evictable_cached_blocks += num_evictable
         for block in reversed(to_front):
             free[block.block_id] = block
             free.move_to_end(block.block_id, last=False)
@@ -220,6 +248,7 @@ class BlockPool:
         hashes; null blocks (out of a window) are skipped, and so are the indexes not in `reachable`
         when it is given (blocks no later request can hit, which stay unhashed)."""
         cached = self._cached[group_id]
+        num_cached = num_evictable = 0
         for i in range(num_cached_blocks, num_full_blocks):
             block = blocks[i]
             if block.block_id == 0 or (reachable is not None and i not in reachable):
@@ -234,9 +263,11 @@ class BlockPool:
                 cached[block_hash] = {entry.block_id: entry, block.block_id: block}
             else:
                 entry[block.block_id] = block
-            self.num_cached_blocks += 1
+            num_cached += 1
             if block.ref_cnt == 0:
-                self.num_evictable_cached_blocks += 1
+                num_evictable += 1
+        self.num_cached_blocks += num_cached
+        self.num_evictable_cached_blocks += num_evictable
 
     def reset_prefix_cache(self) -> bool:
         """Forget every cached hash; only possible when no block is in use, as in vLLM."""

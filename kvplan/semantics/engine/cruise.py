@@ -6,9 +6,14 @@ one per step, and its blocks change only at steps known in advance (the step its
 needs a block or fills one, the batch whose token completes a block's hash, the batch of its last
 token). Such a request *cruises*: its `Request` counters are left as they were when it started
 cruising, and only those steps touch it, through the very code the per-step path runs
-(`KVCacheManager.allocate_slots`, the block hasher, `Scheduler._finish`), in vLLM's order. Every
-other step costs nothing per cruising request; the step's batch counts them as a number and a
-sum of context lengths.
+(`KVCacheManager.allocate_slots`, `Scheduler._finish`), in vLLM's order. Every other step costs
+nothing per cruising request; the step's batch counts them as a number and a sum of context lengths.
+
+A cruising request's block hashes are brought up to date only where they are read: before its
+`allocate_slots` calls (which cache its full blocks under them), at its finish and at landing. A
+hash is a function of the tokens before it alone (`hashing.py`), and only the request's own
+caching reads its hashes, so computing them then instead of at each batch's output changes no
+value and no hit.
 
 Cruising requests are always the leading requests of the running order (a request starts
 cruising only when every request before it does), so vLLM's FCFS loop gives them their tokens
@@ -38,8 +43,6 @@ if TYPE_CHECKING:
 # binds, landings come in every step, and each is one pass over the cruising requests.
 LANDING_COOLDOWN_STEPS = 32
 
-# kinds of events at a batch's output, in the order the per-step loop handles one request's token
-HASH, FINISH = 0, 1
 
 
 class Cruiser:
@@ -75,8 +78,8 @@ class Cruise:
         self.sum_base = 0
         # (step, seq, cruiser): the step's schedule calls allocate_slots for it
         self._schedule_events: list[tuple[int, int, Cruiser]] = []
-        # (batch step, seq, kind, cruiser): what processing that batch does to it
-        self._output_events: list[tuple[int, int, int, Cruiser]] = []
+        # (batch step, seq, cruiser): processing that batch gives it its last token
+        self._output_events: list[tuple[int, int, Cruiser]] = []
         # async: cruising requests left out of a step's schedule (their last token is in flight)
         self._skipped: dict[int, tuple[int, int]] = {}
         self._seq = 0
@@ -117,10 +120,7 @@ class Cruise:
         self.cruisers[request.request_id] = cruiser
         self.sum_base += base
         self._push_schedule_event(cruiser, step + 1)
-        if self.hasher is not None:
-            first = step + 1
-            self._push_hash_event(cruiser, first + (-(cruiser.token_base + first)) % self.block_size)
-        heapq.heappush(self._output_events, (cruiser.last_batch, cruiser.seq, FINISH, cruiser))
+        heapq.heappush(self._output_events, (cruiser.last_batch, cruiser.seq, cruiser))
         if self.is_async:
             skipped_at = cruiser.last_batch + 1
             count, bases = self._skipped.get(skipped_at, (0, 0))
@@ -135,10 +135,6 @@ class Cruise:
                    min(request.kv_slot_limit - base + 1, request.kv_known_noop_limit - base + 2 - self.known_ahead))
         if step <= cruiser.last_batch:
             heapq.heappush(self._schedule_events, (step, cruiser.seq, cruiser))
-
-    def _push_hash_event(self, cruiser: Cruiser, batch: int) -> None:
-        if batch <= cruiser.last_batch:
-            heapq.heappush(self._output_events, (batch, cruiser.seq, HASH, cruiser))
 
     # ------------------------------------------------------------------------ a step
 
@@ -168,31 +164,31 @@ class Cruise:
 
     def allocate(self, due: list[Cruiser], step: int) -> None:
         """The calls of step `step`'s schedule; the caller checked that the free queue covers them."""
-        allocate_slots = self.kv.allocate_slots
+        allocate_one_slot = self.kv.allocate_one_slot
+        hasher = self.hasher
         for cruiser in due:
             request = cruiser.request
             computed = request.num_computed_tokens = cruiser.base + step - 1
             request.num_tokens = computed + self.known_ahead
-            allocated = allocate_slots(request, 1)
-            assert allocated is not None
+            if hasher is not None:
+                hasher.update(request)
+            allocated = allocate_one_slot(request)
+            assert allocated
             self._push_schedule_event(cruiser, step + 1)
 
     def process_batch(self, batch_step: int, finish: Callable[[Request], None], finished: list[str]) -> None:
-        """Processing the batch of `batch_step`: the blocks its tokens complete get their hashes,
-        and requests that got their last token finish, in running order."""
+        """Processing the batch of `batch_step`: requests that got their last token finish, in
+        running order (their hashes brought up to date first, as the per-step path keeps them)."""
         events = self._output_events
         hasher = self.hasher
         while events and events[0][0] == batch_step:
-            _, _, kind, cruiser = heapq.heappop(events)
+            cruiser = heapq.heappop(events)[2]
             if cruiser.done:
                 continue
             request = cruiser.request
             request.num_tokens = cruiser.token_base + batch_step
-            if kind == HASH:
-                assert hasher is not None
+            if hasher is not None:
                 hasher.update(request)
-                self._push_hash_event(cruiser, batch_step + self.block_size)
-                continue
             request.num_output_tokens = request.max_tokens
             computed = request.num_computed_tokens = cruiser.base + batch_step
             request.num_output_placeholders = request.num_in_flight_tokens = 0
@@ -221,6 +217,8 @@ class Cruise:
             request.num_tokens = computed + self.known_ahead
             request.num_output_tokens = cruiser.output_base - shift + step - 1
             request.num_output_placeholders = request.num_in_flight_tokens = shift
+            if self.hasher is not None:
+                self.hasher.update(request)
             cruiser.done = True
         self.cruisers = {}
         self.sum_base = 0

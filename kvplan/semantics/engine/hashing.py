@@ -78,7 +78,7 @@ class RequestBlockHasher:
         last = request.num_tokens // block_size
         if first >= last:
             return
-        data = encode_tokens(request.token_ids(first * block_size, last * block_size))
+        data = request.token_bytes(first * block_size, last * block_size)
         parent = hashes[-1] if hashes else self.none_hash
         width = 8 * block_size
         if request.needs_extra_keys:

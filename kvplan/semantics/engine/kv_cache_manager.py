@@ -182,6 +182,38 @@ class KVCacheManager:
         request.kv_noop_limit = request.kv_slot_limit = coordinator.noop_limit(request)
         return new_blocks
 
+    def allocate_one_slot(self, request: Request) -> bool:
+        """`allocate_slots(request, 1)` for a running request of the one full-attention group, without
+        prefix hits or lookahead (the bulk path's decodes, `cruise.py`): the short path above with its
+        constants folded in. False, with nothing changed, when the free queue is too short."""
+        max_model_len = self.max_model_len
+        block_size = self.block_size
+        request_id = request.request_id
+        total_computed = request.num_computed_tokens
+        if total_computed > max_model_len:
+            total_computed = max_model_len
+        num_tokens_main = total_computed + 1
+        num_tokens_need_slot = num_tokens_main if num_tokens_main < max_model_len else max_model_len
+        blocks = self._req_to_blocks.get(request_id)
+        if blocks is None:
+            blocks = []
+        num_missing = (num_tokens_need_slot + block_size - 1) // block_size - len(blocks)
+        if num_missing > self.block_pool.num_free_blocks:
+            return False
+        self._req_to_blocks[request_id] = blocks
+        if num_missing > 0:
+            blocks.extend(self.block_pool.get_new_blocks(num_missing))
+        if self.enable_caching:
+            if num_tokens_main > request.num_tokens:
+                num_tokens_main = request.num_tokens
+            num_full = num_tokens_main // block_size
+            num_cached = self._num_cached_block.get(request_id, 0)
+            if num_full > num_cached:
+                self.block_pool.cache_full_blocks(blocks, request.block_hashes, num_cached, num_full)
+                self._num_cached_block[request_id] = num_full
+        self._set_noop_limit(request, blocks)
+        return True
+
     def _whole_sequence_fits(self, request: Request, num_new_computed_tokens: int,
                              new_computed_blocks: Sequence[Sequence[KVCacheBlock]],
                              num_external_computed_tokens: int) -> bool:

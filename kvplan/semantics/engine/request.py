@@ -30,10 +30,47 @@ class MultiModalFeature:
     length: int
 
 
+# Tokens as the engine stores and hashes them: signed 64-bit, native order (array "q"). A run of
+# consecutive ids (a simulated prompt's history, a request's planned outputs: `range`s) is encoded
+# in bulk below, without making one Python int per token, the cost of a long prompt.
+_LOW = 1 << 16
+_LOW_BYTE_0 = bytes(i & 0xFF for i in range(_LOW))
+_LOW_BYTE_1 = bytes(i >> 8 for i in range(_LOW))
+_NATIVE_LITTLE = array("q", [1]).tobytes()[0] == 1
+# Outputs whose encoding a request keeps once computed (longer ranges are encoded per call).
+MAX_KEPT_OUTPUT_TOKENS = 1 << 16
+
+
+def consecutive_token_bytes(start: int, stop: int) -> bytes:
+    """`array("q", range(start, stop)).tobytes()` for 0 <= start <= stop <= 2**63, computed per run of
+    ids that share all but their low 16 bits: one template of the shared high bytes repeated, then
+    the low two bytes of each id written by two strided slice assignments (C loops)."""
+    high, low = divmod(start, _LOW)
+    if low + (stop - start) > _LOW:
+        split = (high + 1) * _LOW
+        return consecutive_token_bytes(start, split) + consecutive_token_bytes(split, stop)
+    count = stop - start
+    out = bytearray((high * _LOW).to_bytes(8, "little") * count)
+    out[0::8] = _LOW_BYTE_0[low:low + count]
+    out[1::8] = _LOW_BYTE_1[low:low + count]
+    return bytes(out)
+
+
+def _is_bulk_range(token_ids: Sequence[int]) -> bool:
+    """A range `consecutive_token_bytes` encodes (on a little-endian machine, as array "q" is there)."""
+    return (type(token_ids) is range and token_ids.step == 1 and token_ids.start >= 0
+            and token_ids.stop <= 1 << 63 and _NATIVE_LITTLE)
+
+
 def as_token_array(token_ids: Sequence[int]) -> array[int]:
     if type(token_ids) is array and token_ids.typecode == "q":
         return token_ids
     tokens: array[int] = array("q")
+    if _is_bulk_range(token_ids):
+        assert isinstance(token_ids, range)
+        if len(token_ids):
+            tokens.frombytes(consecutive_token_bytes(token_ids.start, token_ids.stop))
+        return tokens
     try:
         # from a list: two to three times faster than the constructor walking a range
         tokens.fromlist(list(token_ids))
@@ -48,7 +85,7 @@ class Request:
     EOS is never produced: the request stops after `max_tokens` tokens or at the model length."""
 
     __slots__ = (
-        "_hash_block_size", "block_hasher", "block_hashes", "cache_salt",
+        "_hash_block_size", "_output_bytes", "block_hasher", "block_hashes", "cache_salt",
         "finish_step", "first_scheduled_step", "kv_known_noop_limit", "kv_noop_limit", "kv_slot_limit", "lora_name",
         "max_tokens", "mm_features",
         "needs_extra_keys", "num_cached_tokens", "num_computed_tokens", "num_in_flight_tokens",
@@ -103,6 +140,9 @@ class Request:
         self.mm_features = tuple(sorted(mm_features, key=lambda feature: feature.offset))
         self.needs_extra_keys = lora_name is not None or cache_salt is not None or bool(self.mm_features)
         self.block_hashes: list[bytes] = []
+        # the encoding of `output_token_ids` when it is a range of consecutive ids, made when a
+        # block of outputs is first hashed (`token_bytes`); None until then or for other outputs
+        self._output_bytes: bytes | None = None
         self.block_hasher: RequestBlockHasher | None = None
         self._hash_block_size = 0
         # Written by the KV cache manager: while num_computed_tokens + n stays within it, growing
@@ -131,6 +171,28 @@ class Request:
         if start >= prompt_len:
             return outputs
         return [*self.prompt_token_ids[start:], *outputs]
+
+    def token_bytes(self, start: int, end: int) -> bytes:
+        """`token_ids(start, end)` encoded as the engine hashes it (array "q" bytes)."""
+        prompt_len = self.num_prompt_tokens
+        if end <= prompt_len:
+            return self.prompt_token_ids[start:end].tobytes()
+        outputs = self.output_token_ids
+        first, last = max(start - prompt_len, 0), end - prompt_len
+        if _is_bulk_range(outputs) and last <= len(outputs):
+            assert isinstance(outputs, range)
+            if len(outputs) <= MAX_KEPT_OUTPUT_TOKENS:
+                # decodes hash their outputs one block at a time: encode them all once
+                if self._output_bytes is None:
+                    self._output_bytes = consecutive_token_bytes(outputs.start, outputs.stop)
+                data = self._output_bytes[8 * first:8 * last]
+            else:
+                data = consecutive_token_bytes(outputs.start + first, outputs.start + last)
+        else:
+            data = as_token_array(outputs[first:last]).tobytes()
+        if start >= prompt_len:
+            return data
+        return self.prompt_token_ids[start:].tobytes() + data
 
     def append_output_token(self) -> None:
         """Generate the next planned token (generated tokens are read from `output_token_ids`)."""

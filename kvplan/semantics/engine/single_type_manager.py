@@ -205,7 +205,8 @@ def is_real(block: KVCacheBlock) -> bool:
 
 
 def num_evictable(blocks: Sequence[KVCacheBlock]) -> int:
-    return sum(1 for block in blocks if block.ref_cnt == 0 and not block.is_null)
+    # block_id 0 is the null block (`KVCacheBlock.is_null`, inline: every admission counts its hits)
+    return sum(1 for block in blocks if block.ref_cnt == 0 and block.block_id != 0)
 
 
 def trim_to_alignment(hits: HitLists, block_size: int, alignment: int) -> HitLists:

@@ -536,6 +536,12 @@ def kv_capacity(config: KVCacheConfig, limits: SizingLimits, release: Release) -
     return KV_CAPACITY[release.kv_capacity](config, limits)
 
 
+def concurrency_at_length(config: KVCacheConfig, limits: SizingLimits, release: Release, tokens: int) -> float:
+    """vLLM's "Maximum concurrency" figure for requests of `tokens` tokens instead of max_model_len:
+    the same per-request blocks, taken at that length (how many 4k-token chats fit at once, issue 24)."""
+    return kv_capacity(config, replace(limits, max_model_len=tokens), release)[1]
+
+
 def blocks_for_kv_tokens(tokens: int, group_block_sizes: Sequence[int], blocks_per_request: int,
                          max_model_len: int, release: Release) -> int:
     """The fewest blocks whose "KV cache size" figure is at least `tokens`, by the release's rule."""

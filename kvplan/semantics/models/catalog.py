@@ -27,3 +27,19 @@ def catalog_config_path(model_id: str) -> tuple[str, Path] | None:
         if canonical.lower() == wanted:
             return canonical, CATALOG_DIR / canonical.replace("/", "--", 1) / "config.json"
     return None
+
+
+def close_catalog_ids(model_id: str, limit: int = 3) -> tuple[str, ...]:
+    """Catalog ids spelled like `model_id` (a typo, another organisation, a missing suffix), closest
+    first, for a did-you-mean."""
+    import difflib
+
+    ids = catalog_ids()
+    by_lower = {canonical.lower(): canonical for canonical in ids}
+    wanted = model_id.lower()
+    close = difflib.get_close_matches(wanted, list(by_lower), n=limit, cutoff=0.75)
+    # the same name under another organisation, or the name alone ("Llama-3.1-8B-Instruct")
+    name = wanted.rsplit("/", 1)[-1]
+    by_name = {canonical.lower().rsplit("/", 1)[-1]: canonical.lower() for canonical in ids}
+    close += [by_name[hit] for hit in difflib.get_close_matches(name, list(by_name), n=limit, cutoff=0.8)]
+    return tuple(dict.fromkeys(by_lower[hit] for hit in close))[:limit]

@@ -17,7 +17,7 @@ from kvplan.errors import KvplanError
 from kvplan.files import parse_json, read_input_bytes
 from kvplan.hub import current_access, fetch_config
 from kvplan.schema import check_document
-from kvplan.semantics.models.catalog import catalog_config_path
+from kvplan.semantics.models.catalog import catalog_config_path, close_catalog_ids
 from kvplan.semantics.models.config_format import MODEL_CONFIG, rope_problem
 
 Source = Literal["catalog", "local", "hf-cache", "hub"]
@@ -82,11 +82,13 @@ def resolve_config(model: str) -> ResolvedConfig:
     if cached is not None:
         return _from_bytes(model, "hf-cache", str(cached), _read(cached))
 
+    close = close_catalog_ids(model)
     if not access.allowed:
-        where = f"not in kvplan's catalog or the local Hugging Face cache ({hf_hub_cache_dir()})"
+        hint = f" (did you mean {' or '.join(close)}?)" if close else ""
+        where = f"not in kvplan's catalog{hint} or the local Hugging Face cache ({hf_hub_cache_dir()})"
         advice = "give a local model directory or config.json path, or run `kvplan models` to list the catalog"
         raise KvplanError(f"model {model!r} is {where}, and {access.reason}: {advice}")
-    data, cached_at = fetch_config(model, access)
+    data, cached_at = fetch_config(model, access, close=close)
     return _from_bytes(model, "hub", cached_at, data)
 
 

@@ -12,9 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from kvplan.units import human_bytes
+from kvplan.units import format_duration, human_bytes
 
 Scope = Literal["capacity", "workload"]
+SECONDS = "s (estimate)"               # the unit of a latency kind: it takes a duration ("500ms") too
 Bound = Literal["min", "max", "is"]
 ValueType = Literal["bool", "count", "tokens", "bytes", "fraction", "number", "concurrency"]
 
@@ -156,7 +157,7 @@ def _workload_kinds() -> tuple[AssertionKind, ...]:
                          ("tpot", "time per output token"), ("e2e", "end-to-end latency")):
         for q in ("p50", "p95", "p99"):
             kinds.append(AssertionKind(
-                f"max_{q}_{metric}_s", "workload", "max", "number", "s (estimate)",
+                f"max_{q}_{metric}_s", "workload", "max", "number", SECONDS,
                 f"{q} {what} in seconds, estimated by the step-time model.",
                 ("metrics", "latency", f"{metric}_s_estimate", q)))
             kinds.append(AssertionKind(
@@ -178,6 +179,14 @@ def _workload_kinds() -> tuple[AssertionKind, ...]:
 
 
 KINDS: dict[str, AssertionKind] = {kind.key: kind for kind in (*_CAPACITY, *_workload_kinds())}
+# one spelling of an objective for `fit --slo` and a check spec: fit's names (`ttft_p95`, `preemptions`)
+# are spec keys too, and fit takes the spec's (`max_p95_ttft_s`); a latency takes a duration in both
+OBJECTIVE_NAMES: dict[str, str] = {
+    **{f"{metric}_{q}": f"max_{q}_{metric}_s" for metric in ("queueing", "ttft", "tpot", "e2e")
+       for q in ("p50", "p95", "p99")},
+    "preemptions": "max_preemptions",
+}
+assert set(OBJECTIVE_NAMES.values()) <= set(KINDS)
 PROFILE_ONLY = ("max_activation_peak_bytes", "max_non_torch_bytes")
 # the one implicit assertion of every workload: the run finishes (a stall means a request can never fit)
 COMPLETES = AssertionKind("completes", "workload", "is", "bool", "",
@@ -202,6 +211,8 @@ def format_value(kind: AssertionKind, value: Any) -> str:
         return f"{value:.4g} ({value * 100:.1f}%)"
     if kind.value == "concurrency":
         return f"{value:.2f}x"
+    if kind.unit == SECONDS:
+        return format_duration(value)
     if isinstance(value, int):
         return f"{value:,}"
     return f"{value:,.6g}" if abs(value) >= 1 else f"{value:.4g}"

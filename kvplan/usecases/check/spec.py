@@ -25,8 +25,8 @@ from kvplan.schema import check_document
 from kvplan.semantics.config.cache import utilization_problem
 from kvplan.semantics.models.resolve import model_named_in_file
 from kvplan.semantics.releases import Release, default_release, release_named
-from kvplan.units import parse_bytes
-from kvplan.usecases.check.assertions import KINDS, Assertion, AssertionKind, Concurrency
+from kvplan.units import parse_bytes, parse_duration
+from kvplan.usecases.check.assertions import KINDS, OBJECTIVE_NAMES, SECONDS, Assertion, AssertionKind, Concurrency
 from kvplan.usecases.check.spec_format import SPEC
 
 TOP_KEYS = ("schema_version", "name", "description", "vllm_version", "target", "assert")
@@ -185,7 +185,10 @@ def _parse_block(raw: Any, index: int, base: Path, shown: str) -> AssertBlock:
     where = f"assert[{index}]"
     if not isinstance(raw, dict):
         raise KvplanError(f"{shown}: {where}: expected a table ([[assert]])")
-    _reject_unknown(raw, (*BLOCK_KEYS, *KINDS), f"{shown}: {where}.")
+    _reject_unknown(raw, (*BLOCK_KEYS, *KINDS, *OBJECTIVE_NAMES), f"{shown}: {where}.")
+    for alias, key in OBJECTIVE_NAMES.items():
+        if alias in raw and key in raw:
+            raise KvplanError(f"{shown}: {where}: {alias} and {key} are the same objective: give one of them")
     workload = raw.get("workload")
     if workload is not None and (not isinstance(workload, str) or not workload):
         raise KvplanError(f"{shown}: {where}.workload: expected a path to a workload file, got {workload!r}")
@@ -202,7 +205,7 @@ def _parse_block(raw: Any, index: int, base: Path, shown: str) -> AssertBlock:
     for key, value in raw.items():
         if key in BLOCK_KEYS:
             continue
-        kind = KINDS[key]
+        kind = KINDS[OBJECTIVE_NAMES.get(str(key), str(key))]
         field_where = f"{shown}: {where}.{key}"
         if kind.scope == "workload" and workload is None:
             raise KvplanError(f"{field_where}: a workload assertion needs workload = \"workload.json\" "
@@ -221,7 +224,9 @@ def _parse_block(raw: Any, index: int, base: Path, shown: str) -> AssertBlock:
 
 def parse_required(kind: AssertionKind, value: Any, where: str) -> Any:
     """The required value of one assertion, from a spec value or a flag's text."""
-    if isinstance(value, str) and kind.value not in ("bytes", "concurrency"):
+    if isinstance(value, str) and kind.unit == SECONDS:
+        value = parse_duration(value, where)        # "500ms", as `fit --slo` takes it
+    elif isinstance(value, str) and kind.value not in ("bytes", "concurrency"):
         value = _from_text(kind, value, where)
     if kind.value == "bool":
         if not isinstance(value, bool):

@@ -8,9 +8,11 @@ flag `kvplan check --trust-remote-code` does."""
 from __future__ import annotations
 
 from kvplan import limits
+from kvplan.errors import KvplanError
 from kvplan.schema import (
     Boolean,
     ByteSize,
+    Checked,
     Either,
     Field,
     Integer,
@@ -22,7 +24,8 @@ from kvplan.schema import (
     schema_version,
 )
 from kvplan.semantics.engine.trace_format import SCHEMA_KEY, VLLM_VERSION
-from kvplan.usecases.check.assertions import KINDS, AssertionKind
+from kvplan.units import DURATION_EXAMPLES, parse_duration
+from kvplan.usecases.check.assertions import KINDS, OBJECTIVE_NAMES, SECONDS, AssertionKind
 from kvplan.usecases.plan_settings import MODEL, PLANNING_SETTINGS
 from kvplan.usecases.simulate.workload_format import NO_REMOTE_CODE
 
@@ -40,9 +43,24 @@ CONCURRENCY = Either((
 ))
 
 
+def _duration_problem(text: str) -> str | None:
+    try:
+        parse_duration(text, "duration")
+    except KvplanError as error:
+        return str(error).removeprefix("duration: ")
+    return None
+
+
+# a latency as `fit --slo` writes it ("500ms", "0.5s"); a bare number is seconds
+DURATION = Checked(Text(max_length=64, controls=False), _duration_problem, "a duration: 500ms, 0.5s",
+                   says=f"a duration ({DURATION_EXAMPLES})")
+
+
 def threshold(kind: AssertionKind) -> Kind:
     """What the required value of an assertion kind may be."""
     text = f"{kind.meaning} ({kind.bound} {kind.unit})".replace(" ()", "").strip()
+    if kind.unit == SECONDS:
+        return Either((Number(0, MAX_THRESHOLD), DURATION), description=text)
     if kind.value == "bool":
         return Boolean(text)
     if kind.value == "bytes":
@@ -72,6 +90,8 @@ ASSERT_BLOCK = Record({
     "seed": Field(Integer(0, limits.MAX_SEED)),
     "step_time_ms": Field(Number(0, limits.MAX_STEP_MS, exclusive_minimum=True)),
     **{key: Field(threshold(kind)) for key, kind in KINDS.items()},
+    **{name: Field(threshold(KINDS[key]), description=f"{key}, as `kvplan fit --slo` names it")
+       for name, key in OBJECTIVE_NAMES.items()},
 }, "requirements: capacity assertions, and workload assertions with a workload", title="an [[assert]] table")
 
 SPEC = Record({

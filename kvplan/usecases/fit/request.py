@@ -4,14 +4,15 @@ that every mistake is one line (exit 2)."""
 
 from __future__ import annotations
 
+import difflib
 import math
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
 from kvplan.errors import KvplanError
 from kvplan.semantics.releases import DEFAULT_RELEASE, Release
+from kvplan.units import format_duration, parse_duration
 from kvplan.usecases.simulate.metrics import RunMetrics, Summary
 from kvplan.usecases.simulate.workload import Workload
 
@@ -104,6 +105,7 @@ class FitRequest:
     release: Release = DEFAULT_RELEASE
     dtype: str = "auto"
     trust_remote_code: bool = False
+    step_time: str | None = None      # --step-time: how each configuration's steps are priced (None: auto)
     seed: int | None = None
     rate_precision: float = RATE_PRECISION
     notes: tuple[str, ...] = field(default_factory=tuple)
@@ -118,21 +120,11 @@ class FitRequest:
 
 
 def format_seconds(value: float) -> str:
-    return f"{value * 1e3:.4g} ms" if value < 1 else f"{value:.4g} s"
-
-
-_DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+(?:e[-+]?[0-9]+)?)\s*(ms|s|us)?\s*$", re.IGNORECASE)
+    return format_duration(value)
 
 
 def parse_seconds(text: str, where: str) -> float:
-    match = _DURATION.match(text)
-    if match is None:
-        raise KvplanError(f"{where}: {text!r} is not a duration; write e.g. 500ms or 0.5s")
-    value = float(match.group(1)) * {"ms": 1e-3, "us": 1e-6, "s": 1.0, None: 1.0}[
-        match.group(2).lower() if match.group(2) else None]
-    if not math.isfinite(value) or value <= 0:
-        raise KvplanError(f"{where}: {text!r} must be a positive duration")
-    return value
+    return parse_duration(text, where)
 
 
 def parse_slo(text: str | None) -> tuple[SloBound, ...]:
@@ -140,14 +132,22 @@ def parse_slo(text: str | None) -> tuple[SloBound, ...]:
     if text is None or not text.strip():
         return ()
     known = [f"{m}_{s}" for m in LATENCY_METRICS for s in STATISTICS] + list(COUNT_METRICS)
+    from kvplan.usecases.check.assertions import OBJECTIVE_NAMES
+
+    # a check spec's name of the objective (max_p95_ttft_s) is fit's (ttft_p95) too
+    spec_names = {key: name for name, key in OBJECTIVE_NAMES.items()}
     bounds: dict[str, SloBound] = {}
     for part in text.split(","):
         key, sep, value = part.partition("=")
         key = key.strip().lower()
+        key = spec_names.get(key, key)
         if not sep or not value.strip():
             raise KvplanError(f"--slo: {part.strip()!r}: write KEY=VALUE, e.g. ttft_p95=500ms")
         if key not in known:
-            raise KvplanError(f"--slo: unknown objective {key!r}; one of {', '.join(known)}")
+            close = difflib.get_close_matches(key, [*known, *spec_names], n=1)
+            hint = f"did you mean {close[0]}? " if close else ""
+            raise KvplanError(f"--slo: unknown objective {key!r}; {hint}one of {', '.join(known)} (or a check spec's "
+                              "name of it, e.g. max_p95_ttft_s)")
         if key in bounds:
             raise KvplanError(f"--slo: {key} is given twice")
         if key in COUNT_METRICS:

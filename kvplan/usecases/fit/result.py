@@ -71,10 +71,23 @@ class FitConfiguration:
     gpu_hours_per_million_requests: float | None  # at the highest sustained rate
     cost_per_million_requests: float | None
     pareto: bool                                  # no other is both cheaper per hour and faster
+    # copies of the configuration that carry the asked rate between them (data-parallel replicas,
+    # each at rate / replicas, at most its highest sustained rate); 1 without a workload
+    replicas: int = 1
 
     @property
     def configuration(self) -> Configuration:
         return self.point.configuration
+
+    @property
+    def gpus_at_rate(self) -> int:
+        """GPUs that serve the asked rate: every replica's."""
+        return self.replicas * self.configuration.num_gpus
+
+    @property
+    def cost_per_hour_at_rate(self) -> float | None:
+        """What serving the asked rate costs per hour at your prices (None without them)."""
+        return None if self.cost_per_hour is None else self.cost_per_hour * self.replicas
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ data."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from itertools import product
@@ -460,7 +461,7 @@ def _groups(request: FitRequest, lengths: tuple[int | None, ...]) -> list[PlanGr
         base = Configuration(
             model=request.model, release=request.release, gpu=gpu, tensor_parallel_size=tp, pipeline_parallel_size=pp,
             kv_cache_dtype=kv_dtype, dtype=request.dtype, max_num_seqs=seqs, max_num_batched_tokens=tokens,
-            trust_remote_code=request.trust_remote_code,
+            trust_remote_code=request.trust_remote_code, step_time=request.step_time,
         )
         if request.workload is not None:
             # max_model_len is the length search's; the workload's own is among its candidates
@@ -478,8 +479,10 @@ def _assemble(request: FitRequest, points: list[PlannedPoint], checks: dict[int,
     passing: list[FitConfiguration] = []
     for index, point in enumerate(points):
         check = checks.get(index)
-        if not point.meets_memory or isinstance(check, str) or (request.workload is not None and
-                                                                 (check is None or not check.meets)):
+        if not point.meets_memory or isinstance(check, str):
+            continue
+        copies = replicas_for(check) if request.workload is not None else 1
+        if copies is None:
             continue
         configuration = point.configuration
         price = request.price_of(configuration.gpu or "")
@@ -488,15 +491,19 @@ def _assemble(request: FitRequest, points: list[PlannedPoint], checks: dict[int,
         gpu_hours = None if not rate else configuration.num_gpus * 1e6 / (rate * 3600)
         passing.append(FitConfiguration(
             point, check, per_hour, gpu_hours, None if gpu_hours is None or price is None else gpu_hours * price,
-            pareto=False))
+            pareto=False, replicas=copies))
 
     if request.workload is not None:
-        ranked_by = "cost_per_million_requests" if prices else "gpu_hours_per_million_requests"
+        # what the user pays for: the GPUs (or their price per hour) that serve the rate asked for, not
+        # a setup's cost per request at the rate it could sustain if the traffic were that high
+        ranked_by = "cost_per_hour_at_rate" if prices else "gpus_at_rate"
 
         def key(c: FitConfiguration) -> tuple[float, ...]:
-            cost = c.cost_per_million_requests if prices else c.gpu_hours_per_million_requests
+            at_rate = c.cost_per_hour_at_rate if prices else float(c.gpus_at_rate)
             rate = c.check.max_sustained_rate if c.check and c.check.max_sustained_rate else 0.0
-            return (cost if cost is not None else float("inf"), -rate, c.configuration.num_gpus)
+            per_million = c.cost_per_million_requests if prices else c.gpu_hours_per_million_requests
+            return (at_rate if at_rate is not None else float("inf"), c.replicas,
+                    per_million if per_million is not None else float("inf"), -rate)
     else:
         ranked_by = "cost_per_hour" if prices else "num_gpus"
 
@@ -508,6 +515,19 @@ def _assemble(request: FitRequest, points: list[PlannedPoint], checks: dict[int,
     front = _pareto(passing, prices)
     ranked = tuple(replace(c, pareto=i in front) for i, c in enumerate(passing))
     return ranked, _rejected(request, points, checks, {_family(c.configuration) for c in ranked}), ranked_by
+
+
+def replicas_for(check: RateCheck | None) -> int | None:
+    """How many copies of a configuration serve the asked rate: 1 when it keeps the objectives at
+    that rate, else enough that each copy's share (rate / copies) is at most the highest rate it
+    sustains with them; None when it keeps them at no rate tried."""
+    if check is None:
+        return None
+    if check.meets:
+        return 1
+    if not check.max_sustained_rate or check.max_sustained_rate <= 0:
+        return None
+    return max(2, math.ceil(check.rate / check.max_sustained_rate - 1e-9))
 
 
 def _capacity(c: FitConfiguration) -> float:

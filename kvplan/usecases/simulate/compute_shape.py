@@ -10,10 +10,11 @@ method kvplan cannot price keeps the plan's bytes and says so (``compute_shape``
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING
 
 from kvplan.semantics.models.shape import ModelShape
-from kvplan.usecases.simulate.timing import ComputeShape
+from kvplan.usecases.simulate.timing import ComputeShape, KernelFacts
 
 if TYPE_CHECKING:
     from kvplan.usecases.plan import PlanResult
@@ -65,6 +66,17 @@ def compute_shape(result: PlanResult) -> tuple[ComputeShape | None, tuple[str, .
         head_size=shape.head_size,
         weight_format=fmt,
     ), notes
+
+
+def kernel_facts(result: PlanResult) -> KernelFacts:
+    """The model's config and the plan's parallelism and KV-cache dtype, for measured kernel tables."""
+    request = result.request
+    return KernelFacts(
+        model_config=json.dumps(result.setup.resolved.config, sort_keys=True),
+        tensor_parallel_size=request.tensor_parallel_size,
+        pipeline_parallel_size=request.pipeline_parallel_size,
+        kv_cache_dtype=request.kv_cache_dtype,
+    )
 
 
 def _layers_per_gpu(shape: ModelShape, pp: int) -> int:

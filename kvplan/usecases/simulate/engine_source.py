@@ -22,8 +22,8 @@ from kvplan.semantics.releases import RELEASES, Release, default_release, releas
 from kvplan.usecases.plan import PlanRequest, PlanSummary, plan
 from kvplan.usecases.profile_summary import load_profile, release_mismatch
 from kvplan.usecases.replay import EngineSettings
-from kvplan.usecases.simulate.compute_shape import compute_shape
-from kvplan.usecases.simulate.timing import ComputeShape
+from kvplan.usecases.simulate.compute_shape import compute_shape, kernel_facts
+from kvplan.usecases.simulate.timing import ComputeShape, KernelFacts
 from kvplan.usecases.simulate.workload import EngineSpec
 
 # settings a saved profile or a plan fixes along with the pool size
@@ -47,10 +47,11 @@ class EngineOverrides(EngineSettings):
     pipeline_parallel_size: int | None = None
     trust_remote_code: bool = False          # only ever from the command line
     enforce_eager: bool | None = None        # vLLM's --enforce-eager: no CUDA graphs (the step time only)
+    step_time: str | None = None             # --step-time: auto, kernels or roofline (usecases/step_time_methods.py)
 
     def settings(self) -> dict[str, Any]:
         skip = ("num_gpu_blocks", "gpu", "gpu_memory_utilization", "gpu_memory", "kv_cache_memory",
-                "trust_remote_code", "enforce_eager")
+                "trust_remote_code", "enforce_eager", "step_time")
         return {f.name: getattr(self, f.name) for f in fields(self)
                 if f.name not in skip and getattr(self, f.name) is not None}
 
@@ -67,6 +68,7 @@ class ModelFacts:
     # what one GPU computes per token (the roofline with factors); None: the plan did not say (a profile)
     compute: ComputeShape | None = None
     timing_notes: tuple[str, ...] = ()      # weights the step time cannot price as they are
+    kernels: KernelFacts | None = None      # what measured kernel tables need (a plan's model); None: unknown
 
 
 @dataclass(frozen=True)
@@ -236,7 +238,8 @@ def plan_pool(*, model: str, gpu: str | None, gpu_memory: int | None, gpu_memory
     try:
         pool = pool_from_plan(summary, "plan")
         return replace(pool, weights_warning=result.weights_warning,
-                       facts=replace(pool.facts, compute=shape, timing_notes=timing_notes))
+                       facts=replace(pool.facts, compute=shape, timing_notes=timing_notes,
+                                     kernels=kernel_facts(result)))
     except FieldError as error:
         raise KvplanError(f"engine.model: the planner's record: {error}") from None
 

@@ -375,6 +375,8 @@ class Recorder:
         context = result.bulk_context_tokens
         # a request the engine advances in bulk decodes: its one query token attends its whole context
         pairs = result.bulk_context_tokens
+        decodes = result.num_bulk_scheduled
+        decode_context = result.bulk_context_tokens
         first_tokens: list[RequestRecord] = []
         emitting = self.emitting
         clients = self.clients
@@ -385,6 +387,9 @@ class Recorder:
             context += computed
             # each of the step's new tokens attends every token up to itself
             pairs += tokens * computed - tokens * (tokens - 1) // 2
+            if tokens == 1:
+                decodes += 1
+                decode_context += computed
             if computed >= record.prompt_tokens:
                 if record.first_token_step is None:
                     record.first_token_step = result.step
@@ -400,7 +405,8 @@ class Recorder:
         waits_only = result.output_of_earlier_batch and result.num_scheduled_tokens == 0
         if step_seconds is not None and not waits_only:
             duration = step_seconds(StepLoad(result.num_scheduled_tokens, context,
-                                             len(result.scheduled) + result.num_bulk_scheduled, pairs))
+                                             len(result.scheduled) + result.num_bulk_scheduled, pairs,
+                                             decodes, decode_context))
         end = start + duration
         for record in first_tokens:
             record.first_token_time = end

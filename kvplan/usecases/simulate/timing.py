@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from kvplan.errors import KvplanError
+from kvplan.usecases.step_time_methods import STEP_TIME_METHODS
 
 if TYPE_CHECKING:
     from kvplan.usecases.simulate.engine_source import ModelFacts
@@ -53,18 +54,27 @@ DEFAULT_FACTORS = StepFactors()
 DEFAULT_OVERHEAD_MS = 2.0
 
 
-@dataclass(frozen=True)
+# Not frozen (built once per step: a frozen dataclass's __init__ sets fields through
+# object.__setattr__); step-time models read it only.
+@dataclass(slots=True)
 class StepLoad:
     """What a step does: tokens computed, context tokens whose KV is read, requests in the batch.
 
     ``attention_pairs``: over the scheduled requests, the (query token, attended token) pairs
     attention computes; None for a decode-only step, where each request's one query token attends
-    its whole context (``context_tokens``)."""
+    its whole context (``context_tokens``).
+
+    ``decodes`` / ``decode_context``: of the scheduled requests, those that compute one token (a
+    decode: one query against its context) and their context tokens; the rest are prefill chunks.
+    Only a pricer that times decode and prefill attention apart (measured kernels) reads them;
+    None: not counted (every request but a step's bulk is then priced as a prefill chunk)."""
 
     num_tokens: int
     context_tokens: int
     num_requests: int
     attention_pairs: int | None = None
+    decodes: int | None = None
+    decode_context: int = 0
 
 
 class StepTimeModel(Protocol):
@@ -120,6 +130,17 @@ class ComputeShape:
     attention_heads: int         # query heads per GPU
     head_size: int
     weight_format: str           # bf16, fp16, fp8, int4 (AWQ/GPTQ), ... as timed
+
+
+@dataclass(frozen=True)
+class KernelFacts:
+    """What measured kernel tables are looked up by, besides the GPU and the weights' format (a
+    plan's; ``engine_source.plan_pool``)."""
+
+    model_config: str            # the model's config.json, as JSON text
+    tensor_parallel_size: int = 1
+    pipeline_parallel_size: int = 1
+    kv_cache_dtype: str = "auto"
 
 
 @dataclass(frozen=True)
@@ -215,12 +236,16 @@ def calibrated(points_ms: list[tuple[int, float]], source: str) -> CalibratedSte
 
 def choose_step_time(
     timing: TimingSpec, facts: ModelFacts, *, step_time_ms: float | None, gpu: str | None,
-    enforce_eager: bool = False,
+    enforce_eager: bool = False, method: str = "auto", async_scheduling: bool = True,
 ) -> tuple[StepTimeModel | None, tuple[str, ...]]:
     """The step-time model, first match wins: --step-time-ms, timing.step_time_ms,
-    timing.calibration, the profile's calibration, then a roofline when the model's weight and
-    KV bytes are known (from the profile, the plan or the timing section): with efficiency factors
-    when the plan gave the model's shape, else the bare roofline. None when nothing is known."""
+    timing.calibration, the profile's calibration, then, when the model's weight and KV bytes are
+    known (from the profile, the plan or the timing section), a model of the GPU: for a model whose
+    shape and config the plan gave, measured kernels (``method`` "kernels", or "auto" on a GPU of
+    ``AUTO_KERNEL_GPUS``, with the `perf` extra installed) or the roofline with efficiency factors;
+    else the bare roofline. None when nothing is known."""
+    if method not in STEP_TIME_METHODS:
+        raise KvplanError(f"--step-time: expected one of {', '.join(STEP_TIME_METHODS)}, got {method!r}")
     if step_time_ms is not None:
         return ConstantStepTime(step_time_ms / 1e3, "--step-time-ms"), ()
     if timing.step_time_ms is not None:
@@ -256,8 +281,49 @@ def choose_step_time(
         model = factored_roofline(shape=shape, kv_bytes_per_token=kv_bytes, bandwidth_gbps=spec.bandwidth_gbps,
                                   tflops=tflops, gpu=spec.key, cuda_graphs=not enforce_eager,
                                   overhead_ms=timing.overhead_ms)
+        if method == "kernels" or (method == "auto" and spec.key in AUTO_KERNEL_GPUS):
+            kernels, why = _measured_kernels(facts, shape, spec.key, enforce_eager, timing.overhead_ms,
+                                             async_scheduling, loud=method == "kernels")
+            if kernels is not None:
+                return kernels, (*notes, *facts.timing_notes)
+            if why:
+                return model, (*notes, *facts.timing_notes, why)
         return model, (*notes, *facts.timing_notes)
+    if method == "kernels":
+        notes = (*notes, "--step-time kernels: measured kernels need the model's shape and config (engine.model or "
+                         "--model, planned on the spot): the step time is the bare roofline")
     overhead = timing.overhead_ms if timing.overhead_ms is not None else DEFAULT_OVERHEAD_MS
     model = roofline(weights_bytes=weights, kv_bytes_per_token=kv_bytes, bandwidth_gbps=spec.bandwidth_gbps,
                      bf16_tflops=spec.bf16_tflops, overhead_ms=overhead, gpu=spec.key)
     return model, (*notes, *facts.timing_notes)
+
+
+# GPUs where `--step-time auto` prices steps from measured kernels when the `perf` extra is
+# installed: those where, on the public `vllm bench serve` results, the kernels are at least as
+# accurate as the roofline with factors (docs/accuracy.md, "Measured kernels against the roofline").
+AUTO_KERNEL_GPUS: frozenset[str] = frozenset()
+
+
+def _measured_kernels(facts: ModelFacts, shape: ComputeShape, gpu: str, enforce_eager: bool,
+                      overhead_ms: float | None, async_scheduling: bool, *,
+                      loud: bool) -> tuple[StepTimeModel | None, str | None]:
+    """The measured-kernel step time, or why not: a note for stderr when the kernels were asked
+    for (``loud``) or the database covers the GPU but cannot price this setup."""
+    from kvplan.measure.kernel_tables import KernelQuery, KernelsUnavailable, covers, installed_version, open_tables
+    from kvplan.usecases.simulate.measured_step import KernelStepTime
+
+    if facts.kernels is None:
+        return None, ("--step-time kernels: the engine's model is not known (a profile's or a block count's pool): "
+                      "the step time is the roofline" if loud else None)
+    if not loud and (installed_version() is None or not covers(gpu)):
+        return None, None
+    query = KernelQuery(model_config=facts.kernels.model_config, gpu=gpu,
+                        tensor_parallel_size=facts.kernels.tensor_parallel_size,
+                        pipeline_parallel_size=facts.kernels.pipeline_parallel_size,
+                        weight_format=shape.weight_format, kv_cache_dtype=facts.kernels.kv_cache_dtype)
+    try:
+        tables = open_tables(query)
+    except KernelsUnavailable as error:
+        return None, f"{error}: the step time is the roofline with efficiency factors"
+    return KernelStepTime(tables, weight_format=shape.weight_format, cuda_graphs=not enforce_eager,
+                          num_layers=shape.num_layers, overhead_ms=overhead_ms, overlapped=async_scheduling), None

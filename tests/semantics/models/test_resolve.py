@@ -29,7 +29,7 @@ def hf_home(tmp_path, monkeypatch):
 @pytest.fixture
 def no_hub(monkeypatch):
     """Any attempt to reach the hub fails the test."""
-    def refuse(model_id: str, access: HubAccess) -> tuple[bytes, str]:
+    def refuse(model_id: str, access: HubAccess, **_: object) -> tuple[bytes, str]:
         raise AssertionError(f"the hub was asked for {model_id}")
     monkeypatch.setattr(resolve, "fetch_config", refuse)
 
@@ -143,10 +143,10 @@ def test_a_command_without_network_access_never_fetches(hf_home, no_hub):
 
 
 def test_hub_answer_is_parsed_and_validated(hf_home, monkeypatch):
-    monkeypatch.setattr(resolve, "fetch_config", lambda model_id, access: (json.dumps(TINY).encode(), "cached"))
+    monkeypatch.setattr(resolve, "fetch_config", lambda model_id, access, **_: (json.dumps(TINY).encode(), "cached"))
     resolved = resolve_config("acme/tiny")
     assert (resolved.source, resolved.config) == ("hub", TINY)
     broken = {**TINY, "num_attention_heads": 0}
-    monkeypatch.setattr(resolve, "fetch_config", lambda model_id, access: (json.dumps(broken).encode(), "cached"))
+    monkeypatch.setattr(resolve, "fetch_config", lambda model_id, access, **_: (json.dumps(broken).encode(), "cached"))
     with pytest.raises(KvplanError, match=r"cached: num_attention_heads: 0 is out of range"):
         resolve_config("acme/tiny")

@@ -53,3 +53,35 @@ def test_the_accuracy_page_shows_these_figures(table):
     generator, rows = table
     assert generator.ACCURACY_MD.read_text(encoding="utf-8") == generator.expected_text(rows), \
         "run `.venv/bin/python scripts/gen_latency_table.py`"
+
+
+@pytest.fixture(scope="module")
+def kernels(table):
+    pytest.importorskip("aiconfigurator_core")
+    generator, _ = table
+    return generator.kernel_comparison()
+
+
+def test_the_page_shows_measured_kernels_against_the_roofline(table, kernels):
+    generator, rows = table
+    assert generator.ACCURACY_MD.read_text(encoding="utf-8") == generator.expected_text(rows, kernels), \
+        "run `.venv/bin/python scripts/gen_latency_table.py`"
+
+
+def test_auto_uses_measured_kernels_exactly_where_they_are_no_less_accurate(table, kernels):
+    # docs/accuracy.md: a covered GPU is in AUTO_KERNEL_GPUS when the kernels' median error is no
+    # larger than the roofline's on every metric over its public results
+    from kvplan.usecases.simulate.timing import AUTO_KERNEL_GPUS
+
+    generator, _ = table
+    by_gpu = generator.kernel_medians(kernels)
+    assert by_gpu, "no public result on a GPU the kernel database covers"
+    better = {gpu for gpu, m in by_gpu.items()
+              if all(m["kernels"][metric] <= m["roofline"][metric] for metric in generator.METRICS)}
+    assert better == set(AUTO_KERNEL_GPUS) & set(by_gpu)
+
+
+def test_the_kernels_hold_the_bounds_too(kernels):
+    rows = kernels["kernels"]
+    assert all("measured kernels" in r.method and "h100_sxm" in r.method for r in rows)
+    assert all(abs(r.error("tpot_itl")) <= 0.35 and abs(r.error("throughput")) <= 0.35 for r in rows)
