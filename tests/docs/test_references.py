@@ -282,3 +282,45 @@ def test_a_package_docstring_lists_only_its_own_modules(package: Path):
     missing = [name for name in re.findall(r"(?<![\w/.])(\w+)\.py\b", docstring)
                if not (package.parent / f"{name}.py").is_file()]
     assert not missing, f"{rel(package)} describes modules it does not hold: {', '.join(missing)}"
+
+
+# a module path as the code writes it without the `kvplan/` prefix: `cli/fit.py`, semantics/engine/groups.py
+BARE_MODULE_PATH = re.compile(rf"(?<![\w/.-])(?P<path>(?:{'|'.join(TOP_PACKAGES)})(?:/\w+)*\.py)\b")
+
+
+def _comments_and_docstrings(source: str) -> list[tuple[int, str]]:
+    """The comments and the docstrings (module, class, function) of a module, with their first line."""
+    found = [(token.start[0], token.string) for token in tokenize.generate_tokens(io.StringIO(source).readline)
+             if token.type == tokenize.COMMENT]
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            docstring = ast.get_docstring(node, clean=False)
+            if docstring and node.body:
+                found.append((node.body[0].lineno, docstring))
+    return found
+
+
+def missing_paths(text: str) -> list[str]:
+    """The repository paths and kvplan module paths a comment or docstring names that do not exist."""
+    problems = [match.group("path") for match in REPO_PATH.finditer(text)
+                if not (REPO / match.group("path")).exists() and not re.search(r"[*{}<>]|NAME", match.group("path"))]
+    for pattern in (MODULE_PATH, BARE_MODULE_PATH):
+        for match in pattern.finditer(text):
+            module = PACKAGE / match.group("path")
+            if not (module.is_dir() if match.group("path").endswith("/") else module.is_file()):
+                problems.append(match.group("path"))
+    return sorted(set(problems))
+
+
+def test_the_path_patterns_read_what_the_code_writes():
+    assert missing_paths("the typer application (cli/app.py)") == ["cli/app.py"]
+    assert missing_paths("see `kvplan/cli/app.py` and docs/nowhere.md") == \
+        ["cli/app.py", "docs/nowhere.md", "kvplan/cli/app.py"]
+    assert missing_paths("kvplan/cli/fit.py, `semantics/engine/groups.py`, usecases/plan.py, docs/cli.md") == []
+
+
+@pytest.mark.parametrize("path", _files("*.py", under=("kvplan",)), ids=rel)
+def test_module_comments_and_docstrings_name_only_paths_that_exist(path: Path):
+    problems = [f"line {line}: {cited}" for line, text in _comments_and_docstrings(path.read_text(encoding="utf-8"))
+                for cited in missing_paths(text)]
+    assert not problems, f"{rel(path)} names files that are not in the repository: " + "; ".join(problems)

@@ -142,13 +142,7 @@ class KVCacheManager:
             else:
                 grown = []
             if self.enable_caching and not delay_cache_blocks:
-                if num_tokens_main > request.num_tokens:
-                    num_tokens_main = request.num_tokens
-                num_full = num_tokens_main // block_size
-                num_cached = self._num_cached_block.get(request_id, 0)
-                if num_full > num_cached:
-                    self.block_pool.cache_full_blocks(blocks, request.block_hashes, num_cached, num_full)
-                    self._num_cached_block[request_id] = num_full
+                self._cache_new_full_blocks(request, blocks, num_tokens_main)
             self._set_noop_limit(request, blocks)
             return (grown,)
 
@@ -204,15 +198,21 @@ class KVCacheManager:
         if num_missing > 0:
             blocks.extend(self.block_pool.get_new_blocks(num_missing))
         if self.enable_caching:
-            if num_tokens_main > request.num_tokens:
-                num_tokens_main = request.num_tokens
-            num_full = num_tokens_main // block_size
-            num_cached = self._num_cached_block.get(request_id, 0)
-            if num_full > num_cached:
-                self.block_pool.cache_full_blocks(blocks, request.block_hashes, num_cached, num_full)
-                self._num_cached_block[request_id] = num_full
+            self._cache_new_full_blocks(request, blocks, num_tokens_main)
         self._set_noop_limit(request, blocks)
         return True
+
+    def _cache_new_full_blocks(self, request: Request, blocks: list[KVCacheBlock], num_tokens: int) -> None:
+        """The short paths' caching tail (the one full-attention group): the blocks that the first
+        `num_tokens` tokens fill, capped at the tokens that exist (draft and lookahead slots are
+        never cached), and not cached yet enter the prefix cache; the request's cached count follows."""
+        if num_tokens > request.num_tokens:
+            num_tokens = request.num_tokens
+        num_full = num_tokens // self.block_size
+        num_cached = self._num_cached_block.get(request.request_id, 0)
+        if num_full > num_cached:
+            self.block_pool.cache_full_blocks(blocks, request.block_hashes, num_cached, num_full)
+            self._num_cached_block[request.request_id] = num_full
 
     def _whole_sequence_fits(self, request: Request, num_new_computed_tokens: int,
                              new_computed_blocks: Sequence[Sequence[KVCacheBlock]],
