@@ -35,6 +35,7 @@ from kvplan.usecases.step_time_methods import STEP_TIME_METHODS
 if TYPE_CHECKING:
     from kvplan.usecases.plan import PlanRequest
 
+JSON_FLAG = "--json"       # every command's (`cli.root.json_option`; plan's fast path reads it too)
 STEP_TIME = Text(choices=STEP_TIME_METHODS, description="how a step's time is estimated")
 
 
