@@ -29,7 +29,7 @@ def _given(engine: EngineOptions, ctx: typer.Context) -> dict[str, object]:
     for name in EXPLAINING:
         if name in ("offline", "revision", "vllm_version"):
             continue
-        value = getattr(engine, name)
+        value = engine.value(name)
         source = ctx.get_parameter_source("model")
         if name == "model" and (source is None or source.name == "DEFAULT"):
             continue

@@ -5,19 +5,11 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import typer
 
-from kvplan.cli.options import (
-    KV_CACHE_MEMORY_DECLS,
-    PIPELINE_PARALLEL_DECLS,
-    TENSOR_PARALLEL_DECLS,
-    EngineOptions,
-    checked,
-    engine_options,
-    parse_optional_bytes,
-)
+from kvplan.cli.options import EngineOptions, checked, deprecated_spelling, engine_options
 from kvplan.cli.outputs import model_inputs, prepare_outputs
 from kvplan.cli.root import JSON, app
 from kvplan.errors import EXIT_FINDING, KvplanError
@@ -27,7 +19,8 @@ from kvplan.report.stderr import warn_once
 from kvplan.schema import Integer, Kind, Number
 from kvplan.semantics.config.cache import check_kv_cache_dtype
 from kvplan.semantics.config.model import check_model_dtype
-from kvplan.semantics.engine.trace_format import BATCHED_TOKENS, MODEL_LEN, NUM_SEQS
+from kvplan.semantics.engine.args import read_bytes, setting
+from kvplan.semantics.engine.trace_format import MODEL_LEN
 from kvplan.semantics.releases import DEFAULT_RELEASE, Release, release_named
 from kvplan.usecases.fit.request import (
     MAX_CONFIGURATIONS,
@@ -42,7 +35,7 @@ from kvplan.usecases.fit.request import (
     positive_float,
     positive_int,
 )
-from kvplan.usecases.plan_settings import KV_CACHE_DTYPE, MODEL, PARALLEL, UTILIZATION
+from kvplan.usecases.plan_settings import MODEL
 from kvplan.usecases.simulate.workload import Workload, load_workload
 
 EXECUTOR = typer.Option("local", "--executor", metavar="local|ray",
@@ -73,6 +66,28 @@ OBJECTIVE_SECONDS = Number(0, MAX_SECONDS, exclusive_minimum=True, description="
 PRICE = Number(0, 10**6, description="price per GPU-hour")
 SEARCH_CAP = Integer(1, 10**9, "a count")
 T = TypeVar("T")
+
+
+def _list_option(name: str, help: str, default: str | None = None) -> Any:
+    """The option of an engine argument that fit takes as a list: its flags as `EngineArgs` declares them."""
+    return typer.Option(default, *setting(name).flags, help=help)
+
+
+def _alias_option(name: str) -> Any:
+    """The earlier spellings of a list option (`--tp`), read but not shown."""
+    return typer.Option(None, *setting(name).hidden_flags, hidden=True)
+
+
+def _folded(value: str | None, alias: str | None, name: str, default: str | None) -> str | None:
+    """A list option given under its old spelling (a deprecation line), unless given under vLLM's too."""
+    if alias is None:
+        return value
+    deprecated_spelling(setting(name).hidden_flags[0], name)
+    if value not in (None, default) and value != alias:
+        raise KvplanError(f"{setting(name).flag} and its old spelling disagree: give one of them")
+    return alias
+
+
 WORKERS = typer.Option(None, "--workers", help="Tasks at once (default: one per core, or the cluster's CPUs).")
 
 
@@ -91,20 +106,22 @@ def fit_command(
                                    "ttft_p95=500ms,tpot_p95=60ms,preemptions=0 (latencies are estimates)."),
     gpus: str | None = typer.Option(None, "--gpus", help="GPUs to try, from `kvplan gpus`, e.g. "
                                     "l4-24gb,a100-sxm-80gb,h100-sxm-80gb."),
-    tensor_parallel: str = typer.Option("1", *TENSOR_PARALLEL_DECLS, help="Tensor-parallel sizes, e.g. 1,2,4."),
-    pipeline_parallel: str = typer.Option("1", *PIPELINE_PARALLEL_DECLS, help="Pipeline-parallel sizes."),
-    kv_cache_dtypes: str = typer.Option("auto", "--kv-cache-dtype", help="KV-cache dtypes, e.g. auto,fp8."),
-    utilizations: str | None = typer.Option(None, "--gpu-memory-utilization",
-                                            help=_utilization_help()),
-    kv_cache_memories: str | None = typer.Option(None, *KV_CACHE_MEMORY_DECLS, help="KV-cache bytes per GPU to try "
-                                                 "instead of utilizations, e.g. 20GiB,40GiB (vLLM's "
-                                                 "--kv-cache-memory-bytes)."),
-    max_num_seqs: str | None = typer.Option(None, "--max-num-seqs", help="max_num_seqs values (default vLLM's)."),
-    max_num_batched_tokens: str | None = typer.Option(None, "--max-num-batched-tokens",
-                                                      help="max_num_batched_tokens values (default vLLM's)."),
-    max_model_len: str | None = typer.Option(
-        None, "--max-model-len", help="max_model_len candidates; the longest that fits is kept (default: the "
+    tensor_parallel: str = _list_option("tensor_parallel_size", "Tensor-parallel sizes, e.g. 1,2,4.", "1"),
+    pipeline_parallel: str = _list_option("pipeline_parallel_size", "Pipeline-parallel sizes.", "1"),
+    kv_cache_dtypes: str = _list_option("kv_cache_dtype", "KV-cache dtypes, e.g. auto,fp8.", "auto"),
+    utilizations: str | None = _list_option("gpu_memory_utilization", _utilization_help()),
+    kv_cache_memories: str | None = _list_option("kv_cache_memory_bytes", "KV-cache bytes per GPU to try instead "
+                                                 "of utilizations, e.g. 20GiB,40GiB."),
+    max_num_seqs: str | None = _list_option("max_num_seqs", "max_num_seqs values (default vLLM's)."),
+    max_num_batched_tokens: str | None = _list_option("max_num_batched_tokens",
+                                                      "max_num_batched_tokens values (default vLLM's)."),
+    max_model_len: str | None = _list_option(
+        "max_model_len", "max_model_len candidates; the longest that fits is kept (default: the "
         "model's limit, else the shortest power of two that holds the traffic)."),
+    tensor_parallel_alias: str | None = _alias_option("tensor_parallel_size"),
+    pipeline_parallel_alias: str | None = _alias_option("pipeline_parallel_size"),
+    kv_cache_memory_prefix: str | None = typer.Option(None, *setting("kv_cache_memory_bytes").prefix_flags,
+                                                      hidden=True),
     prices: str | None = typer.Option(None, "--price", help="Your price per GPU-hour, e.g. h100-sxm-80gb=2.5,"
                                       "l4-24gb=0.8 (kvplan has no prices of its own)."),
     seed: int | None = typer.Option(None, "--seed", help="Random seed of the workload (default: the workload's)."),
@@ -140,31 +157,33 @@ def fit_command(
     checked(MODEL, "--model")(chosen)
     prepare_outputs([("--report", report)], (*(workload.inputs if workload else ()), *model_inputs([chosen])))
     checked(SEED, "--seed")(seed)
-    if engine.dtype is not None:
-        _valid(check_model_dtype, engine.dtype)
+    if engine.args.dtype is not None:
+        _valid(check_model_dtype, engine.args.dtype)
     gpu_keys = _gpu_keys(gpus)
-    memories = parse_list(kv_cache_memories, "--kv-cache-memory", _memory, "a byte count")
-    utilization_list = parse_list(utilizations, "--gpu-memory-utilization", positive_float)
+    tensor_parallel_sizes = _folded(tensor_parallel, tensor_parallel_alias, "tensor_parallel_size", "1")
+    pipeline_parallel_sizes = _folded(pipeline_parallel, pipeline_parallel_alias, "pipeline_parallel_size", "1")
+    memory_flag = setting("kv_cache_memory_bytes").flag
+    if kv_cache_memory_prefix is not None:            # a prefix vLLM reads too: no deprecation
+        if kv_cache_memories not in (None, kv_cache_memory_prefix):
+            raise KvplanError("--kv-cache-memory-bytes and --kv-cache-memory disagree: give one of them")
+        kv_cache_memories, memory_flag = kv_cache_memory_prefix, "--kv-cache-memory"
+    memories = _values("kv_cache_memory_bytes", kv_cache_memories,
+                       lambda text: read_bytes(text, memory_flag), "a byte count", flag=memory_flag)
+    utilization_list = _values("gpu_memory_utilization", utilizations, positive_float)
     if memories and utilization_list:
         raise KvplanError("--kv-cache-memory fixes the KV memory, so --gpu-memory-utilization has no effect: "
                           "give one of them")
-    if any(value > 1 for value in utilization_list):
-        raise KvplanError("--gpu-memory-utilization: every value must be in (0, 1]")
-    _within(utilization_list, UTILIZATION, "--gpu-memory-utilization")
     space = SearchSpace(
         gpus=gpu_keys,
-        tensor_parallel_sizes=_within(parse_list(tensor_parallel, "--tensor-parallel-size", positive_int), PARALLEL,
-                                     "--tensor-parallel-size"),
-        pipeline_parallel_sizes=_within(parse_list(pipeline_parallel, "--pipeline-parallel-size", positive_int),
-                                       PARALLEL, "--pipeline-parallel-size"),
-        kv_cache_dtypes=tuple(_valid(check_kv_cache_dtype, value) for value in _within(
-            parse_list(kv_cache_dtypes, "--kv-cache-dtype", str), KV_CACHE_DTYPE, "--kv-cache-dtype")),
+        tensor_parallel_sizes=_values("tensor_parallel_size", tensor_parallel_sizes, positive_int),
+        pipeline_parallel_sizes=_values("pipeline_parallel_size", pipeline_parallel_sizes, positive_int),
+        kv_cache_dtypes=tuple(_valid(check_kv_cache_dtype, value)
+                              for value in _values("kv_cache_dtype", kv_cache_dtypes, str)),
         gpu_memory_utilizations=utilization_list or (None,),
         kv_cache_memories=memories,
-        max_num_seqs=_within(parse_list(max_num_seqs, "--max-num-seqs", positive_int), NUM_SEQS,
-                             "--max-num-seqs") or (None,),
-        max_num_batched_tokens=_within(parse_list(max_num_batched_tokens, "--max-num-batched-tokens", positive_int),
-                                       BATCHED_TOKENS, "--max-num-batched-tokens") or (None,),
+        max_num_seqs=_values("max_num_seqs", max_num_seqs, positive_int) or (None,),
+        max_num_batched_tokens=_values("max_num_batched_tokens", max_num_batched_tokens, positive_int) or (None,),
+        # candidates are lengths: fit keeps the longest that fits, which is what `auto` asks of plan
         max_model_lens=_within(parse_list(max_model_len, "--max-model-len", positive_int), MODEL_LEN,
                                "--max-model-len"),
     )
@@ -179,7 +198,7 @@ def fit_command(
     request = FitRequest(
         model=chosen, space=space, workload=workload, rate=checked(RATE, "--rate")(parse_rate(rate)),
         concurrency=target, slo=objectives, prices=price_list,
-        release=engine.release() or _workload_release(workload), dtype=engine.dtype or "auto",
+        release=engine.release() or _workload_release(workload), dtype=engine.args.dtype or "auto",
         trust_remote_code=engine.trust_remote_code, step_time=engine.step_time, seed=seed,
         max_configurations=max_configurations,
         max_requests=max_requests,
@@ -232,11 +251,14 @@ def _workload_release(workload: Workload | None) -> Release:
     return DEFAULT_RELEASE if named is None else release_named(named)
 
 
-def _memory(text: str) -> int:
-    """One size of --kv-cache-memory, read and range-checked as `kvplan plan` reads its flag."""
-    value = parse_optional_bytes(text, "--kv-cache-memory")
-    assert value is not None
-    return value
+def _values(name: str, text: str | None, element: Callable[[str], T], what: str = "",
+            flag: str | None = None) -> tuple[T, ...]:
+    """A comma list of one engine argument: each value read and range-checked as `kvplan plan` reads its
+    flag (`EngineArgs`'s declaration of the field)."""
+    declared = setting(name)
+    shown = flag or declared.flag
+    values = parse_list(text, shown, element, *((what,) if what else ()))
+    return tuple(declared.read(value, shown) for value in values)
 
 
 def _valid(check: Callable[[str], None], value: str) -> str:

@@ -16,67 +16,60 @@ from __future__ import annotations
 
 import functools
 import inspect
+import sys
 from collections.abc import Callable
-from dataclasses import dataclass, fields, replace
-from typing import TYPE_CHECKING, Any, TypeVar, get_args
+from dataclasses import dataclass, field, fields, replace
+from typing import TYPE_CHECKING, Any, TypeVar, get_args, get_type_hints
 
 from kvplan.errors import KvplanError
 from kvplan.hub import HubAccess, hub_access
-from kvplan.parsing import FieldError
 from kvplan.schema import ByteSize, Integer, Kind, Text
-from kvplan.semantics.engine.trace_format import (
-    BATCHED_TOKENS,
-    BLOCK_SIZE,
-    MODEL_LEN,
-    NUM_SEQS,
-    POOL_BLOCKS,
-    SCHEDULING_MODE,
-    VLLM_VERSION,
-)
+from kvplan.semantics.engine.args import MEMORY, MODEL, EngineArgs, Setting, check_value, read_bytes, read_count
+from kvplan.semantics.engine.args import setting as engine_setting
+from kvplan.semantics.engine.args import settings as engine_settings
+from kvplan.semantics.engine.trace_format import POOL_BLOCKS, SCHEDULING_MODE, VLLM_VERSION
 from kvplan.semantics.releases import NEWEST_RELEASE, RELEASES, Release, Scheduling, default_release, release_named
-from kvplan.units import parse_count
-from kvplan.usecases.plan_settings import DTYPE, GPU, KV_CACHE_DTYPE, MEMORY, MODEL, PARALLEL, UTILIZATION
+from kvplan.usecases.plan_settings import GPU
 from kvplan.usecases.step_time_methods import STEP_TIME_METHODS
 
 if TYPE_CHECKING:
     from kvplan.usecases.plan import PlanRequest
 
+JSON_FLAG = "--json"       # every command's (`cli.root.json_option`; plan's fast path reads it too)
 STEP_TIME = Text(choices=STEP_TIME_METHODS, description="how a step's time is estimated")
-REVISION = Text(max_length=256, controls=False, description="a hub revision: branch, tag or commit")
 
 
 @dataclass(frozen=True)
 class EngineOptions:
-    """The engine settings of one command line; None means "not given" (the workload's, the
+    """The engine settings of one command line: vLLM's engine arguments (`EngineArgs`, declared once in
+    `kvplan.semantics.engine.args`) and kvplan's own; None means "not given" (the workload's, the
     trace's or vLLM's default applies)."""
 
-    model: str | None = None                      # None: not given (a command that plans refuses that)
+    args: EngineArgs = field(default_factory=EngineArgs)
     gpu: str | None = None
     gpu_memory: int | None = None                 # bytes
-    gpu_memory_utilization: float | None = None
-    kv_cache_memory: int | None = None            # bytes per GPU
     num_gpu_blocks: int | None = None
-    num_gpu_blocks_override: int | None = None
-    block_size: int | None = None
-    max_model_len: int | None = None              # -1: auto-fit
-    max_num_batched_tokens: int | None = None
-    max_num_seqs: int | None = None
-    kv_cache_dtype: str | None = None
-    dtype: str | None = None
-    tensor_parallel_size: int | None = None
-    pipeline_parallel_size: int | None = None
-    enable_prefix_caching: bool | None = None
-    enable_chunked_prefill: bool | None = None
-    trust_remote_code: bool = False
     offline: bool = False                         # never ask the Hugging Face hub
-    revision: str | None = None                   # the hub revision of --model
     vllm_version: str | None = None
     scheduling: Scheduling | None = None
-    enable_extensible_kv_cache: bool | None = None
-    enforce_eager: bool | None = None             # no CUDA graphs: no graph pool, and eager step times
-    quantization: str | None = None               # vLLM's --quantization: None, the checkpoint's method
     step_time: str | None = None                  # how steps are priced: auto, kernels or roofline
     prompt_len: tuple[int, ...] | None = None     # --prompt-len: lengths to give the concurrency at
+
+    @property
+    def model(self) -> str | None:
+        return self.args.model
+
+    @property
+    def revision(self) -> str | None:
+        return self.args.revision
+
+    @property
+    def trust_remote_code(self) -> bool:
+        return bool(self.args.trust_remote_code)
+
+    def value(self, name: str) -> Any:
+        """One setting by its name: an engine argument's (vLLM's name) or kvplan's own."""
+        return getattr(self.args if name in _ARG_TYPES else self, name)
 
     def release(self) -> Release | None:
         """The release --vllm-version names; None: the file's, else the default."""
@@ -96,35 +89,39 @@ class EngineOptions:
             raise KvplanError(f"no model given; usage: kvplan {command} MODEL [OPTIONS], as `vllm serve MODEL` "
                               "(or --model MODEL): a hub id, a model directory or a config.json")
         defaults = PlanRequest(model=model)
+        args = self.args
         return PlanRequest(
             model=model,
-            kv_cache_memory_bytes=self.kv_cache_memory,
+            kv_cache_memory_bytes=args.kv_cache_memory_bytes,
             gpu=self.gpu,
             gpu_memory_bytes=self.gpu_memory,
-            gpu_memory_utilization=self.gpu_memory_utilization,   # None: the release's default
-            block_size=self.block_size,
-            max_model_len=self.max_model_len,
-            max_num_batched_tokens=self.max_num_batched_tokens,
-            max_num_seqs=self.max_num_seqs,
-            kv_cache_dtype=_given(self.kv_cache_dtype, defaults.kv_cache_dtype),
-            dtype=_given(self.dtype, defaults.dtype),
-            tensor_parallel_size=_given(self.tensor_parallel_size, defaults.tensor_parallel_size),
-            pipeline_parallel_size=_given(self.pipeline_parallel_size, defaults.pipeline_parallel_size),
-            num_gpu_blocks_override=self.num_gpu_blocks_override,
+            gpu_memory_utilization=args.gpu_memory_utilization,   # None: the release's default
+            block_size=args.block_size,
+            max_model_len=args.max_model_len,
+            max_num_batched_tokens=args.max_num_batched_tokens,
+            max_num_seqs=args.max_num_seqs,
+            kv_cache_dtype=_given(args.kv_cache_dtype, defaults.kv_cache_dtype),
+            dtype=_given(args.dtype, defaults.dtype),
+            tensor_parallel_size=_given(args.tensor_parallel_size, defaults.tensor_parallel_size),
+            pipeline_parallel_size=_given(args.pipeline_parallel_size, defaults.pipeline_parallel_size),
+            num_gpu_blocks_override=args.num_gpu_blocks_override,
             trust_remote_code=self.trust_remote_code,
-            enable_prefix_caching=self.enable_prefix_caching,
-            enable_chunked_prefill=_given(self.enable_chunked_prefill, defaults.enable_chunked_prefill),
+            enable_prefix_caching=args.enable_prefix_caching,
+            enable_chunked_prefill=_given(args.enable_chunked_prefill, defaults.enable_chunked_prefill),
             release=self.release_or_default(),
-            enable_extensible_kv_cache=self.enable_extensible_kv_cache,
-            enforce_eager=bool(self.enforce_eager),
-            quantization=self.quantization,
+            enable_extensible_kv_cache=args.enable_extensible_kv_cache,
+            enforce_eager=bool(args.enforce_eager),
+            quantization=args.quantization,
             prompt_lens=_given(self.prompt_len, defaults.prompt_lens),
         )
 
-
     def pick(self, settings: type[S]) -> S:
-        """The options a use case's settings dataclass names, under the same names."""
-        return settings(**{field.name: getattr(self, field.name) for field in fields(settings)})  # type: ignore[arg-type]
+        """The options a use case's settings dataclass names, under the same names (an engine argument
+        under its file key: `kv_cache_memory` for vLLM's kv_cache_memory_bytes)."""
+        by_key = {setting.key or name: getattr(self.args, name) for name, setting in engine_settings()}
+        by_key["trust_remote_code"] = self.trust_remote_code      # a switch: off unless given
+        return settings(**{field.name: by_key[field.name] if field.name in by_key else getattr(self, field.name)
+                           for field in fields(settings)})  # type: ignore[arg-type]
 
 
 T = TypeVar("T")
@@ -185,37 +182,16 @@ def _flag(annotation: Any, declared: dict[str, Any], read: Callable[[Any], Any] 
 
 def checked(kind: Kind, flag: str) -> Callable[[Any], Any]:
     """A reader that checks an option's value against its kind (None: not given)."""
-    def read(value: Any) -> Any:
-        if value is not None:
-            try:
-                kind.check(value, flag)
-            except FieldError as error:
-                raise KvplanError(str(error)) from None
-        return value
-    return read
-
-
-def parse_max_model_len(text: str | None) -> int | None:
-    """None = the model's default, -1 = auto-fit, else a length as vLLM's human_readable_int_or_auto reads it."""
-    if text is None:
-        return None
-    if text.strip().lower() in ("auto", "-1"):
-        return -1
-    return checked(MODEL_LEN, "--max-model-len")(parse_count(text, "--max-model-len"))
+    return lambda value: check_value(kind, value, flag)
 
 
 def parse_optional_bytes(text: str | None, flag: str, kind: ByteSize = MEMORY) -> int | None:
     """A size flag: one number and one unit (`24GiB`, `24G` as vLLM reads it), within the kind's range."""
-    if text is None:
-        return None
-    try:
-        return kind.read(text, flag)
-    except FieldError as error:
-        raise KvplanError(str(error)) from None
+    return None if text is None else read_bytes(text, flag, kind)
 
 
 def parse_optional_count(text: str | None, flag: str, kind: Integer) -> int | None:
-    return None if text is None else checked(kind, flag)(parse_count(text, flag))
+    return None if text is None else read_count(text, flag, kind)
 
 
 def on_off(value: str | None, flag: str = "--prefix-caching") -> bool | None:
@@ -228,112 +204,30 @@ def on_off(value: str | None, flag: str = "--prefix-caching") -> bool | None:
     raise KvplanError(f"{flag} takes on or off, got {value!r}")
 
 
-# vLLM's spellings (EngineArgs: --tensor-parallel-size/-tp, --pipeline-parallel-size/-pp,
-# --kv-cache-memory-bytes), with kvplan's earlier ones (--tp, --pp, --kv-cache-memory); `fit`, whose
-# flags take lists, declares them with the same spellings
-TENSOR_PARALLEL_DECLS = ("--tensor-parallel-size", "-tp", "--tp")
-PIPELINE_PARALLEL_DECLS = ("--pipeline-parallel-size", "-pp", "--pp")
-KV_CACHE_MEMORY_DECLS = ("--kv-cache-memory", "--kv-cache-memory-bytes")
-QUANTIZATION = Text(max_length=64, controls=False, description="a quantization method, as vLLM's --quantization")
-
-_OPTIONS: dict[str, Flag] = {
-    "model": _flag(str | None, _declared(
-        None, "--model", "-m",
-        help="The model, also given as the first word after the command (as `vllm serve MODEL`): a hub id "
-        "(resolved from the bundled catalog, then the local HF cache), a local directory holding config.json, or "
-        "a path to a config.json. A hub id that is neither is fetched from the Hugging Face hub (HF_TOKEN or the "
-        "saved login; never with --offline)."), checked(MODEL, "--model")),
+# kvplan's own settings (what vLLM has no engine argument for); vLLM's are made from `EngineArgs`
+_OWN: dict[str, Flag] = {
     "gpu": _flag(str | None, _declared(
         None, "--gpu", help="GPU from `kvplan gpus`: its memory, batch defaults and MLA block size, and the "
         "step-time estimate of simulate."), checked(GPU, "--gpu")),
     "gpu_memory": _flag(str | None, _declared(
         None, "--gpu-memory", help="Device memory total instead of --gpu, e.g. 80GiB (units: docs/inputs.md)."),
         lambda text: parse_optional_bytes(text, "--gpu-memory")),
-    "gpu_memory_utilization": _flag(float | None, _declared(
-        None, "--gpu-memory-utilization",
-        help="vLLM's gpu_memory_utilization in (0, 1]; default the release's (0.9 in 0.17.1, 0.92 in 0.33.0; "
-        "0.34.0: 1.0 with the extensible KV cache, 0.92 without)."),
-        checked(UTILIZATION, "--gpu-memory-utilization")),
-    "kv_cache_memory": _flag(str | None, _declared(
-        None, *KV_CACHE_MEMORY_DECLS,
-        help="KV-cache bytes per GPU (vLLM's --kv-cache-memory-bytes, either spelling): 25938100224, 24.16GiB, "
-        "900MiB, or vLLM's 24G (GiB) and 24g (GB)."),
-        lambda text: parse_optional_bytes(text, "--kv-cache-memory")),
     "num_gpu_blocks": _flag(int | None, _declared(
         None, "--num-gpu-blocks", help="Pool size, null block included (replaces the workload's or trace's)."),
         checked(POOL_BLOCKS, "--num-gpu-blocks")),
-    "num_gpu_blocks_override": _flag(int | None, _declared(
-        None, "--num-gpu-blocks-override", help="Replace the computed block count (vLLM's flag)."),
-        checked(POOL_BLOCKS, "--num-gpu-blocks-override")),
-    "block_size": _flag(int | None, _declared(
-        None, "--block-size", help="Tokens per block (default the release's: 16, 64 in 0.34.0; MLA backends and "
-        "hybrids change it)."),
-        checked(BLOCK_SIZE, "--block-size")),
-    "max_model_len": _flag(str | None, _declared(
-        None, "--max-model-len",
-        help="Longest prompt + output. Default: the model's limit as vLLM derives it; `auto` or -1 fits the "
-        "largest."), parse_max_model_len),
-    "max_num_batched_tokens": _flag(str | None, _declared(
-        None, "--max-num-batched-tokens",
-        help="Token budget per step, e.g. 8192 or 8K (as vLLM reads it). Default: what `vllm serve` picks for the "
-        "GPU (2048 for one outside the catalog, given by --gpu-memory alone)."),
-        lambda text: parse_optional_count(text, "--max-num-batched-tokens", BATCHED_TOKENS)),
-    "max_num_seqs": _flag(int | None, _declared(
-        None, "--max-num-seqs",
-        help="Most running requests. Default: what `vllm serve` picks for the GPU (256 for one outside the catalog)."),
-        checked(NUM_SEQS, "--max-num-seqs")),
-    "kv_cache_dtype": _flag(str | None, _declared(
-        None, "--kv-cache-dtype", help="auto (the default), fp8, fp8_e4m3 or fp8_e5m2."),
-        checked(KV_CACHE_DTYPE, "--kv-cache-dtype")),
-    "dtype": _flag(str | None, _declared(
-        None, "--dtype", help="auto (the default), bfloat16, float16 or float32 (as vLLM's --dtype)."),
-        checked(DTYPE, "--dtype")),
-    "tensor_parallel_size": _flag(int | None, _declared(
-        None, *TENSOR_PARALLEL_DECLS, help="Tensor-parallel size (default 1); every figure is per GPU."),
-        checked(PARALLEL, "--tensor-parallel-size")),
-    "pipeline_parallel_size": _flag(int | None, _declared(
-        None, *PIPELINE_PARALLEL_DECLS, help="Pipeline-parallel size (default 1)."),
-        checked(PARALLEL, "--pipeline-parallel-size")),
-    "enable_prefix_caching": _flag(bool | None, _declared(
-        None, "--enable-prefix-caching/--no-enable-prefix-caching",
-        help="vLLM's prefix caching. Default: on" + "".join(
-            f", except for Mamba hybrids in vLLM {' and '.join(off)}" for off in
-            [[r.version for r in RELEASES.values() if not r.prefix_caching_for_hybrids]] if off) + ".")),
-    "enable_chunked_prefill": _flag(bool | None, _declared(
-        None, "--enable-chunked-prefill/--no-enable-chunked-prefill", help="vLLM's chunked prefill (default on).")),
-    "trust_remote_code": _flag(bool, _declared(
-        False, "--trust-remote-code",
-        help="Allow transformers to run the model's own code (only this flag does: never a file kvplan reads).")),
     "offline": _flag(bool, _declared(
         False, "--offline", help="Never use the network (as HF_HUB_OFFLINE=1): a model must be local, bundled or "
         "cached.")),
-    "revision": _flag(str | None, _declared(
-        None, "--revision", help="Hub revision (branch, tag or commit) of --model when it is fetched or cached."),
-        checked(REVISION, "--revision")),
     "vllm_version": _flag(str | None, _declared(
         None, "--vllm-version", metavar="|".join(RELEASES),
         help="The vLLM release whose rules to follow. Default: the input file's vllm_version, else the "
         f"installed vllm's version when kvplan reproduces it, else {NEWEST_RELEASE.version} "
         "(`kvplan version` says which)."),
         checked(VLLM_VERSION, "--vllm-version")),
-    "enable_extensible_kv_cache": _flag(bool | None, _declared(
-        None, "--enable-extensible-kv-cache/--no-enable-extensible-kv-cache",
-        help="vLLM 0.34.0's extensible KV cache: sized from the memory measured after warmup and CUDA-graph capture. "
-        "Default: on unless --kv-cache-memory or --num-gpu-blocks-override is given; off: 0.33.0's estimate decides."
-    )),
     "scheduling": _flag(str | None, _declared(
         None, "--scheduling", metavar="|".join(get_args(Scheduling)),
         help="The engine loop: async, what `vllm serve` does (the default), or sync, as with vLLM's "
         "--no-async-scheduling."), checked(SCHEDULING_MODE, "--scheduling")),
-    "enforce_eager": _flag(bool | None, _declared(
-        None, "--enforce-eager/--no-enforce-eager",
-        help="vLLM's --enforce-eager: no CUDA graphs, so no graph pool is taken from the KV memory and every "
-        "kernel is launched one by one (the step-time estimate).")),
-    "quantization": _flag(str | None, _declared(
-        None, "--quantization", "-q", metavar="METHOD",
-        help="vLLM's --quantization: the checkpoint's own method (the default), or fp8 on an unquantized "
-        "checkpoint (vLLM quantizes its linear layers at load: fp8 weights)."),
-        checked(QUANTIZATION, "--quantization")),
     "step_time": _flag(str | None, _declared(
         None, "--step-time", metavar="|".join(STEP_TIME_METHODS),
         help="How a step's time is estimated: kernels (kernel times measured on the GPU, from the `perf` "
@@ -346,17 +240,37 @@ _OPTIONS: dict[str, Flag] = {
         help="Request lengths (prompt + output tokens) to say how many requests fit at once for, beside vLLM's "
         "concurrency at max_model_len. Default: 1024,4096,16384 (those below max_model_len)."), token_lengths),
 }
-# the spellings kvplan used before it followed vLLM's, kept working but not shown
+_ARG_TYPES = get_type_hints(EngineArgs)
+
+
+def _arg_flag(name: str, setting: Setting, decls: tuple[str, ...], hidden: bool = False) -> Flag:
+    """The typer option of one engine argument, as `EngineArgs` declares it."""
+    return Flag(annotation=setting.annotation or _ARG_TYPES[name], default=setting.flag_default, decls=decls,
+                help=None if hidden else setting.help, hidden=hidden, metavar=setting.metavar,
+                read=lambda value: setting.read(value, decls[0].split("/")[0]))  # messages name the flag given
+
+
+# every engine argument under its field name, then kvplan's own settings
+_OPTIONS: dict[str, Flag] = {
+    **{name: _arg_flag(name, setting, setting.flags) for name, setting in engine_settings()},
+    **_OWN,
+}
+# the spellings kvplan used before it followed vLLM's (`--tp`, `--chunked-prefill`, `--prefix-caching on|off`):
+# still read, not shown, and each use says the spelling to give instead
 _ALIASES: dict[str, tuple[str, Flag]] = {
+    **{f"{name}_alias": (name, _arg_flag(name, setting, setting.hidden_flags, hidden=True))
+       for name, setting in engine_settings() if setting.hidden_flags},
     "prefix_caching_alias": ("enable_prefix_caching", _flag(str | None, _declared(
         None, "--prefix-caching", metavar="on|off", hidden=True), on_off)),
-    "chunked_prefill_alias": ("enable_chunked_prefill", _flag(bool | None, _declared(
-        None, "--chunked-prefill/--no-chunked-prefill", hidden=True))),
 }
-_FLAG_OF = {"enable_prefix_caching": "--enable-prefix-caching", "enable_chunked_prefill": "--enable-chunked-prefill"}
+# the prefixes of vLLM's flags that vLLM reads too (`--kv-cache-memory`): read, not shown, no deprecation
+_PREFIXES: dict[str, tuple[str, Flag]] = {
+    f"{name}_prefix": (name, _arg_flag(name, setting, setting.prefix_flags, hidden=True))
+    for name, setting in engine_settings() if setting.prefix_flags
+}
 
 PLANNING = (
-    "model", "kv_cache_memory", "gpu", "gpu_memory", "gpu_memory_utilization", "block_size", "max_model_len",
+    "model", "kv_cache_memory_bytes", "gpu", "gpu_memory", "gpu_memory_utilization", "block_size", "max_model_len",
     "max_num_batched_tokens", "max_num_seqs", "kv_cache_dtype", "dtype", "tensor_parallel_size",
     "pipeline_parallel_size", "num_gpu_blocks_override", "enable_prefix_caching", "enable_chunked_prefill",
     "trust_remote_code", "offline", "revision", "vllm_version", "enable_extensible_kv_cache", "enforce_eager",
@@ -367,11 +281,11 @@ SCHEDULING = (
     "max_model_len", "enable_chunked_prefill", "vllm_version", "scheduling",
 )
 SIMULATING = (
-    *SCHEDULING, "gpu", "gpu_memory_utilization", "gpu_memory", "kv_cache_memory", "kv_cache_dtype", "dtype",
+    *SCHEDULING, "gpu", "gpu_memory_utilization", "gpu_memory", "kv_cache_memory_bytes", "kv_cache_dtype", "dtype",
     "tensor_parallel_size", "pipeline_parallel_size", "trust_remote_code", "offline", "revision", "enforce_eager",
     "step_time",
 )
-assert {field.name for field in fields(EngineOptions)} == set(_OPTIONS)
+assert {field.name for field in fields(EngineOptions) if field.name != "args"} == set(_OWN)
 
 
 def engine_flags(names: tuple[str, ...]) -> dict[str, Flag]:
@@ -380,23 +294,34 @@ def engine_flags(names: tuple[str, ...]) -> dict[str, Flag]:
     if unknown:
         raise ValueError(f"no engine option {unknown}")
     flags = {name: _OPTIONS[name] for name in names}
-    flags.update({alias: flag for alias, (target, flag) in _ALIASES.items() if target in names})
+    flags.update({alias: flag for alias, (target, flag) in (*_ALIASES.items(), *_PREFIXES.items())
+                  if target in names})
     return flags
+
+
+def deprecated_spelling(old: str, target: str) -> None:
+    """One line on stderr: the old spelling still works, for one release, and vLLM's is the one to give."""
+    print(f"kvplan: {old} is deprecated: give {engine_setting(target).flags[0]} (vLLM's spelling)", file=sys.stderr)
 
 
 def read_engine_options(values: dict[str, Any]) -> EngineOptions:
     """The settings from the raw values of `engine_flags(...)`, each read (sizes, on/off, limits)
     and each old spelling folded into its setting."""
     settings = {name: _OPTIONS[name].read(value) for name, value in values.items() if name in _OPTIONS}
-    for alias, (target, flag) in _ALIASES.items():
+    for alias, (target, flag) in (*_ALIASES.items(), *_PREFIXES.items()):
         if alias not in values:
             continue
         given = flag.read(values[alias])
-        if given is not None and settings[target] is not None and given != settings[target]:
-            raise KvplanError(f"{_FLAG_OF[target]} and its old spelling disagree: give one of them")
+        if given is None:
+            continue
+        if alias in _ALIASES:
+            deprecated_spelling(flag.decls[0], target)
+        if settings[target] is not None and given != settings[target]:
+            raise KvplanError(f"{engine_setting(target).flag} and its old spelling disagree: give one of them")
         if settings[target] is None:
             settings[target] = given
-    return EngineOptions(**settings)
+    args = {name: settings.pop(name) for name in list(settings) if name in _ARG_TYPES}
+    return EngineOptions(args=EngineArgs(**args), **settings)
 
 
 def network_access(*, may_fetch: bool, offline: bool, revision: str | None, refusal: str) -> HubAccess:
@@ -446,7 +371,7 @@ def fold_model_argument(engine: EngineOptions, positional: str | None) -> Engine
     checked(MODEL, "MODEL")(positional)
     if engine.model is not None and engine.model != positional:
         raise KvplanError(f"the model is given twice ({positional} and --model {engine.model}): give one of them")
-    return replace(engine, model=positional)
+    return replace(engine, args=replace(engine.args, model=positional))
 
 
 def engine_options(*names: str, may_fetch: bool = True,

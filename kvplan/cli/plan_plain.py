@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Union, get_args, get_origin
 
 from kvplan.cli.options import (
+    JSON_FLAG,
     PLANNING,
     EngineOptions,
     Flag,
@@ -28,7 +29,6 @@ if TYPE_CHECKING:
     from kvplan.usecases.check.assertions import Assertion
     from kvplan.usecases.plan import PlanRequest, PlanResult
 
-JSON_FLAG = "--json"
 MODEL_WORD = "model_argument"
 _INT = re.compile(r"(0|[1-9][0-9]*)")
 _FLOAT = re.compile(r"[0-9]+(\.[0-9]+)?|\.[0-9]+")
@@ -137,14 +137,12 @@ def run_plan(engine: EngineOptions, json_output: bool, assertions: tuple[Asserti
 
 def _plan_from_profile(engine: EngineOptions, path: Path, model_given: bool) -> PlanResult:
     """The plan on a saved profile's terms, at the settings the command line gives."""
-    from dataclasses import fields
-
     from kvplan.usecases.profile_plan import plan_from_profile
     from kvplan.usecases.profile_summary import load_profile
 
-    given = {field.name: getattr(engine, field.name) for field in fields(EngineOptions)
-             if field.name in _REQUEST_FIELDS and getattr(engine, field.name) is not None}
-    given = {_REQUEST_FIELDS[name]: value for name, value in given.items()}
+    given = {name: value for name, value in engine.args.given().items() if name in _PROFILE_ARGS}
+    given.update({_REQUEST_FIELDS[name]: getattr(engine, name) for name in _REQUEST_FIELDS
+                  if getattr(engine, name) is not None})
     if not model_given:
         given.pop("model", None)
     if not engine.trust_remote_code:
@@ -152,16 +150,15 @@ def _plan_from_profile(engine: EngineOptions, path: Path, model_given: bool) -> 
     return plan_from_profile(load_profile(path, f"--profile {path}"), f"--profile {path}", given, engine.release())
 
 
-# EngineOptions field -> the PlanRequest field it sets (a flag left out keeps the profile's setting)
-_REQUEST_FIELDS = {
-    "model": "model", "kv_cache_memory": "kv_cache_memory_bytes", "gpu": "gpu", "gpu_memory": "gpu_memory_bytes",
-    "gpu_memory_utilization": "gpu_memory_utilization", "block_size": "block_size", "max_model_len": "max_model_len",
-    "max_num_batched_tokens": "max_num_batched_tokens", "max_num_seqs": "max_num_seqs",
-    "kv_cache_dtype": "kv_cache_dtype", "dtype": "dtype", "tensor_parallel_size": "tensor_parallel_size",
-    "pipeline_parallel_size": "pipeline_parallel_size", "num_gpu_blocks_override": "num_gpu_blocks_override",
-    "enable_prefix_caching": "enable_prefix_caching", "enable_chunked_prefill": "enable_chunked_prefill",
-    "trust_remote_code": "trust_remote_code",
-}
+# the engine arguments a profile's plan is redone at (the PlanRequest field of the same name; one left out
+# keeps the profile's setting), and kvplan's own settings -> the PlanRequest field they set
+_PROFILE_ARGS = (
+    "model", "kv_cache_memory_bytes", "gpu_memory_utilization", "block_size", "max_model_len",
+    "max_num_batched_tokens", "max_num_seqs", "kv_cache_dtype", "dtype", "tensor_parallel_size",
+    "pipeline_parallel_size", "num_gpu_blocks_override", "enable_prefix_caching", "enable_chunked_prefill",
+    "trust_remote_code",
+)
+_REQUEST_FIELDS = {"gpu": "gpu", "gpu_memory": "gpu_memory_bytes"}
 
 
 def _plan(request: PlanRequest) -> PlanResult:

@@ -37,7 +37,8 @@ ATTENTION_BACKEND = typer.Option(
 NO_ALLOCATE = typer.Option(False, "--no-allocate", help="Size the cache but do not allocate it.")
 NON_TORCH = typer.Option(
     None, "--non-torch-bytes",
-    help="Non-torch memory (cuBLAS, NCCL, attention buffers) for backends that cannot measure it; default 0.",
+    help="Non-torch memory (cuBLAS, NCCL, attention buffers) for backends that cannot measure it; default: "
+         "what real vLLM logs of the GPU and TP give (docs/accuracy.md), else 0.",
 )
 CUDA_GRAPH = typer.Option(
     None, "--cuda-graph-bytes",

@@ -15,7 +15,7 @@ SIXTEEN_BIT_KV = ("bfloat16", "float16")
 def margin_text() -> str:
     margin = kv_memory_margin()
     return (f"predicted; real vLLM start-ups differed by {format_gib(margin.median_bytes)} GiB in the median of "
-            f"{margin.num_logs}, up to {format_gib(margin.max_bytes)} GiB under TP: docs/accuracy.md")
+            f"{margin.num_logs}, up to {format_gib(margin.max_bytes)} GiB on {margin.max_where}: docs/accuracy.md")
 
 
 def answer_lines(result: PlanResult, predicted: bool) -> list[str]:

@@ -12,7 +12,7 @@ from kvplan.report.sizing_path import measured_lines, path_line, states_path
 from kvplan.report.text import plain
 from kvplan.semantics.kv.layout import view_shape
 from kvplan.semantics.kv.specs import AttentionSpec, GroupSpec, MambaSpec
-from kvplan.units import human_bytes
+from kvplan.units import format_gib, human_bytes
 from kvplan.usecases.plan import PlanResult
 
 
@@ -52,6 +52,10 @@ def _settings_table(result: PlanResult) -> Table:
         rows.append(("weights", f"{_bytes(summary.weights_bytes)}; per GPU {per_gpu}"))
     elif result.weights_unknown is not None:
         rows.append(("weights", f"unknown: {result.weights_unknown}"))
+    if result.non_torch_bytes is not None:
+        # a predicted KV memory's term outside torch (usecases/non_torch.py), with its source
+        rows.append(("non-torch memory", f"{format_gib(result.non_torch_bytes)} GiB per GPU, "
+                                         f"{result.non_torch_source or 'assumed 0'}"))
     for key, value in rows:
         table.add_row(key, plain(value))
     return table

@@ -163,6 +163,7 @@ def plan_record(result: PlanResult) -> dict[str, Any]:
         "concurrency_at_lengths": [{"tokens": tokens, "max_concurrency": concurrency}
                                    for tokens, concurrency in result.concurrency_at_lengths],
         "kv_cache_memory_margin": _margin(result),
+        "non_torch_memory": _non_torch(result),
         "kv_bytes_per_token": summary.kv_bytes_per_token,
         "weights_bytes": summary.weights_bytes,
         "weights_per_gpu_bytes": summary.weights_per_gpu_bytes,
@@ -175,6 +176,13 @@ def plan_record(result: PlanResult) -> dict[str, Any]:
         # 0.34.0: which path sized the cache and why, with the measured terms where they decided
         record["kv_sizing"] = path_record(result.sizing_path, result.measured)
     return record
+
+
+def _non_torch(result: PlanResult) -> dict[str, Any] | None:
+    """A predicted KV memory's non-torch term per GPU and its source (usecases/non_torch.py)."""
+    if result.non_torch_bytes is None:
+        return None
+    return {"bytes": result.non_torch_bytes, "source": result.non_torch_source or "assumed 0"}
 
 
 def _margin(result: PlanResult) -> dict[str, Any] | None:

@@ -151,6 +151,10 @@ class PlanResult:
     # (tokens, vLLM's concurrency figure for requests of that many tokens), for the request's
     # prompt lengths up to max_model_len
     concurrency_at_lengths: tuple[tuple[int, float], ...] = ()
+    # a predicted KV memory's non-torch term per GPU and where it came from (usecases/non_torch.py:
+    # a real vLLM log, or assumed 0); None where the KV memory was given
+    non_torch_bytes: int | None = None
+    non_torch_source: str | None = None
 
     @property
     def sizing_path(self) -> SizingPath:

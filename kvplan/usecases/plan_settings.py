@@ -7,8 +7,12 @@ from __future__ import annotations
 from kvplan import limits
 from kvplan.errors import KvplanError
 from kvplan.gpus.catalog import get_gpu
-from kvplan.schema import Boolean, ByteSize, Checked, Either, Field, Integer, ListOf, Number, Record, Text
-from kvplan.semantics.engine.trace_format import BATCHED_TOKENS, BLOCK_SIZE, MODEL_LEN, NUM_SEQS, POOL_BLOCKS
+from kvplan.schema import Boolean, Checked, Field, Integer, ListOf, Number, Record, Text
+
+# the kinds of vLLM's engine arguments are declared with them (`semantics.engine.args`); MODEL is read from here too
+from kvplan.semantics.engine.args import DTYPE, KV_CACHE_DTYPE, MAX_MODEL_LEN, MEMORY, PARALLEL, UTILIZATION
+from kvplan.semantics.engine.args import MODEL as MODEL
+from kvplan.semantics.engine.trace_format import BATCHED_TOKENS, BLOCK_SIZE, NUM_SEQS, POOL_BLOCKS
 
 
 def gpu_problem(key: str) -> str | None:
@@ -23,16 +27,6 @@ def gpu_problem(key: str) -> str | None:
 GPU = Checked(Text(max_length=256, controls=False), gpu_problem,
               "a GPU of `kvplan gpus`: its key, a unique prefix of it, its name as nvidia-smi prints it, or words "
               "naming one (\"L4\", \"H100 SXM\")", says="a GPU key of `kvplan gpus`")
-MODEL = Text(max_length=limits.MAX_PATH, controls=False, description="hub id, model directory or config.json path")
-MEMORY = ByteSize(1, limits.MAX_BYTES)
-UTILIZATION = Number(0, 1, exclusive_minimum=True, description="vLLM's gpu_memory_utilization in (0, 1]")
-PARALLEL = Integer(1, limits.MAX_PARALLEL)
-DTYPE = Text(max_length=64, controls=False, description="auto, bfloat16, float16 or float32 (vLLM's --dtype)")
-KV_CACHE_DTYPE = Text(max_length=64, controls=False,
-                      description="auto, fp8, fp8_e4m3 or fp8_e5m2 (vLLM's --kv-cache-dtype)")
-MAX_MODEL_LEN = Either((MODEL_LEN, Text(choices=("auto",)), Integer(-1, -1)),
-                       "longest prompt + output in tokens; \"auto\" or -1 fits the largest the memory holds")
-
 PLANNING_SETTINGS: dict[str, Field] = {
     "gpu": Field(GPU),
     "gpu_memory": Field(MEMORY, description="device memory total (instead of gpu)"),

@@ -30,6 +30,7 @@ class _Measured:
     refusal: str | None
     graph_pools: tuple[int, ...] = ()      # each rank's captured CUDA-graph pool (the measured path's U)
     init_free_bytes: int = 0               # free memory at start-up (the measured path's I)
+    non_torch_source: str | None = None
 
 
 class Planner:
@@ -56,7 +57,8 @@ class Planner:
         if not path.measured:
             result = replace(plan(replace(request, kv_cache_memory_bytes=min(per_rank)), setup,
                                   kv_cache_memory_per_worker=per_rank), path=path)
-            return replace(result, memory_source=PREDICTED_MEMORY, warnings=measured.warnings)
+            return replace(result, memory_source=PREDICTED_MEMORY, warnings=measured.warnings,
+                       non_torch_bytes=measured.budgets[0].non_torch_bytes, non_torch_source=measured.non_torch_source)
         # 0.34.0's measured path: the reservation on the capacity, then the blocks measured after capture
         capacity = plan(replace(request, kv_cache_memory_bytes=min(per_rank)), setup,
                         kv_cache_memory_per_worker=per_rank, report_capacity=False,
@@ -65,7 +67,8 @@ class Planner:
                                [RankReadings(budget, pool) for budget, pool in zip(budgets, measured.graph_pools,
                                                                                    strict=True)],
                                init_free_bytes=measured.init_free_bytes, path=path)
-        return replace(result, memory_source=PREDICTED_MEASURED_MEMORY, warnings=measured.warnings)
+        return replace(result, memory_source=PREDICTED_MEASURED_MEMORY, warnings=measured.warnings,
+                       non_torch_bytes=measured.budgets[0].non_torch_bytes, non_torch_source=measured.non_torch_source)
 
     def _measure(self, request: PlanRequest, max_num_batched_tokens: int, max_num_seqs: int) -> _Measured:
         # what the profile run depends on, and nothing else
@@ -90,7 +93,7 @@ class Planner:
                 self._measured[key] = _Measured(
                     tuple(rank.budget for rank in profile.ranks), profile.warnings, None,
                     graph_pools=tuple(rank.graphs.bytes if rank.graphs else 0 for rank in profile.ranks),
-                    init_free_bytes=profile.snapshot.free_bytes)
+                    init_free_bytes=profile.snapshot.free_bytes, non_torch_source=profile.non_torch_source or None)
         return self._measured[key]
 
 

@@ -61,8 +61,11 @@ from kvplan.semantics.memory.cudagraphs import (
 )
 from kvplan.semantics.memory.profile_batch import ProfileBatch, profile_batch
 from kvplan.semantics.memory.sampler import ASSUMED_MULTIPROCESSORS, RUNNER_STATE
+from kvplan.semantics.releases import Release
 from kvplan.units import format_duration, format_gib
 from kvplan.usecases.measured_sizing import RankReadings, measured_plan
+from kvplan.usecases.non_torch import SOURCE_FILE as NON_TORCH_SOURCE_FILE
+from kvplan.usecases.non_torch import NonTorchPrediction, predict_non_torch
 from kvplan.usecases.plan import PlanRequest, PlanResult, SettledConfig, check_request, plan, settle
 from kvplan.usecases.profile_summary import ProfileSummary, Provenance, knobs_sha256
 
@@ -446,15 +449,20 @@ def _profile_rank(
         non_torch, non_torch_source = activations.non_torch_increase_bytes, "measured"
     elif options.non_torch_bytes is not None:
         non_torch, non_torch_source = options.non_torch_bytes, "--non-torch-bytes"
+    elif (logged := _logged_non_torch(setup, release)) is not None:
+        # real vLLM start-ups of this GPU (or its family) at this TP: before the catalog's per-GPU
+        # figure, which cannot tell TP 1 from the NCCL buffers of TP > 1 (usecases/non_torch.py)
+        non_torch, non_torch_source = logged.non_torch_bytes, logged.source
     elif setup.device.gpu is not None and setup.device.gpu.non_torch_bytes is not None:
         non_torch, non_torch_source = setup.device.gpu.non_torch_bytes, f"GPU catalog ({setup.device.gpu.key})"
     else:
         non_torch, non_torch_source = 0, "assumed 0"
         if not any(warning.startswith("non-torch memory") for warning in warnings):
+            tp = setup.cache.tensor_parallel_size
             warnings.append(
                 f"non-torch memory (cuBLAS workspaces, NCCL and attention-backend buffers) is not measured by the "
-                f"{name} backend and the GPU catalog has no figure for this GPU yet, so it is taken as 0; pass "
-                "--non-torch-bytes to set it"
+                f"{name} backend and no real vLLM log of this GPU (or its family) at TP {tp} gives it "
+                f"({NON_TORCH_SOURCE_FILE}), so it is taken as 0; pass --non-torch-bytes to set it"
             )
     # V2's sampler state is held by the last pipeline stage's runner, which samples
     samples = shard is None or shard.last_stage
@@ -472,6 +480,11 @@ def _profile_rank(
     layers = (0, setup.shape.num_hidden_layers) if shard is None else (shard.layers.start, shard.layers.stop)
     return RankMemory(0 if shard is None else rank_index(shard, setup), layers, weights, activations, budget,
                       non_torch_source, graphs)
+
+
+def _logged_non_torch(setup: SettledConfig, release: Release) -> NonTorchPrediction | None:
+    gpu = setup.device.gpu
+    return None if gpu is None else predict_non_torch(gpu, setup.cache.tensor_parallel_size, release)
 
 
 def rank_index(shard: RankShard, setup: SettledConfig) -> int:
@@ -567,7 +580,9 @@ def plan_for_device(request: PlanRequest, progress: Progress | None = None) -> P
     if profile.plan is None:
         raise KvplanError(f"the profile run refused this configuration: {profile.finding}")
     source = PREDICTED_MEASURED_MEMORY if profile.plan.sizing_path.measured else PREDICTED_MEMORY
-    return replace(profile.plan, memory_source=source, warnings=profile.warnings)
+    return replace(profile.plan, memory_source=source, warnings=profile.warnings,
+                   non_torch_bytes=None if profile.budget is None else profile.budget.non_torch_bytes,
+                   non_torch_source=profile.non_torch_source or None)
 
 
 def provenance_knobs(result: ProfileResult) -> dict[str, Any]:

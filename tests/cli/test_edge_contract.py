@@ -79,7 +79,7 @@ FIT = ["fit", "-w", str(REPO / "examples" / "workloads" / "chat-5rps.json"), "--
 
 
 @pytest.mark.parametrize(("argv", "says"), [
-    ([*FIT, "--tp", "99999999999999999999999"], "--tensor-parallel-size: 99999999999999999999999 is out of range"),
+    ([*FIT, "-tp", "99999999999999999999999"], "--tensor-parallel-size: 99999999999999999999999 is out of range"),
     ([*FIT, "--concurrency", "2@99999999999999999999999"], "--concurrency (tokens): 99999999999999999999999 is out"),
     ([*FIT, "--rate", "1e30/s"], "--rate: 1e+30 is out of range"),
     ([*FIT, "--slo", "ttft_p95=1e30s"], "--slo: 1e+30 is out of range"),

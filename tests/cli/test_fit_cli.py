@@ -177,7 +177,7 @@ def test_rate_scales_the_workload_and_objectives_judge_each_run(tmp_path, kvplan
 def test_tensor_parallel_families_plan_through_the_same_path(kvplan):
     # with the KV memory per GPU given, plan sizes TP ranks exactly (no profile run involved)
     code, out, err = kvplan("fit", "--model", LLAMA, "--concurrency", "32@8192", "--gpus", "h100-sxm-80gb",
-                            "--tp", "1,2", "--kv-cache-memory", "8GiB,17GiB", "--max-num-seqs", "64", "--workers", "1",
+                            "-tp", "1,2", "--kv-cache-memory", "8GiB,17GiB", "--max-num-seqs", "64", "--workers", "1",
                             "--json")
     assert code == 0, err
     document = json.loads(out)
@@ -194,7 +194,7 @@ def test_tensor_parallel_families_plan_through_the_same_path(kvplan):
     [rejected] = document["rejected"]
     assert rejected["tensor_parallel_size"] == 1 and rejected["reason"] == "short_of_concurrency"
     # on an L4 the weights and 17 GiB of KV cache per GPU overflow it: vLLM would run out of memory
-    code, out, err = kvplan("fit", "--model", LLAMA, "--concurrency", "32@8192", "--gpus", "l4-24gb", "--tp", "2",
+    code, out, err = kvplan("fit", "--model", LLAMA, "--concurrency", "32@8192", "--gpus", "l4-24gb", "-tp", "2",
                             "--kv-cache-memory", "17GiB", "--max-num-seqs", "64", "--workers", "1", "--json")
     [overflow] = json.loads(out)["rejected"]
     assert code == 1 and overflow["reason"] == "does_not_fit" and "need more than the GPU's" in overflow["detail"]
@@ -203,7 +203,7 @@ def test_tensor_parallel_families_plan_through_the_same_path(kvplan):
 @pytest.mark.slow
 def test_tensor_parallel_ranks_predicted_from_the_gpu(kvplan):
     # 16 requests of 8,192 tokens do not fit one L4's KV cache; two L4s (TP 2) hold half the heads each
-    code, out, err = kvplan("fit", "--model", LLAMA, "--concurrency", "16@8192", "--gpus", "l4-24gb", "--tp", "1,2",
+    code, out, err = kvplan("fit", "--model", LLAMA, "--concurrency", "16@8192", "--gpus", "l4-24gb", "-tp", "1,2",
                             "--max-num-seqs", "64", "--workers", "1", "--json")
     assert code == 0, err
     document = json.loads(out)

@@ -10,6 +10,7 @@ from typer.main import get_command
 
 from kvplan.cli import app
 from kvplan.cli.options import EngineOptions
+from kvplan.semantics.engine.args import EngineArgs
 from kvplan.usecases.plan import PlanRequest
 from kvplan.usecases.replay import EngineSettings
 from kvplan.usecases.simulate.engine_source import EngineOverrides
@@ -33,35 +34,61 @@ def test_old_spellings_are_hidden_aliases():
     for command in ("plan", "profile", "simulate", "replay"):
         options = _options(command)
         assert options["prefix_caching_alias"] == (("--prefix-caching",), True)
-        assert options["chunked_prefill_alias"] == (("--chunked-prefill", "--no-chunked-prefill"), True)
+        assert options["enable_chunked_prefill_alias"] == (("--chunked-prefill", "--no-chunked-prefill"), True)
+    for command in ("plan", "profile", "simulate"):
+        options = _options(command)
+        assert options["tensor_parallel_size"] == (("--tensor-parallel-size", "-tp"), False)
+        assert options["tensor_parallel_size_alias"] == (("--tp",), True)
+        assert options["pipeline_parallel_size_alias"] == (("--pp",), True)
+        assert options["kv_cache_memory_bytes"] == (("--kv-cache-memory-bytes",), False)
+        assert options["kv_cache_memory_bytes_prefix"] == (("--kv-cache-memory",), True)
 
 
 def test_unset_settings_are_vllms_defaults():
-    assert EngineOptions(model="m").plan_request() == PlanRequest(model="m")
+    assert EngineOptions(args=EngineArgs(model="m")).plan_request() == PlanRequest(model="m")
 
 
 def test_plan_takes_both_spellings(kvplan):
-    base = ("plan", "Qwen/Qwen2-0.5B-Instruct", "--kv-cache-memory", "24GiB", "--json",
-            "--max-num-batched-tokens", "40000")
-    records = []
-    for flags in (("--no-enable-chunked-prefill", "--no-enable-prefix-caching"),
-                  ("--no-chunked-prefill", "--prefix-caching", "off")):
+    base = ("plan", "Qwen/Qwen2-0.5B-Instruct", "--json", "--max-num-batched-tokens", "40000")
+    records, notes = [], []
+    for flags in (("--kv-cache-memory-bytes", "24GiB", "--no-enable-chunked-prefill", "--no-enable-prefix-caching"),
+                  ("--kv-cache-memory", "24GiB", "--no-chunked-prefill", "--prefix-caching", "off")):
         code, out, err = kvplan(*base, *flags)
         assert code == 0, err
         records.append(json.loads(out))
+        notes.append(err.splitlines())
     assert records[0] == records[1]
+    assert notes[0] == []
+    assert sorted(notes[1]) == [
+        "kvplan: --chunked-prefill/--no-chunked-prefill is deprecated: give "
+        "--enable-chunked-prefill/--no-enable-chunked-prefill (vLLM's spelling)",
+        "kvplan: --prefix-caching is deprecated: give --enable-prefix-caching/--no-enable-prefix-caching "
+        "(vLLM's spelling)"]
     assert records[0]["enable_chunked_prefill"] is False and records[0]["enable_prefix_caching"] is False
 
 
 def test_a_bad_utilization_is_one_line(kvplan):
-    code, out, err = kvplan("plan", "--kv-cache-memory", "1GiB", "--gpu-memory-utilization", "1.5")
+    code, out, err = kvplan("plan", "--kv-cache-memory-bytes", "1GiB", "--gpu-memory-utilization", "1.5")
     assert code == 2 and out == "" and err.strip() == (
         "kvplan: error: --gpu-memory-utilization: 1.5 is out of range: expected a number above 0 and at most 1")
 
 
 def test_replay_and_simulate_take_the_settings_their_use_case_names():
-    engine = EngineOptions(num_gpu_blocks=3, max_num_seqs=2, gpu="l4-24gb", enable_prefix_caching=False)
+    engine = EngineOptions(args=EngineArgs(max_num_seqs=2, enable_prefix_caching=False), num_gpu_blocks=3,
+                           gpu="l4-24gb")
     assert engine.pick(EngineSettings) == EngineSettings(num_gpu_blocks=3, max_num_seqs=2, enable_prefix_caching=False)
     overrides = engine.pick(EngineOverrides)
     assert overrides == EngineOverrides(num_gpu_blocks=3, max_num_seqs=2, gpu="l4-24gb", enable_prefix_caching=False)
     assert overrides.settings() == {"max_num_seqs": 2, "enable_prefix_caching": False}
+
+
+def test_every_command_declares_json_once_and_alike():
+    """One --json option (cli/root.py's json_option): the same spelling and wording on every command."""
+    helps = {}
+    for name, command in get_command(app).commands.items():  # type: ignore[attr-defined]
+        for sub in getattr(command, "commands", {}).values() or [command]:
+            for param in sub.params:
+                if "--json" in param.opts:
+                    helps[f"{name} {sub.name}"] = param.help
+    assert len(helps) >= 10
+    assert all(text.startswith("Print ") and text.endswith(" on stdout and nothing else.") for text in helps.values())

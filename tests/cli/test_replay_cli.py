@@ -114,7 +114,7 @@ def test_output_never_overwrites_the_trace(capsys, traces_dir: Path, tmp_path: P
 
 def test_options_override_the_trace_config(capsys, traces_dir: Path) -> None:
     code, out, _ = kvplan(capsys, "replay", str(traces_dir / "example.json"), "--summary-only",
-                          "--num-gpu-blocks", "40", "--prefix-caching", "off", "--max-num-seqs", "2")
+                          "--num-gpu-blocks", "40", "--no-enable-prefix-caching", "--max-num-seqs", "2")
     summary = json.loads(out)["summary"]
     assert code == 0 and summary["total_preemptions"] == 0 and summary["prefix_cache_queries"] == 0
     assert summary["config"]["num_gpu_blocks"] == 40 and summary["config"]["max_num_seqs"] == 2
@@ -122,7 +122,7 @@ def test_options_override_the_trace_config(capsys, traces_dir: Path) -> None:
 
 @pytest.mark.parametrize(("args", "message"), [
     (["--max-num-seqs", "4096"], "max_num_seqs"),
-    (["--no-chunked-prefill"], "chunked prefill off"),
+    (["--no-enable-chunked-prefill"], "chunked prefill off"),
     (["--prefix-caching", "maybe"], "--prefix-caching takes on or off"),
     (["--block-size", "12"], "--block-size: 12 is not a block size vLLM accepts"),
     (["--vllm-version", "0.20.0"], "--vllm-version: expected one of: 0.17.1, 0.33.0, 0.34.0, got '0.20.0'"),

@@ -76,8 +76,8 @@ def test_output_files_and_overrides(tmp_path):
     workload = write(tmp_path, mix())
     out, timeline, report = tmp_path / "out.json", tmp_path / "steps.csv", tmp_path / "report.html"
     result = kvplan(workload, "--json", "-o", out, "--timeline", timeline, "--report", report,
-                    "--num-gpu-blocks", "40", "--max-num-seqs", "4", "--prefix-caching", "off", "--step-time-ms", "20",
-                    "--seed", "5")
+                    "--num-gpu-blocks", "40", "--max-num-seqs", "4", "--no-enable-prefix-caching",
+                    "--step-time-ms", "20", "--seed", "5")
     assert result.returncode == 0, result.stderr
     assert result.stdout == ""
     document = json.loads(out.read_text())

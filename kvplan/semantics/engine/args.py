@@ -1,0 +1,249 @@
+"""vLLM's engine arguments that kvplan reproduces, declared once: `EngineArgs`, with vLLM's field
+names (`EngineArgs` in vLLM's engine/arg_utils.py; docs/vllm/kv-semantics.md §1 reads them).
+
+Each field carries what every reader of it needs: its range (a `kvplan.schema` kind, which the
+command line, traces, workloads, check specs and sweep grids check it against), its flag as vLLM
+spells it (`--tensor-parallel-size`, `-tp`), the spellings kvplan used before (hidden aliases),
+its help text, and its default per release, read from the release table
+(`kvplan.semantics.releases`). None means "not set": a layer of settings leaves the value of the
+layer under it, and `over` stacks layers (file < pool source < command line).
+
+A new engine setting is one field here plus the code that uses it: the command line
+(`kvplan.cli.options`), fit's lists and the readers are made from this list."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
+
+from kvplan import limits
+from kvplan.errors import KvplanError
+from kvplan.parsing import FieldError
+from kvplan.schema import Boolean, ByteSize, Either, Integer, Kind, Number, Text
+from kvplan.semantics.engine.trace_format import BATCHED_TOKENS, BLOCK_SIZE, MODEL_LEN, NUM_SEQS, POOL_BLOCKS
+from kvplan.semantics.releases import RELEASES, Release
+from kvplan.units import parse_count
+
+MODEL = Text(max_length=limits.MAX_PATH, controls=False, description="hub id, model directory or config.json path")
+MEMORY = ByteSize(1, limits.MAX_BYTES)
+UTILIZATION = Number(0, 1, exclusive_minimum=True, description="vLLM's gpu_memory_utilization in (0, 1]")
+PARALLEL = Integer(1, limits.MAX_PARALLEL)
+DTYPE = Text(max_length=64, controls=False, description="auto, bfloat16, float16 or float32 (vLLM's --dtype)")
+KV_CACHE_DTYPE = Text(max_length=64, controls=False,
+                      description="auto, fp8, fp8_e4m3 or fp8_e5m2 (vLLM's --kv-cache-dtype)")
+MAX_MODEL_LEN = Either((MODEL_LEN, Text(choices=("auto",)), Integer(-1, -1)),
+                       "longest prompt + output in tokens; \"auto\" or -1 fits the largest the memory holds")
+REVISION = Text(max_length=256, controls=False, description="a hub revision: branch, tag or commit")
+QUANTIZATION = Text(max_length=64, controls=False, description="a quantization method, as vLLM's --quantization")
+
+
+def check_value(kind: Kind, value: Any, flag: str) -> Any:
+    """`value` when it is of `kind` (None: not given), else bad input in one line."""
+    if value is not None:
+        try:
+            kind.check(value, flag)
+        except FieldError as error:
+            raise KvplanError(str(error)) from None
+    return value
+
+
+def read_count(text: str, flag: str, kind: Kind) -> int:
+    """A count as vLLM's human_readable_int reads it (`8192`, `8K`), within the kind's range."""
+    return check_value(kind, parse_count(text, flag), flag)
+
+
+def read_bytes(text: str, flag: str, kind: ByteSize = MEMORY) -> int:
+    """A size: one number and one unit (`24GiB`, `24G` as vLLM reads it), within the kind's range."""
+    try:
+        return kind.read(text, flag)
+    except FieldError as error:
+        raise KvplanError(str(error)) from None
+
+
+def read_max_model_len(text: str, flag: str = "--max-model-len") -> int:
+    """-1 = auto-fit, else a length as vLLM's human_readable_int_or_auto reads it."""
+    if text.strip().lower() in ("auto", "-1"):
+        return -1
+    return read_count(text, flag, MODEL_LEN)
+
+
+@dataclass(frozen=True)
+class Setting:
+    """What one engine argument is, for every reader of it."""
+
+    flags: tuple[str, ...]                 # vLLM's spellings, the long one first (`--tensor-parallel-size`, `-tp`)
+    help: str
+    kind: Kind                             # the range of the value (not of the text a flag is given as)
+    annotation: Any = None                 # the type typer parses the flag as (None: the value's)
+    # the value from a flag's text (None: typer's own value is the value); the flag's name for messages
+    parse: Callable[[str, str], Any] | None = None
+    hidden_flags: tuple[str, ...] = ()     # kvplan's earlier spellings: still read (with a deprecation line), not shown
+    # spellings vLLM takes too, read but not shown: vLLM's argparse reads an unambiguous prefix of a flag
+    # (`--kv-cache-memory`, which vLLM's own log suggests, docs/vllm/kv-semantics.md)
+    prefix_flags: tuple[str, ...] = ()
+    metavar: str | None = None
+    default: Callable[[Release], Any] = lambda release: None  # the release's default; None: derived later
+    flag_default: Any = None               # what typer hands over when the flag is absent
+    key: str | None = None                 # its name in kvplan's files and bundles where not vLLM's
+
+    @property
+    def flag(self) -> str:
+        """The spelling messages name: the first long one, without a `/--no-...` half."""
+        return self.flags[0].split("/")[0]
+
+    def read(self, value: Any, flag: str | None = None) -> Any:
+        """The setting's value from what a flag or a file gave (None: not given), checked."""
+        if value is None:
+            return None
+        shown = flag or self.flag
+        if self.parse is not None and isinstance(value, str):
+            value = self.parse(value, shown)
+        return check_value(self.kind, value, shown)
+
+
+def _setting(**declared: Any) -> Any:
+    return field(default=None, metadata={"setting": Setting(**declared)})
+
+
+def _utilization_defaults() -> str:
+    """"0.9 in 0.17.1, 0.92 in 0.33.0; 0.34.0: 1.0 with the extensible KV cache, 0.92 without", from the table."""
+    plain = [f"{release.gpu_memory_utilization} in {release.version}" for release in RELEASES.values()
+             if release.measured_utilization is None]
+    measured = [f"{release.version}: {release.measured_utilization} with the extensible KV cache, "
+                f"{release.gpu_memory_utilization} without" for release in RELEASES.values()
+                if release.measured_utilization is not None]
+    return "; ".join(filter(None, (", ".join(plain), *measured)))
+
+
+def _block_size_defaults() -> str:
+    """"16, 64 in 0.34.0", from the table."""
+    first = next(iter(RELEASES.values())).default_block_size
+    others = [f"{release.default_block_size} in {release.version}" for release in RELEASES.values()
+              if release.default_block_size != first]
+    return ", ".join((str(first), *others))
+
+
+def _prefix_caching_help() -> str:
+    off = [release.version for release in RELEASES.values() if not release.prefix_caching_for_hybrids]
+    return "vLLM's prefix caching. Default: on" + (f", except for Mamba hybrids in vLLM {' and '.join(off)}"
+                                                   if off else "") + "."
+
+
+@dataclass(frozen=True)
+class EngineArgs:
+    """The engine arguments of one layer of settings (a file, a pool source, the command line);
+    None: not set."""
+
+    model: str | None = _setting(
+        flags=("--model", "-m"), kind=MODEL,
+        help="The model, also given as the first word after the command (as `vllm serve MODEL`): a hub id "
+        "(resolved from the bundled catalog, then the local HF cache), a local directory holding config.json, or "
+        "a path to a config.json. A hub id that is neither is fetched from the Hugging Face hub (HF_TOKEN or the "
+        "saved login; never with --offline).")
+    revision: str | None = _setting(
+        flags=("--revision",), kind=REVISION,
+        help="Hub revision (branch, tag or commit) of --model when it is fetched or cached.")
+    trust_remote_code: bool | None = _setting(
+        flags=("--trust-remote-code",), kind=Boolean(), annotation=bool, flag_default=False,
+        help="Allow transformers to run the model's own code (only this flag does: never a file kvplan reads).",
+        default=lambda release: False)
+    dtype: str | None = _setting(
+        flags=("--dtype",), kind=DTYPE, default=lambda release: "auto",
+        help="auto (the default), bfloat16, float16 or float32 (as vLLM's --dtype).")
+    quantization: str | None = _setting(
+        flags=("--quantization", "-q"), kind=QUANTIZATION, metavar="METHOD",
+        help="vLLM's --quantization: the checkpoint's own method (the default), or fp8 on an unquantized "
+        "checkpoint (vLLM quantizes its linear layers at load: fp8 weights).")
+    kv_cache_dtype: str | None = _setting(
+        flags=("--kv-cache-dtype",), kind=KV_CACHE_DTYPE, default=lambda release: "auto",
+        help="auto (the default), fp8, fp8_e4m3 or fp8_e5m2.")
+    tensor_parallel_size: int | None = _setting(
+        flags=("--tensor-parallel-size", "-tp"), hidden_flags=("--tp",), kind=PARALLEL,
+        default=lambda release: 1, help="Tensor-parallel size (default 1); every figure is per GPU.")
+    pipeline_parallel_size: int | None = _setting(
+        flags=("--pipeline-parallel-size", "-pp"), hidden_flags=("--pp",), kind=PARALLEL,
+        default=lambda release: 1, help="Pipeline-parallel size (default 1).")
+    gpu_memory_utilization: float | None = _setting(
+        flags=("--gpu-memory-utilization",), kind=UTILIZATION, annotation=float | None,
+        default=lambda release: release.gpu_memory_utilization,
+        help=f"vLLM's gpu_memory_utilization in (0, 1]; default the release's ({_utilization_defaults()}).")
+    kv_cache_memory_bytes: int | None = _setting(
+        flags=("--kv-cache-memory-bytes",), prefix_flags=("--kv-cache-memory",), kind=MEMORY, key="kv_cache_memory",
+        annotation=str | None, parse=lambda text, flag: read_bytes(text, flag),
+        help="KV-cache bytes per GPU (also read as --kv-cache-memory, as vLLM reads it): 25938100224, 24.16GiB, "
+        "900MiB, or vLLM's 24G (GiB) and 24g (GB).")
+    num_gpu_blocks_override: int | None = _setting(
+        flags=("--num-gpu-blocks-override",), kind=POOL_BLOCKS,
+        help="Replace the computed block count (vLLM's flag).")
+    block_size: int | None = _setting(
+        flags=("--block-size",), kind=BLOCK_SIZE, default=lambda release: release.default_block_size,
+        help=f"Tokens per block (default the release's: {_block_size_defaults()}; MLA backends and hybrids "
+        "change it).")
+    max_model_len: int | None = _setting(
+        flags=("--max-model-len",), kind=MAX_MODEL_LEN, annotation=str | None,
+        parse=read_max_model_len,
+        help="Longest prompt + output. Default: the model's limit as vLLM derives it; `auto` or -1 fits the "
+        "largest.")
+    max_num_batched_tokens: int | None = _setting(
+        flags=("--max-num-batched-tokens",), kind=BATCHED_TOKENS, annotation=str | None,
+        parse=lambda text, flag: read_count(text, flag, BATCHED_TOKENS),
+        help="Token budget per step, e.g. 8192 or 8K (as vLLM reads it). Default: what `vllm serve` picks for the "
+        "GPU (2048 for one outside the catalog, given by --gpu-memory alone).")
+    max_num_seqs: int | None = _setting(
+        flags=("--max-num-seqs",), kind=NUM_SEQS,
+        help="Most running requests. Default: what `vllm serve` picks for the GPU (256 for one outside the "
+        "catalog).")
+    enable_prefix_caching: bool | None = _setting(
+        flags=("--enable-prefix-caching/--no-enable-prefix-caching",), kind=Boolean(), help=_prefix_caching_help())
+    enable_chunked_prefill: bool | None = _setting(
+        flags=("--enable-chunked-prefill/--no-enable-chunked-prefill",), kind=Boolean(),
+        hidden_flags=("--chunked-prefill/--no-chunked-prefill",),
+        default=lambda release: True, help="vLLM's chunked prefill (default on).")
+    enable_extensible_kv_cache: bool | None = _setting(
+        flags=("--enable-extensible-kv-cache/--no-enable-extensible-kv-cache",), kind=Boolean(),
+        help="vLLM 0.34.0's extensible KV cache: sized from the memory measured after warmup and CUDA-graph "
+        "capture. Default: on unless --kv-cache-memory or --num-gpu-blocks-override is given; off: 0.33.0's "
+        "estimate decides.")
+    enforce_eager: bool | None = _setting(
+        flags=("--enforce-eager/--no-enforce-eager",), kind=Boolean(), default=lambda release: False,
+        help="vLLM's --enforce-eager: no CUDA graphs, so no graph pool is taken from the KV memory and every "
+        "kernel is launched one by one (the step-time estimate).")
+
+    def over(self, under: EngineArgs) -> EngineArgs:
+        """These settings where set, `under`'s elsewhere: `command_line.over(pool.over(file))`."""
+        return replace(under, **{name: value for name, value in self.given().items()})
+
+    def given(self) -> dict[str, Any]:
+        """The settings that are set, by vLLM's names."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None}
+
+    @classmethod
+    def defaults(cls, release: Release) -> EngineArgs:
+        """The release's defaults of the settings it fixes (the rest, None, are derived from the model
+        and the GPU: max_model_len, the batch limits)."""
+        return cls(**{name: setting.default(release) for name, setting in settings()})
+
+    @classmethod
+    def read(cls, values: dict[str, Any], flags: dict[str, str] | None = None) -> EngineArgs:
+        """Settings from raw values by field name (a flag's text or a file's value), each read and
+        checked; `flags` names a value's source in messages (default: its flag)."""
+        known = dict(settings())
+        unknown = sorted(set(values) - set(known))
+        if unknown:
+            raise ValueError(f"no engine argument {unknown}")
+        return cls(**{name: known[name].read(value, (flags or {}).get(name)) for name, value in values.items()})
+
+
+def settings() -> Iterator[tuple[str, Setting]]:
+    """Every engine argument with its declaration, in the order of `EngineArgs`."""
+    for spec in fields(EngineArgs):
+        yield spec.name, spec.metadata["setting"]
+
+
+def setting(name: str) -> Setting:
+    """The declaration of one engine argument."""
+    for spec in fields(EngineArgs):
+        if spec.name == name:
+            return spec.metadata["setting"]
+    raise KeyError(name)
