@@ -210,6 +210,11 @@ class EngineArgs:
         help="vLLM's --enforce-eager: no CUDA graphs, so no graph pool is taken from the KV memory and every "
         "kernel is launched one by one (the step-time estimate).")
 
+    async_scheduling: bool | None = _setting(
+        flags=("--async-scheduling/--no-async-scheduling",), kind=Boolean(),
+        help="vLLM's async scheduling: the engine loop `vllm serve` runs (the default); --no-async-scheduling "
+        "runs the sync loop (the same as --scheduling sync).")
+
     def over(self, under: EngineArgs) -> EngineArgs:
         """These settings where set, `under`'s elsewhere: `command_line.over(pool.over(file))`."""
         return replace(under, **{name: value for name, value in self.given().items()})
