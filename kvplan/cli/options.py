@@ -278,7 +278,7 @@ PLANNING = (
 )
 SCHEDULING = (
     "num_gpu_blocks", "block_size", "enable_prefix_caching", "max_num_batched_tokens", "max_num_seqs",
-    "max_model_len", "enable_chunked_prefill", "vllm_version", "scheduling",
+    "max_model_len", "enable_chunked_prefill", "vllm_version", "scheduling", "async_scheduling",
 )
 SIMULATING = (
     *SCHEDULING, "gpu", "gpu_memory_utilization", "gpu_memory", "kv_cache_memory_bytes", "kv_cache_dtype", "dtype",
@@ -321,6 +321,12 @@ def read_engine_options(values: dict[str, Any]) -> EngineOptions:
         if settings[target] is None:
             settings[target] = given
     args = {name: settings.pop(name) for name in list(settings) if name in _ARG_TYPES}
+    if args.get("async_scheduling") is not None:      # vLLM's switch names kvplan's --scheduling mode
+        mode = "async" if args["async_scheduling"] else "sync"
+        if settings.get("scheduling") not in (None, mode):
+            raise KvplanError(f"--scheduling {settings['scheduling']} and --{'' if mode == 'async' else 'no-'}"
+                              "async-scheduling disagree: give one of them")
+        settings["scheduling"] = mode
     return EngineOptions(args=EngineArgs(**args), **settings)
 
 

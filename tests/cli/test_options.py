@@ -92,3 +92,15 @@ def test_every_command_declares_json_once_and_alike():
                     helps[f"{name} {sub.name}"] = param.help
     assert len(helps) >= 10
     assert all(text.startswith("Print ") and text.endswith(" on stdout and nothing else.") for text in helps.values())
+
+
+def test_vllms_async_scheduling_switch_is_the_scheduling_mode(kvplan, traces_dir):
+    """--no-async-scheduling (an engine argument added as one EngineArgs field) runs the sync loop."""
+    trace = str(traces_dir / "example.json")
+    runs = {flags: kvplan("replay", trace, "--summary-only", *flags)
+            for flags in (("--no-async-scheduling",), ("--scheduling", "sync"), ("--async-scheduling",), ())}
+    assert all(code == 0 for code, _, _ in runs.values())
+    assert runs[("--no-async-scheduling",)][1] == runs[("--scheduling", "sync")][1]
+    assert runs[("--async-scheduling",)][1] == runs[()][1] != runs[("--scheduling", "sync")][1]
+    code, out, err = kvplan("replay", trace, "--no-async-scheduling", "--scheduling", "async")
+    assert code == 2 and out == "" and "disagree" in err
