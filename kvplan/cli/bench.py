@@ -11,7 +11,7 @@ import typer
 
 from kvplan.cli.options import EngineOptions, engine_options
 from kvplan.cli.outputs import prepare_outputs
-from kvplan.cli.root import app
+from kvplan.cli.root import JSON, app
 from kvplan.errors import KvplanError
 from kvplan.files import atomic_output
 from kvplan.report.jsonout import dumps, to_jsonable
@@ -85,7 +85,7 @@ def serve_command(
         None, "--frontend-stream-wait-ms", help="Added to each admission per stream in flight."),
     no_frontend: bool = typer.Option(False, "--no-frontend", help="Engine latency only (no API server)."),
     step_time_ms: float | None = typer.Option(None, "--step-time-ms", help="Every step takes this long."),
-    json_output: bool = typer.Option(False, "--json", help="Print the result as one JSON document and nothing else."),
+    json_output: bool = JSON,
 ) -> None:
     """Predict what `vllm bench serve` measures against `vllm serve` with these engine options: the same
     arguments, the same result table and metric names, every figure an estimate.
@@ -174,7 +174,7 @@ def _comparison_json(comparison: object) -> dict[str, object]:
 def compare_command(
     predicted: Path = typer.Argument(..., metavar="PREDICTED.json", help="kvplan bench serve --save-result's file."),
     measured: Path = typer.Argument(..., metavar="MEASURED.json", help="vllm bench serve --save-result's file."),
-    json_output: bool = typer.Option(False, "--json", help="Print the comparison as one JSON document."),
+    json_output: bool = JSON,
 ) -> None:
     """Metric by metric: predicted, measured, and the error relative to the measurement.
 

@@ -11,7 +11,7 @@ import typer
 
 from kvplan.cli.options import EngineOptions, checked, engine_flags, network_access, read_engine_options
 from kvplan.cli.outputs import prepare_outputs
-from kvplan.cli.root import app
+from kvplan.cli.root import JSON, app
 from kvplan.hub import hub_access
 from kvplan.report.jsonout import emit_json
 from kvplan.report.stderr import warn_once
@@ -25,7 +25,7 @@ SUMMARY_VARIABLE = "GITHUB_STEP_SUMMARY"
 def check_command(
     spec_path: Path = typer.Argument(..., metavar="SPEC", help="Check spec (TOML, or JSON): docs/check.md."),
     junit: Path | None = typer.Option(None, "--junit", help="Also write the verdicts as JUnit XML to FILE."),
-    json_output: bool = typer.Option(False, "--json", help="Print the report as one JSON document and nothing else."),
+    json_output: bool = JSON,
     trust_remote_code: bool = typer.Option(
         False, "--trust-remote-code",
         help="Allow transformers to run the code of the target's model (never enabled by a spec or profile)."),

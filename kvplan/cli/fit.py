@@ -50,7 +50,10 @@ def _utilization_help() -> str:
     """The default utilization of every release, read from the release table (stays right as releases change)."""
     from kvplan.semantics.releases import RELEASES
 
-    defaults = ", ".join(f"{release.gpu_memory_utilization:g} for {release.version}" for release in RELEASES.values())
+    defaults = ", ".join(
+        f"{release.gpu_memory_utilization:g} for {release.version}" if release.measured_utilization is None else
+        f"{release.measured_utilization:g} on the measured sizing path ({release.gpu_memory_utilization:g} otherwise) "
+        f"for {release.version}" for release in RELEASES.values())
     return f"Utilizations to try (default: the release's, {defaults})."
 
 

@@ -1,9 +1,7 @@
 from __future__ import annotations
 
-import typer
-
 from kvplan.cli.options import EngineOptions, engine_options
-from kvplan.cli.root import app
+from kvplan.cli.root import JSON, app
 from kvplan.gpus.catalog import list_gpus
 from kvplan.report.jsonout import emit_json, to_jsonable
 
@@ -13,7 +11,7 @@ GPUS_SCHEMA_VERSION = 1
 @app.command()
 @engine_options("vllm_version", may_fetch=False)
 def gpus(engine: EngineOptions,
-         json_output: bool = typer.Option(False, "--json", help="Print the table as JSON.")) -> None:
+         json_output: bool = JSON) -> None:
     """List the bundled GPU table (the memory total vLLM multiplies by the utilisation, speeds) with the
     batch defaults `vllm serve` of the release picks for each GPU."""
     from kvplan.usecases.plan import gpu_batch_defaults

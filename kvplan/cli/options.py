@@ -35,6 +35,7 @@ from kvplan.usecases.step_time_methods import STEP_TIME_METHODS
 if TYPE_CHECKING:
     from kvplan.usecases.plan import PlanRequest
 
+JSON_FLAG = "--json"       # every command's (`cli.root.json_option`; plan's fast path reads it too)
 STEP_TIME = Text(choices=STEP_TIME_METHODS, description="how a step's time is estimated")
 
 
@@ -277,7 +278,7 @@ PLANNING = (
 )
 SCHEDULING = (
     "num_gpu_blocks", "block_size", "enable_prefix_caching", "max_num_batched_tokens", "max_num_seqs",
-    "max_model_len", "enable_chunked_prefill", "vllm_version", "scheduling",
+    "max_model_len", "enable_chunked_prefill", "vllm_version", "scheduling", "async_scheduling",
 )
 SIMULATING = (
     *SCHEDULING, "gpu", "gpu_memory_utilization", "gpu_memory", "kv_cache_memory_bytes", "kv_cache_dtype", "dtype",
@@ -320,6 +321,12 @@ def read_engine_options(values: dict[str, Any]) -> EngineOptions:
         if settings[target] is None:
             settings[target] = given
     args = {name: settings.pop(name) for name in list(settings) if name in _ARG_TYPES}
+    if args.get("async_scheduling") is not None:      # vLLM's switch names kvplan's --scheduling mode
+        mode = "async" if args["async_scheduling"] else "sync"
+        if settings.get("scheduling") not in (None, mode):
+            raise KvplanError(f"--scheduling {settings['scheduling']} and --{'' if mode == 'async' else 'no-'}"
+                              "async-scheduling disagree: give one of them")
+        settings["scheduling"] = mode
     return EngineOptions(args=EngineArgs(**args), **settings)
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Union, get_args, get_origin
 
 from kvplan.cli.options import (
+    JSON_FLAG,
     PLANNING,
     EngineOptions,
     Flag,
@@ -28,7 +29,6 @@ if TYPE_CHECKING:
     from kvplan.usecases.check.assertions import Assertion
     from kvplan.usecases.plan import PlanRequest, PlanResult
 
-JSON_FLAG = "--json"
 MODEL_WORD = "model_argument"
 _INT = re.compile(r"(0|[1-9][0-9]*)")
 _FLOAT = re.compile(r"[0-9]+(\.[0-9]+)?|\.[0-9]+")

@@ -14,7 +14,7 @@ import typer
 
 from kvplan.cli.options import SCHEDULING, EngineOptions, engine_options
 from kvplan.cli.outputs import prepare_outputs
-from kvplan.cli.root import app
+from kvplan.cli.root import app, json_option
 from kvplan.errors import EXIT_STALLED, KvplanError
 from kvplan.files import atomic_output
 from kvplan.limits import MAX_RECORDED_STEPS
@@ -35,7 +35,7 @@ def replay_command(
     engine: EngineOptions,
     summary_only: bool = typer.Option(False, "--summary-only", help="Print only the summary line."),
     dump_free_queue: bool = typer.Option(False, "--dump-free-queue", help="Add the free queue to records."),
-    json_output: bool = typer.Option(False, "--json", help="JSON Lines on stdout even on a terminal."),
+    json_output: bool = json_option("JSON Lines, even on a terminal,"),
     output: Path | None = typer.Option(None, "--output", "-o", help="Write the JSON Lines to FILE instead."),
 ) -> None:
     """Replay a request trace step by step; JSON Lines when piped or with -o, a summary on a terminal.

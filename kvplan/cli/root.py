@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import typer
 
+from kvplan.cli.options import JSON_FLAG
 from kvplan.semantics.releases import RELEASES
 
-JSON = typer.Option(False, "--json", help="Print one JSON document on stdout and nothing else.")
+
+def json_option(what: str = "one JSON document") -> Any:
+    """The --json option, the same on every command: stdout is then only `what`."""
+    return typer.Option(False, JSON_FLAG, help=f"Print {what} on stdout and nothing else.")
+
+
+JSON = json_option()
 
 app = typer.Typer(
     name="kvplan",

@@ -16,7 +16,7 @@ from kvplan.cli.options import SIMULATING, EngineOptions, checked, engine_option
 from kvplan.cli.outputs import prepare_outputs
 from kvplan.cli.progress import reporting
 from kvplan.cli.quick_asserts import verdict_exit_code
-from kvplan.cli.root import app
+from kvplan.cli.root import JSON, app
 from kvplan.errors import EXIT_STALLED, KvplanError
 from kvplan.files import atomic_output
 from kvplan.limits import MAX_SEED
@@ -49,7 +49,7 @@ def simulate_command(
     seed: int | None = typer.Option(None, "--seed", help="Random seed (default: the workload's seed, else 0)."),
     find_max_rate: bool = typer.Option(
         False, "--find-max-rate", help="Also search the highest arrival rate the engine sustains (many runs)."),
-    json_output: bool = typer.Option(False, "--json", help="Print the result as one JSON document and nothing else."),
+    json_output: bool = JSON,
     output: Path | None = typer.Option(None, "--output", "-o", help="Write what would be printed to FILE instead."),
     timeline: Path | None = typer.Option(None, "--timeline", help="Write one CSV row per step to FILE."),
     report: Path | None = typer.Option(None, "--report", help="Write a self-contained HTML report to FILE."),

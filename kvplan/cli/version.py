@@ -5,11 +5,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
-import typer
-
 import kvplan
 from kvplan import __version__
-from kvplan.cli.root import app
+from kvplan.cli.root import JSON, app
 from kvplan.report.jsonout import emit_json
 from kvplan.semantics.releases import RELEASES, default_release, default_release_reason, installed_vllm_version
 
@@ -17,7 +15,7 @@ VERSION_SCHEMA_VERSION = 1
 
 
 @app.command()
-def version(json_output: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
+def version(json_output: bool = JSON) -> None:
     """Print kvplan's version, the vLLM releases it reproduces and the one it follows by default."""
     if json_output:
         emit_json({

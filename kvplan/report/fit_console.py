@@ -78,10 +78,8 @@ def _table(result: FitResult) -> Table:
         table.add_column(column, justify="left" if column in ("GPU", "KV") else "right", no_wrap=column == "GPU")
     for rank, c in enumerate(result.configurations, start=1):
         configuration, point, check = c.configuration, c.point, c.check
-        utilization = configuration.gpu_memory_utilization
-        memory = (f"{utilization:g}" if utilization is not None else
-                  (human_bytes(configuration.kv_cache_memory_bytes) if configuration.kv_cache_memory_bytes
-                   else f"{configuration.release.gpu_memory_utilization:g}"))
+        memory = (human_bytes(configuration.kv_cache_memory_bytes) if configuration.kv_cache_memory_bytes
+                  and configuration.gpu_memory_utilization is None else f"{configuration.utilization:g}")
         row = [str(rank), configuration.gpu or "-", _gpus(c), configuration.kv_cache_dtype, memory,
                f"{configuration.max_model_len:,}" if configuration.max_model_len else "-",
                str(configuration.max_num_seqs or "-"), f"{point.kv_cache_tokens:,}" if point.kv_cache_tokens else "-"]

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from kvplan import __version__
+from kvplan.usecases.configuration import Configuration
 from kvplan.usecases.fit.result import FitConfiguration, FitResult, PlannedPoint, RateCheck, RejectedFamily
 
 FIT_SCHEMA_VERSION = 1
@@ -25,7 +26,7 @@ def _settings(point: PlannedPoint) -> dict[str, Any]:
     configuration = point.configuration
     utilization = configuration.gpu_memory_utilization
     if configuration.kv_cache_memory_bytes is None and utilization is None:
-        utilization = configuration.release.gpu_memory_utilization
+        utilization = configuration.utilization
     return {
         "gpu": configuration.gpu,
         "num_gpus": configuration.num_gpus,
@@ -115,7 +116,8 @@ def fit_document(result: FitResult) -> dict[str, Any]:
             "pipeline_parallel_sizes": list(space.pipeline_parallel_sizes),
             "kv_cache_dtypes": list(space.kv_cache_dtypes),
             "gpu_memory_utilizations": [] if space.kv_cache_memories else [
-                request.release.gpu_memory_utilization if u is None else u for u in space.gpu_memory_utilizations],
+                Configuration(request.model, request.release, gpu_memory_utilization=u).utilization
+                for u in space.gpu_memory_utilizations],
             "kv_cache_memory_bytes": list(space.kv_cache_memories),
             "max_num_seqs": list(space.max_num_seqs),
             "max_num_batched_tokens": list(space.max_num_batched_tokens),

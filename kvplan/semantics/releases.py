@@ -351,7 +351,15 @@ VLLM_0_34_0 = replace(
 )
 
 RELEASES: dict[str, Release] = {release.version: release for release in (VLLM_0_17_1, VLLM_0_33_0, VLLM_0_34_0)}
-NEWEST_RELEASE = VLLM_0_33_0
+
+
+def _version_key(release: Release) -> tuple[int, ...]:
+    """A release's version as numbers, so that 0.34.0 sorts after 0.4.0 (as text it would not)."""
+    return tuple(int(part) for part in release.version.split("."))
+
+
+# The newest release of the table, by version: the default when no supported vllm is installed
+NEWEST_RELEASE = max(RELEASES.values(), key=_version_key)
 
 
 def installed_vllm_version(search_path: Sequence[str] | None = None) -> str | None:

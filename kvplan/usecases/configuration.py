@@ -45,6 +45,13 @@ class Configuration:
     def num_gpus(self) -> int:
         return self.tensor_parallel_size * self.pipeline_parallel_size
 
+    @property
+    def utilization(self) -> float:
+        """The gpu_memory_utilization this configuration is planned at: the one given, else the
+        release's default for its sizing path (0.34.0: 1.0 on the measured path, 0.92 on the
+        estimate; docs/vllm/changes-0.34.md §1.2), as `PlanRequest` resolves it."""
+        return self.plan_request().utilization
+
     def plan_request(self) -> PlanRequest:
         return PlanRequest(
             model=self.model, release=self.release, gpu=self.gpu, gpu_memory_utilization=self.gpu_memory_utilization,
@@ -85,10 +92,10 @@ class Configuration:
         if self.kv_cache_memory_bytes is not None:
             args += ["--kv-cache-memory-bytes", str(self.kv_cache_memory_bytes)]
         else:
-            utilization = self.gpu_memory_utilization
-            if utilization is None:
-                utilization = self.release.gpu_memory_utilization
-            args += ["--gpu-memory-utilization", f"{utilization:g}"]
+            if self.gpu_memory_utilization is not None or self.release.measured_utilization is None:
+                args += ["--gpu-memory-utilization", f"{self.utilization:g}"]
+            # else vLLM resolves an unset value itself (0.34.0: 1.0 with the extensible KV cache,
+            # 0.92 without, docs/vllm/changes-0.34.md §1.2), which an explicit value would only cap
         for flag, value in (("--block-size", self.block_size), ("--max-model-len", self.max_model_len),
                             ("--max-num-seqs", self.max_num_seqs),
                             ("--max-num-batched-tokens", self.max_num_batched_tokens)):

@@ -7,12 +7,15 @@ from __future__ import annotations
 from kvplan import limits
 from kvplan.errors import KvplanError
 from kvplan.gpus.catalog import get_gpu
-from kvplan.schema import Boolean, Checked, Field, Integer, ListOf, Number, Record, Text
+from kvplan.schema import Checked, Field, Integer, ListOf, Number, Record, Text
 
-# the kinds of vLLM's engine arguments are declared with them (`semantics.engine.args`); MODEL is read from here too
-from kvplan.semantics.engine.args import DTYPE, KV_CACHE_DTYPE, MAX_MODEL_LEN, MEMORY, PARALLEL, UTILIZATION
+# the kinds of vLLM's engine arguments are declared with them (`semantics.engine.args`); the use cases that
+# read a file's planning keys import these from here
+from kvplan.semantics.engine.args import DTYPE as DTYPE
+from kvplan.semantics.engine.args import KV_CACHE_DTYPE as KV_CACHE_DTYPE
+from kvplan.semantics.engine.args import MEMORY, file_fields
 from kvplan.semantics.engine.args import MODEL as MODEL
-from kvplan.semantics.engine.trace_format import BATCHED_TOKENS, BLOCK_SIZE, NUM_SEQS, POOL_BLOCKS
+from kvplan.semantics.engine.args import UTILIZATION as UTILIZATION
 
 
 def gpu_problem(key: str) -> str | None:
@@ -30,19 +33,11 @@ GPU = Checked(Text(max_length=256, controls=False), gpu_problem,
 PLANNING_SETTINGS: dict[str, Field] = {
     "gpu": Field(GPU),
     "gpu_memory": Field(MEMORY, description="device memory total (instead of gpu)"),
-    "gpu_memory_utilization": Field(UTILIZATION),
-    "kv_cache_memory": Field(MEMORY, description="KV-cache bytes per GPU, as vLLM's --kv-cache-memory-bytes"),
-    "block_size": Field(BLOCK_SIZE),
-    "max_model_len": Field(MAX_MODEL_LEN),
-    "max_num_batched_tokens": Field(BATCHED_TOKENS),
-    "max_num_seqs": Field(NUM_SEQS),
-    "kv_cache_dtype": Field(KV_CACHE_DTYPE),
-    "dtype": Field(DTYPE),
-    "tensor_parallel_size": Field(PARALLEL),
-    "pipeline_parallel_size": Field(PARALLEL),
-    "num_gpu_blocks_override": Field(POOL_BLOCKS, description="replace the computed block count (vLLM's flag)"),
-    "enable_prefix_caching": Field(Boolean()),
-    "enable_chunked_prefill": Field(Boolean()),
+    # vLLM's engine arguments, as `EngineArgs` declares them
+    **file_fields("gpu_memory_utilization", "kv_cache_memory_bytes", "block_size", "max_model_len",
+                  "max_num_batched_tokens", "max_num_seqs", "kv_cache_dtype", "dtype", "tensor_parallel_size",
+                  "pipeline_parallel_size", "num_gpu_blocks_override", "enable_prefix_caching",
+                  "enable_chunked_prefill"),
 }
 
 # step times measured on a device: a workload's timing.calibration, a profile's calibration.step_time

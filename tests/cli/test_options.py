@@ -80,3 +80,27 @@ def test_replay_and_simulate_take_the_settings_their_use_case_names():
     overrides = engine.pick(EngineOverrides)
     assert overrides == EngineOverrides(num_gpu_blocks=3, max_num_seqs=2, gpu="l4-24gb", enable_prefix_caching=False)
     assert overrides.settings() == {"max_num_seqs": 2, "enable_prefix_caching": False}
+
+
+def test_every_command_declares_json_once_and_alike():
+    """One --json option (cli/root.py's json_option): the same spelling and wording on every command."""
+    helps = {}
+    for name, command in get_command(app).commands.items():  # type: ignore[attr-defined]
+        for sub in getattr(command, "commands", {}).values() or [command]:
+            for param in sub.params:
+                if "--json" in param.opts:
+                    helps[f"{name} {sub.name}"] = param.help
+    assert len(helps) >= 10
+    assert all(text.startswith("Print ") and text.endswith(" on stdout and nothing else.") for text in helps.values())
+
+
+def test_vllms_async_scheduling_switch_is_the_scheduling_mode(kvplan, traces_dir):
+    """--no-async-scheduling (an engine argument added as one EngineArgs field) runs the sync loop."""
+    trace = str(traces_dir / "example.json")
+    runs = {flags: kvplan("replay", trace, "--summary-only", *flags)
+            for flags in (("--no-async-scheduling",), ("--scheduling", "sync"), ("--async-scheduling",), ())}
+    assert all(code == 0 for code, _, _ in runs.values())
+    assert runs[("--no-async-scheduling",)][1] == runs[("--scheduling", "sync")][1]
+    assert runs[("--async-scheduling",)][1] == runs[()][1] != runs[("--scheduling", "sync")][1]
+    code, out, err = kvplan("replay", trace, "--no-async-scheduling", "--scheduling", "async")
+    assert code == 2 and out == "" and "disagree" in err

@@ -50,12 +50,14 @@ def test_the_live_line_prints_user_text_as_written():
 
 
 def test_profile_names_each_phase(tiny_model_dir):
-    done = run("profile", "--model", str(tiny_model_dir), "--backend", "fake", "--gpu-memory", "1GiB", "--json")
+    # 2 GiB: the default release's measured path keeps at least 1 GiB free (docs/vllm/changes-0.34.md §1.4)
+    done = run("profile", "--model", str(tiny_model_dir), "--backend", "fake", "--gpu-memory", "2GiB", "--json")
     assert done.returncode == 0, done.stderr
     json.loads(done.stdout)
     phases = [line for line in done.stderr.splitlines() if line.startswith("kvplan: ") and "still running" not in line]
+    # predicting: the CUDA-graph pool, then (0.34.0's measured path) the memory measured after warmup
     assert [line.split(" ")[1] for line in phases] == ["starting", "loading", "profile", "predicting", "sizing",
-                                                         "allocating"]  # predicting: 0.33.0's CUDA-graph pool
+                                                         "predicting", "allocating"]
 
 
 def test_plan_for_a_gpu_names_each_phase():
@@ -63,7 +65,7 @@ def test_plan_for_a_gpu_names_each_phase():
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["kind"] == "kvplan.plan"
     assert [line.split(" ")[1] for line in done.stderr.splitlines()] == [
-        "predicting", "starting", "loading", "profile", "predicting", "sizing"]
+        "predicting", "starting", "loading", "profile", "predicting", "sizing", "predicting"]
 
 
 def test_simulate_names_the_run_and_counts_requests(tmp_path: Path):
@@ -121,7 +123,8 @@ def test_the_live_line_shows_the_time_a_phase_has_taken(monkeypatch):
 
 def test_a_cpu_forward_is_estimated_before_it_runs(tiny_model_dir):
     assert forward_seconds(1e9, 1000, 1e12) == 2.0
-    done = run("profile", "--model", str(tiny_model_dir), "--backend", "cpu", "--gpu-memory", "1GiB", "--json")
+    # 4 GiB: on 0.34.0's measured path (the default release) vLLM keeps a margin of at least 1 GiB
+    done = run("profile", "--model", str(tiny_model_dir), "--backend", "cpu", "--gpu-memory", "4GiB", "--json")
     assert done.returncode == 0, done.stderr
     lines = done.stderr.splitlines()
     estimate = next(i for i, line in enumerate(lines) if "cpu backend's profile run is a real forward" in line)

@@ -158,7 +158,8 @@ def test_bad_traces_exit_2_with_one_line(capsys, tmp_path: Path, content: str, m
 
 def test_a_stall_exits_3_after_the_summary(capsys, tmp_path: Path) -> None:
     trace = tmp_path / "stall.json"
-    trace.write_text(json.dumps({"config": {"num_gpu_blocks": 3}, "requests": [
+    # 2 usable blocks of 16 tokens cannot hold a 100-token prompt (block size given: any release)
+    trace.write_text(json.dumps({"config": {"num_gpu_blocks": 3, "block_size": 16}, "requests": [
         {"request_id": "long", "unique_len": 100, "max_tokens": 2}]}))
     code, out, err = kvplan(capsys, "replay", str(trace), "--summary-only")
     assert code == 3 and "stalled" in err

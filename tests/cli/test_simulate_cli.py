@@ -63,7 +63,8 @@ def test_bad_workloads_exit_2_with_one_line_naming_the_field(tmp_path):
 
 
 def test_a_stalled_run_exits_3_and_still_reports(tmp_path):
-    document = {"schema_version": 1, "engine": {"num_gpu_blocks": 4}, "timing": {"step_time_ms": 10},
+    # 3 usable blocks of 16 tokens cannot hold the request's 70 (block size given: any release)
+    document = {"schema_version": 1, "engine": {"num_gpu_blocks": 4, "block_size": 16}, "timing": {"step_time_ms": 10},
                 "requests": [{"arrival_time": 0.0, "unique_len": 40, "max_tokens": 30}]}
     result = kvplan(write(tmp_path, document), "--json")
     assert result.returncode == 3
@@ -155,8 +156,10 @@ def test_the_zero_preemption_advice_fed_back_gives_zero_preemptions():
     advice = result["capacity"]["zero_preemption"]
     assert advice["num_gpu_blocks"] == advice["peak_used_blocks"] + 1
     assert advice["kv_tokens"] == advice["num_gpu_blocks"] * result["engine"]["block_size"]
+    # planned under the release the workload ran (chat.json names 0.17.1)
     planned = subprocess.run([sys.executable, "-m", "kvplan", "plan", "--model", result["engine"]["model"],
-                              "--kv-cache-memory", str(advice["kv_bytes"]), "--json"],
+                              "--kv-cache-memory", str(advice["kv_bytes"]), "--json",
+                              "--vllm-version", result["vllm_semantics"]],
                              capture_output=True, text=True, check=True)
     num_blocks = json.loads(planned.stdout)["num_blocks"]
     assert num_blocks == advice["num_gpu_blocks"]

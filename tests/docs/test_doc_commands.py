@@ -2,7 +2,14 @@
 kvplan: the commands of fenced bash/sh/console blocks and the `run:` / `script:` steps of the CI
 jobs in yaml blocks, page by page and in order, in a folder laid out as the page describes; then
 the page's Python blocks. (`text` blocks are usage synopses, not commands.) What must not run
-here is in SKIP, with the reason."""
+here is in SKIP, with the reason.
+
+The numbers a page quotes are compared with what the command prints (issue 24, item 7: a page must
+not show another release's figures): an output block (a fenced block without a language right after
+a shell block, not a `kvplan ...` synopsis) is the output of that block's last command, and prose
+between `<!-- numbers: COMMAND -->` and `<!-- /numbers -->` quotes COMMAND's output. Every number of
+three digits or more, with a thousands separator or with a decimal point that the quote holds must
+be among the output's numbers (thousands separators ignored); an output block's release versions too."""
 
 from __future__ import annotations
 
@@ -12,6 +19,7 @@ import shlex
 import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -135,6 +143,62 @@ def _lay_out(page: str, root: Path) -> None:
         (root / "W.json").write_text(json.dumps(workload))
 
 
+NUMBER = re.compile(r"\d{1,3}(?:,\d{3})+(?:\.\d+)?(?!\d)|\d+(?:\.\d+)*")     # 1,703,936 | 0.92 | 0.34.0
+VERSION = re.compile(r"\d+\.\d+\.\d+")
+NUMBERS_FROM = re.compile(r"<!-- numbers: (.+?) -->\n(.*?)<!-- /numbers -->", re.S)
+
+
+def numbers(text: str) -> set[str]:
+    """The numbers of a text as written, thousands separators dropped ("26,624" and "26624" are one)."""
+    return {match.group(0).replace(",", "") for match in NUMBER.finditer(text)}
+
+
+def quoted(text: str, *, versions: bool) -> set[str]:
+    """The numbers a quote must share with the output: three digits or more, or written with a
+    separator or a decimal point (a count of layers or a list item's number is no figure); release
+    versions only when `versions` (prose may name other releases, an output block may not)."""
+    found = set()
+    # link targets, page names and section numbers are no figures
+    text = re.sub(r"\]\([^)]*\)|[\w./-]+\.md\b|§\d+(\.\d+)*", "", text)
+    for match in NUMBER.finditer(text):
+        number = match.group(0)
+        if VERSION.fullmatch(number) and not versions:
+            continue
+        if len(number.replace(",", "").replace(".", "")) >= 3 or "," in number or "." in number:
+            found.add(number.replace(",", ""))
+    return found
+
+
+def number_quotes(page: str) -> list[tuple[str, int, str, bool]]:
+    """(command, line, quoted text, whether it is an output block) of every quote of a page."""
+    text = (REPO / page).read_text(encoding="utf-8")
+    quotes = []
+    blocks = list(re.finditer(r"^```(\S*)\n(.*?)^```", text, re.S | re.M))
+    for before, block in pairwise(blocks):
+        between = text[before.end():block.start()]
+        if before.group(1) in SHELL and block.group(1) == "" and not between.strip() \
+                and not block.group(2).startswith("kvplan "):
+            commands = [command for _, command in _shell_lines(before.group(2)) if command.strip()]
+            command = " ".join(re.sub(r"(^|\s)#\s.*$", "", commands[-1]).split())
+            quotes.append((command, text.count("\n", 0, block.start()) + 2, block.group(2), True))
+    for match in NUMBERS_FROM.finditer(text):
+        quotes.append((match.group(1).strip(), text.count("\n", 0, match.start()) + 1, match.group(2), False))
+    return quotes
+
+
+def check_quotes(page: str, outputs: dict[str, str], run) -> None:
+    """Each quote of `page` against the output of its command (`outputs`: what the page's commands
+    printed; a marker's command the page does not run is run here)."""
+    for command, line, text, is_block in number_quotes(page):
+        if command not in outputs:
+            code, out, err = run(*shlex.split(command)[1:])
+            assert code == 0, f"{page}:{line}: {command}: exit {code}\n{err}"
+            outputs[command] = out + err
+        missing = sorted(quoted(text, versions=is_block) - numbers(outputs[command]))
+        assert not missing, (f"{page}:{line}: quotes {', '.join(missing)}, which `{command}` does not print "
+                             f"(under kvplan's default release); its output:\n{outputs[command]}")
+
+
 def _jq(program: str, output: str) -> None:
     """`| jq .key` on JSON Lines: every line is JSON, and the records carry the key."""
     assert re.fullmatch(r"\.\w+", program), f"teach this test jq {program}"
@@ -152,6 +216,7 @@ def _environment(monkeypatch):
 def test_the_commands_of_a_page_run_as_written(page, tmp_path, monkeypatch, kvplan, capsys):
     _lay_out(page, tmp_path)
     monkeypatch.chdir(tmp_path)
+    outputs: dict[str, str] = {}
     for command in (command for command in ALL if command.page == page and command.text not in SKIP):
         words = command.words
         assert not {"&&", ";", ">", "<", "||"} & set(words), f"teach this test to run {command}"
@@ -160,6 +225,7 @@ def test_the_commands_of_a_page_run_as_written(page, tmp_path, monkeypatch, kvpl
         assert first[0] == "kvplan", f"{command}: not a kvplan command; run it here or add it to SKIP with why"
         code, out, err = kvplan(*first[1:])
         assert code == 0, f"{command}: exit {code}\n{err}"
+        outputs[command.text] = out + err
         for tool, *args in piped:
             assert tool == "jq", f"teach this test to pipe into {tool}"
             _jq(*args, out)
@@ -167,6 +233,26 @@ def test_the_commands_of_a_page_run_as_written(page, tmp_path, monkeypatch, kvpl
         if language == "python":
             exec(compile(body, f"{page}:{line}", "exec"), {})
             assert capsys.readouterr().out, f"{page}:{line}: the snippet printed nothing"
+    check_quotes(page, outputs, kvplan)
+    if page == "docs/ci.md":
+        # the refresh command saved profiles/qwen2-0.5b-l4.json again: the page's check takes it
+        code, _, err = kvplan("check", "checks/serving.toml")
+        assert code == 0, f"docs/ci.md: the check refuses the refreshed profile: exit {code}\n{err}"
+
+
+def test_a_quote_is_checked_number_by_number():
+    output = "GPU KV cache size: 1,703,936 tokens, Maximum concurrency for 32,768 tokens per request: 52.00x (0.34.0)"
+    assert quoted("1703936 tokens, 52.00x at 32,768 per request on 24 layers", versions=False) <= numbers(output)
+    assert quoted("as 0.17.1 logs it ([changes](docs/vllm/changes-0.34.md) §1.4)", versions=False) == set()
+    assert quoted("vLLM 0.17.1: 99,897 blocks", versions=True) - numbers(output) == {"0.17.1", "99897"}
+    assert numbers("(26624, 64, 2, 2, 64) --tp 1,2") == {"26624", "64", "2", "1"}
+
+
+def test_every_page_that_quotes_numbers_runs_here():
+    for page in PAGES:
+        name = str(page.relative_to(REPO))
+        if number_quotes(name):
+            assert name in RUN_PAGES, name
 
 
 def test_every_skipped_command_is_still_in_the_docs():

@@ -123,3 +123,24 @@ def test_explain_output_and_the_profile_it_saves(log, flags, tmp_path):
     validator("explain").validate(json.loads(kvplan_json("explain", str(LOGS / log), "--json", *flags, *save)))
     if save:
         validator("profile").validate(json.loads(saved.read_text()))
+
+
+def test_every_vllm_semantics_enum_lists_every_release():
+    """A schema that enumerates `vllm_semantics` or `vllm_version` names every release of the table."""
+    from kvplan.semantics.releases import RELEASES
+
+    def enums(node):
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key in ("vllm_semantics", "vllm_version") and isinstance(value, dict) and "enum" in value:
+                    yield value["enum"]
+                yield from enums(value)
+        elif isinstance(node, list):
+            for value in node:
+                yield from enums(value)
+
+    found = [(path.name, enum) for path in sorted(SCHEMAS.glob("*.json"))
+             for enum in enums(json.loads(path.read_text()))]
+    assert found
+    for name, enum in found:
+        assert enum == list(RELEASES), name

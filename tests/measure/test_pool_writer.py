@@ -229,7 +229,8 @@ def hybrid_pool(other, num_blocks: int) -> KVCacheConfig:
 def test_a_sliding_window_group_is_written_and_read_through_its_own_block_table():
     window = SlidingWindowSpec(block_size=16, num_kv_heads=1, head_size=8, dtype="float16", sliding_window=32)
     pool = allocate_kv_cache(hybrid_pool(window, 24), "flash_attn", "cpu")
-    config = EngineConfig(num_gpu_blocks=24, max_num_batched_tokens=64, max_num_seqs=4, max_model_len=512,
+    config = EngineConfig(num_gpu_blocks=24, block_size=16, max_num_batched_tokens=64, max_num_seqs=4,
+                          max_model_len=512,
                           kv_cache_groups=groups_from_kv_cache_config(pool.config.kv_cache_groups))
     writer = PoolWriter(pool, config, verify_every=1)
     scheduler, scheduled = drive(writer, config, PROMPTS, outputs=24)
@@ -246,7 +247,7 @@ def test_mamba_states_sit_in_the_block_each_request_runs_on(broken, monkeypatch)
     state = MambaSpec(block_size=512, shapes=((3, 8), (2, 4, 4)), dtypes=("float16", "float32"),
                       page_size_padded=FULL.page_size_bytes, mamba_cache_mode="none")
     pool = allocate_kv_cache(hybrid_pool(state, 16), "flash_attn", "cpu")
-    config = EngineConfig(num_gpu_blocks=16, enable_prefix_caching=False, max_num_batched_tokens=64,
+    config = EngineConfig(num_gpu_blocks=16, block_size=16, enable_prefix_caching=False, max_num_batched_tokens=64,
                           max_num_seqs=4, max_model_len=512,
                           kv_cache_groups=groups_from_kv_cache_config(pool.config.kv_cache_groups))
     if broken:  # every request's state written into one block: the requests overwrite each other

@@ -27,7 +27,9 @@ LONG_GPU = "nvidia-rtx-pro-6000-blackwell-server-edition-96gb"
 def tight(tmp_path_factory):
     """A run whose pool fills and preempts, with a long model id and GPU name in its facts."""
     folder = tmp_path_factory.mktemp("tight")
-    document = simulate(prepare(load_workload(write_workload(folder, mix(engine={"num_gpu_blocks": 30}))),
+    # 30 blocks of 16 tokens (the block size pinned: 0.34.0's default of 64 would hold the whole mix)
+    engine = {"num_gpu_blocks": 30, "block_size": 16}
+    document = simulate(prepare(load_workload(write_workload(folder, mix(engine=engine))),
                                 SimOptions()))
     facts = dataclasses.replace(document.setup.engine.facts, model=LONG_MODEL, gpu=LONG_GPU)
     engine = dataclasses.replace(document.setup.engine, facts=facts)

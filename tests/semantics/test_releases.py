@@ -89,17 +89,17 @@ KVPLAN = Path(__file__).resolve().parents[2] / "kvplan"
 VERSION = re.compile(r"^\d+\.\d+(\.\d+)?$")
 
 
-def test_the_table_holds_the_three_releases_and_the_newest_is_0_33_0():
+def test_the_table_holds_the_three_releases_and_the_newest_is_0_34_0():
     assert RELEASES == {"0.17.1": VLLM_0_17_1, "0.33.0": VLLM_0_33_0, "0.34.0": VLLM_0_34_0}
-    assert NEWEST_RELEASE is VLLM_0_33_0
+    assert NEWEST_RELEASE is VLLM_0_34_0
     assert release_named("0.34.0") is VLLM_0_34_0
     with pytest.raises(KvplanError, match=r"vllm_version must be one of 0\.17\.1, 0\.33\.0, 0\.34\.0"):
         release_named("0.20.0")
 
 
 @pytest.mark.parametrize(("installed", "expected"), [
-    (None, VLLM_0_33_0), ("0.17.1", VLLM_0_17_1), ("0.33.0", VLLM_0_33_0), ("0.17.1+cu128", VLLM_0_17_1),
-    ("0.20.0", VLLM_0_33_0), ("0.17.0", VLLM_0_33_0), ("0.33.0rc1", VLLM_0_33_0), ("0.34.0", VLLM_0_34_0),
+    (None, VLLM_0_34_0), ("0.17.1", VLLM_0_17_1), ("0.33.0", VLLM_0_33_0), ("0.17.1+cu128", VLLM_0_17_1),
+    ("0.20.0", VLLM_0_34_0), ("0.17.0", VLLM_0_34_0), ("0.33.0rc1", VLLM_0_34_0), ("0.34.0", VLLM_0_34_0),
     ("0.34.0+cu129", VLLM_0_34_0),
 ])
 def test_the_default_is_the_installed_release_when_supported_else_the_newest(installed, expected):
@@ -264,3 +264,11 @@ def test_no_module_compares_version_strings():
                     if isinstance(side, ast.Constant) and isinstance(side.value, str) and VERSION.match(side.value):
                         found.append(f"{path.relative_to(KVPLAN)}:{node.lineno}")
     assert not found, f"compare releases through their policies, not version strings: {found}"
+
+
+def test_the_newest_release_is_found_by_version_number_not_by_text():
+    from kvplan.semantics.releases import _version_key
+
+    # as text "0.4.0" > "0.34.0"; as numbers 0.34.0 is the newer, which is what NEWEST_RELEASE takes
+    assert _version_key(replace(VLLM_0_17_1, version="0.4.0")) < _version_key(VLLM_0_34_0)
+    assert NEWEST_RELEASE is max(RELEASES.values(), key=_version_key)

@@ -13,7 +13,7 @@ import pytest
 
 from kvplan.errors import ConfigRejected
 from kvplan.report.plan_json import plan_record
-from kvplan.semantics.releases import VLLM_0_17_1, VLLM_0_33_0, VLLM_0_34_0, Release
+from kvplan.semantics.releases import VLLM_0_17_1, VLLM_0_33_0, VLLM_0_34_0, Release, default_release
 from kvplan.usecases.plan import PlanRequest, plan
 from tests.conftest import DATA
 from tests.uncountable import break_weight_count, model_dir
@@ -240,7 +240,8 @@ def test_vllm_allow_long_max_model_len_lifts_the_limit(monkeypatch) -> None:
     monkeypatch.setenv("VLLM_ALLOW_LONG_MAX_MODEL_LEN", "1")
     result = plan(request)
     assert result.max_model_len == 65536
-    assert result.num_blocks == (1 << 33) // 8192 // 24
+    # 24 layers x 512 B per token x the default release's block size (64 in 0.34.0) per block
+    assert result.num_blocks == (1 << 33) // (512 * default_release().default_block_size) // 24
     assert plan_record(result)["vllm_log"][0].startswith(
         "User-specified max_model_len (65536) is greater than the derived max_model_len "
         "(max_position_embeddings=32768.0 or model_max_length=None in model's config.json). "

@@ -8,6 +8,7 @@ from dataclasses import replace
 import pytest
 
 from kvplan.errors import KvplanError
+from kvplan.semantics.releases import VLLM_0_33_0, VLLM_0_34_0
 from kvplan.usecases.plan import PlanRequest
 from kvplan.usecases.planner import Planner
 from kvplan.usecases.profile import plan_for_device
@@ -16,8 +17,11 @@ MODEL = "Qwen/Qwen2-0.5B-Instruct"
 
 
 @pytest.mark.slow
-def test_plans_equal_plan_for_device_with_one_profile_run_per_batch():
-    base = PlanRequest(model=MODEL, gpu="l4-24gb")
+@pytest.mark.parametrize("release", [VLLM_0_33_0, VLLM_0_34_0], ids=lambda release: release.version)
+def test_plans_equal_plan_for_device_with_one_profile_run_per_batch(release):
+    # 0.33.0 sizes from the estimate; 0.34.0 on the measured path (docs/vllm/changes-0.34.md §1.4)
+    base = PlanRequest(model=MODEL, gpu="l4-24gb", release=release)
+    assert base.sizing_path.measured is (release is VLLM_0_34_0)
     requests = [
         base,
         replace(base, gpu_memory_utilization=0.5, kv_cache_dtype="fp8"),

@@ -20,7 +20,7 @@ from typing import Any
 from kvplan import limits
 from kvplan.errors import KvplanError
 from kvplan.parsing import FieldError
-from kvplan.schema import Boolean, ByteSize, Either, Integer, Kind, Number, Text
+from kvplan.schema import Boolean, ByteSize, Either, Field, Integer, Kind, Number, Text
 from kvplan.semantics.engine.trace_format import BATCHED_TOKENS, BLOCK_SIZE, MODEL_LEN, NUM_SEQS, POOL_BLOCKS
 from kvplan.semantics.releases import RELEASES, Release
 from kvplan.units import parse_count
@@ -86,6 +86,7 @@ class Setting:
     default: Callable[[Release], Any] = lambda release: None  # the release's default; None: derived later
     flag_default: Any = None               # what typer hands over when the flag is absent
     key: str | None = None                 # its name in kvplan's files and bundles where not vLLM's
+    description: str | None = None         # what a file's key says in the schemas (None: the kind's)
 
     @property
     def flag(self) -> str:
@@ -170,11 +171,13 @@ class EngineArgs:
         help=f"vLLM's gpu_memory_utilization in (0, 1]; default the release's ({_utilization_defaults()}).")
     kv_cache_memory_bytes: int | None = _setting(
         flags=("--kv-cache-memory-bytes",), prefix_flags=("--kv-cache-memory",), kind=MEMORY, key="kv_cache_memory",
+        description="KV-cache bytes per GPU, as vLLM's --kv-cache-memory-bytes",
         annotation=str | None, parse=lambda text, flag: read_bytes(text, flag),
         help="KV-cache bytes per GPU (also read as --kv-cache-memory, as vLLM reads it): 25938100224, 24.16GiB, "
         "900MiB, or vLLM's 24G (GiB) and 24g (GB).")
     num_gpu_blocks_override: int | None = _setting(
         flags=("--num-gpu-blocks-override",), kind=POOL_BLOCKS,
+        description="replace the computed block count (vLLM's flag)",
         help="Replace the computed block count (vLLM's flag).")
     block_size: int | None = _setting(
         flags=("--block-size",), kind=BLOCK_SIZE, default=lambda release: release.default_block_size,
@@ -210,6 +213,11 @@ class EngineArgs:
         help="vLLM's --enforce-eager: no CUDA graphs, so no graph pool is taken from the KV memory and every "
         "kernel is launched one by one (the step-time estimate).")
 
+    async_scheduling: bool | None = _setting(
+        flags=("--async-scheduling/--no-async-scheduling",), kind=Boolean(),
+        help="vLLM's async scheduling: the engine loop `vllm serve` runs (the default); --no-async-scheduling "
+        "runs the sync loop (the same as --scheduling sync).")
+
     def over(self, under: EngineArgs) -> EngineArgs:
         """These settings where set, `under`'s elsewhere: `command_line.over(pool.over(file))`."""
         return replace(under, **{name: value for name, value in self.given().items()})
@@ -233,6 +241,13 @@ class EngineArgs:
         if unknown:
             raise ValueError(f"no engine argument {unknown}")
         return cls(**{name: known[name].read(value, (flags or {}).get(name)) for name, value in values.items()})
+
+
+def file_fields(*names: str) -> dict[str, Field]:
+    """The named engine arguments as a file takes them (a check spec's [target], a workload's engine,
+    a profile's settings): under their file keys, with their kinds."""
+    return {(setting(name).key or name): Field(setting(name).kind, description=setting(name).description or "")
+            for name in names}
 
 
 def settings() -> Iterator[tuple[str, Setting]]:

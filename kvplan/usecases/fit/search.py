@@ -467,7 +467,7 @@ def _groups(request: FitRequest, lengths: tuple[int | None, ...]) -> list[PlanGr
             # max_model_len is the length search's; the workload's own is among its candidates
             base = replace(base.with_workload_settings(request.workload), max_model_len=None)
         utilizations = tuple(sorted(space.gpu_memory_utilizations,
-                                    key=lambda u: request.release.gpu_memory_utilization if u is None else u))
+                                    key=lambda u: replace(base, gpu_memory_utilization=u).utilization))
         groups.append(PlanGroup(base, lengths, () if space.kv_cache_memories else utilizations,
                                 tuple(sorted(space.kv_cache_memories)), concurrency))
     return groups

@@ -157,8 +157,9 @@ def resolve_engine(spec: EngineSpec, overrides: EngineOverrides, where: str,
             model=spec.model,
             gpu=overrides.gpu or spec.gpu,
             gpu_memory=overrides.gpu_memory or spec.gpu_memory,
-            gpu_memory_utilization=overrides.gpu_memory_utilization or spec.gpu_memory_utilization
-            or release.gpu_memory_utilization,
+            # unset: the release's default for the sizing path, as `kvplan plan` resolves it (0.34.0:
+            # 1.0 on the measured path, docs/vllm/changes-0.34.md §1.2)
+            gpu_memory_utilization=overrides.gpu_memory_utilization or spec.gpu_memory_utilization or None,
             kv_cache_memory=kv_cache_memory,
             release=release,
             trust_remote_code=overrides.trust_remote_code,
@@ -212,7 +213,7 @@ def _named_release(version: str, where: str) -> Release:
         raise KvplanError(f"{where}: engine.{error}") from None
 
 
-def plan_pool(*, model: str, gpu: str | None, gpu_memory: int | None, gpu_memory_utilization: float,
+def plan_pool(*, model: str, gpu: str | None, gpu_memory: int | None, gpu_memory_utilization: float | None,
               kv_cache_memory: int | None, settings: dict[str, Any], release: Release,
               trust_remote_code: bool = False) -> PlannedPool:
     """Plan the pool for ``model`` with kvplan's planner: `kvplan plan` on ``kv_cache_memory`` (no

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from kvplan import limits
 from kvplan.schema import Boolean, Field, Integer, Kind, ListOf, Record, Text
+from kvplan.semantics.engine.args import DTYPE, KV_CACHE_DTYPE, MEMORY, MODEL, PARALLEL, UTILIZATION
 from kvplan.semantics.engine.trace_format import (
     BATCHED_TOKENS,
     BLOCK_SIZE,
@@ -16,16 +17,7 @@ from kvplan.semantics.engine.trace_format import (
     SCHEMA_KEY,
     VLLM_VERSION,
 )
-from kvplan.usecases.plan_settings import (
-    DTYPE,
-    GPU,
-    KV_CACHE_DTYPE,
-    MEMORY,
-    MODEL,
-    PARALLEL,
-    STEP_MS,
-    UTILIZATION,
-)
+from kvplan.usecases.plan_settings import GPU, STEP_MS
 
 COMMANDS = ("plan", "profile", "simulate")
 MAX_AXIS_VALUES = 10_000        # values of one axis; the cells, their product, are bounded by MAX_CELLS

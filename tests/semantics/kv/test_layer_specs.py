@@ -137,7 +137,7 @@ def test_mla_block_size_on_hopper_and_without_a_gpu(catalog_shape) -> None:
     # without --gpu the user's block size stands, even one a Hopper GPU would replace
     no_gpu = resolve_cache_layout(shape, CacheSettings(max_model_len=8192, block_size=32, release=VLLM_0_17_1))
     assert (no_gpu.block_size, no_gpu.block_size_rule, no_gpu.mla_backend) == (32, "user", None)
-    default = resolve_cache_layout(shape, CacheSettings(max_model_len=8192))
+    default = resolve_cache_layout(shape, CacheSettings(max_model_len=8192, release=VLLM_0_17_1))
     assert (default.block_size, default.block_size_rule) == (16, "default")
 
 

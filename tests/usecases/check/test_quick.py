@@ -11,7 +11,7 @@ import pytest
 
 from kvplan.cli.quick_asserts import verdict_exit_code
 from kvplan.errors import KvplanError
-from kvplan.semantics.releases import VLLM_0_17_1
+from kvplan.semantics.releases import VLLM_0_17_1, default_release
 from kvplan.usecases.check.assertions import Concurrency
 from kvplan.usecases.check.quick import parse_quick_asserts, plan_report, profile_report, simulation_report
 from kvplan.usecases.plan import PlanRequest, plan
@@ -45,7 +45,8 @@ def test_bad_flags_are_bad_input(args, command, message):
 
 
 def test_quick_verdicts_and_exit_codes():
-    result = plan(PlanRequest(model=QWEN, kv_cache_memory_bytes=GOLDEN_KV_BYTES))
+    # the golden case's 131,928 blocks are 0.17.1's (block 16)
+    result = plan(PlanRequest(model=QWEN, kv_cache_memory_bytes=GOLDEN_KV_BYTES, release=VLLM_0_17_1))
     holds = parse_quick_asserts(["--assert-min-num-blocks=131928"], "plan")
     fails = parse_quick_asserts(["--assert-min-num-blocks=131929"], "plan")
     assert verdict_exit_code(plan_report(holds, result)) == 0
@@ -87,7 +88,8 @@ def run_plan(*args: str) -> subprocess.CompletedProcess:
 def test_plan_json_stays_pure_and_the_verdict_goes_to_stderr():
     passed = run_plan("--kv-cache-memory", "24GiB", "--json", "--assert-min-kv-tokens", "2000000")
     assert passed.returncode == 0
-    assert json.loads(passed.stdout)["num_blocks"] == 131072
+    # 24 GiB // (block x 12,288 B per token): 32,768 blocks of 64 tokens under the default release
+    assert json.loads(passed.stdout)["num_blocks"] == (24 << 30) // (default_release().default_block_size * 12288)
     assert "all 1 assertions hold" in passed.stderr
     failed = run_plan("--kv-cache-memory", "24GiB", "--json", "--assert-min-kv-tokens=3000000")
     assert failed.returncode == 1

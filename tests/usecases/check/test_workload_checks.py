@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from kvplan.errors import KvplanError
+from kvplan.semantics.releases import default_release
 from kvplan.usecases.check.evaluate import evaluate
 from tests.usecases.check.factories import QWEN, tiny_workload
 
@@ -81,9 +82,11 @@ def test_the_workload_runs_on_the_targets_pool(write_spec):
         max_preemptions = 0
     """, files={"w.json": tiny_workload()})
     report = evaluate(spec)
-    # 128 MiB / (24 x 8192) = 682 blocks, not the workload's own 64
-    assert report.target.num_blocks == 682
-    assert any("target's pool of 682 blocks" in note for note in report.notes)
+    # 128 MiB / (24 layers x 512 B per token x the block size) blocks: 170 of 64 tokens under the
+    # default release (682 of 16 under 0.17.1 and 0.33.0), not the workload's own 64
+    blocks = (128 << 20) // (24 * 512 * default_release().default_block_size)
+    assert report.target.num_blocks == blocks
+    assert any(f"target's pool of {blocks} blocks" in note for note in report.notes)
     assert report.passed
 
 

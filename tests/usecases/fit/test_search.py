@@ -8,6 +8,7 @@ from dataclasses import replace
 import pytest
 
 from kvplan.errors import KvplanError
+from kvplan.semantics.releases import VLLM_0_33_0
 from kvplan.usecases.configuration import Configuration
 from kvplan.usecases.executors import InProcessExecutor
 from kvplan.usecases.fit.request import ConcurrencyTarget, FitRequest, SearchSpace
@@ -43,8 +44,8 @@ def test_bisection_decides_what_planning_every_point_decides():
 
 
 def test_a_shorter_length_is_tried_when_the_longest_does_not_fit():
-    # 16,384 tokens take 2 GiB, and vLLM 0.33.0's capacity check holds one block back
-    planned = plan_group(group([2 * GIB + 2 * MIB, 3 * GIB], lengths=(None, 16384)))
+    # 16,384 tokens take 2 GiB, and vLLM 0.33.0's capacity check holds one block (of 16 tokens, 2 MiB) back
+    planned = plan_group(group([2 * GIB + 2 * MIB, 3 * GIB], lengths=(None, 16384), release=VLLM_0_33_0))
     assert [p.status for p in planned.points] == ["fits", "fits"]
     assert {p.configuration.max_model_len for p in planned.points} == {16384}
     nothing = plan_group(group([GIB], lengths=(None, 65536)))

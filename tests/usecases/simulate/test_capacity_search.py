@@ -53,8 +53,9 @@ MULTI_TURN = {"name": "agent", "prompt_tokens": {"dist": "uniform", "min": 40, "
     ([MULTI_TURN], 260, False),     # no refusal, but later turns miss the history an eviction dropped
 ])
 def test_one_pass_gives_the_answer_of_a_pool_that_never_runs_out(write_json, classes, blocks, one_pass):
-    document = mix(engine={"num_gpu_blocks": blocks, "max_num_seqs": 8, "max_num_batched_tokens": 256,
-                           "max_model_len": 1024}, arrival={"process": "poisson", "rate": 20.0, "count": 60})
+    document = mix(engine={"num_gpu_blocks": blocks, "block_size": 16, "max_num_seqs": 8,
+                           "max_num_batched_tokens": 256, "max_model_len": 1024},
+                   arrival={"process": "poisson", "rate": 20.0, "count": 60})
     if classes:
         document["classes"] = classes
     setup = setup_for(write_json, document)

@@ -97,11 +97,11 @@ def test_a_later_turn_hits_the_whole_previous_conversation(write_json):
     classes = [{"name": "agent", "prompt_tokens": 100, "output_tokens": 30,
                 "turns": {"count": 3, "user_tokens": 20, "think_time_s": 0.5}}]
     document = mix(classes=classes, arrival={"process": "constant", "rate": 1, "count": 1},
-                   engine={"num_gpu_blocks": 200, "max_model_len": 1024})
+                   engine={"num_gpu_blocks": 200, "block_size": 16, "max_model_len": 1024})
     outcome = run(setup_for(write_json, document))
     turns = sorted(outcome.records, key=lambda r: r.turn)
     assert [r.prompt_tokens for r in turns] == [100, 150, 200]
-    # turn k's prompt starts with turn k-1's prompt and output, whole blocks of which are cached
+    # turn k's prompt starts with turn k-1's prompt and output, whole blocks (of 16) of which are cached
     assert [r.cached_tokens for r in turns] == [0, 128, 176]
     assert turns[1].arrival_time == pytest.approx(turns[0].finish_time + 0.5)
 
@@ -118,7 +118,7 @@ def test_arrivals_join_at_the_first_step_that_starts_after_them(write_json):
 
 @pytest.mark.parametrize(("scheduling", "num_steps"), [("sync", 20), ("async", 22)])
 def test_idle_time_counts_in_the_time_weighted_usage(write_json, scheduling, num_steps):
-    document = {"schema_version": 1, "engine": {"num_gpu_blocks": 64, "scheduling": scheduling},
+    document = {"schema_version": 1, "engine": {"num_gpu_blocks": 64, "block_size": 16, "scheduling": scheduling},
                 "timing": {"step_time_ms": 10},
                 "requests": [{"arrival_time": 0.0, "unique_len": 64, "max_tokens": 10},
                              {"arrival_time": 10.0, "unique_len": 64, "max_tokens": 10}]}
@@ -126,13 +126,14 @@ def test_idle_time_counts_in_the_time_weighted_usage(write_json, scheduling, num
     assert metrics.throughput.duration_s_estimate == pytest.approx(10.1)
     # async: each request's last token arrives in one more step, which only waits for it (no time)
     assert metrics.num_steps == num_steps
-    # each request holds 4 blocks for its prefill step, then 5 for its 9 decode steps; 10 ms per step
+    # each request holds 4 blocks of 16 for its prefill step, then 5 for its 9 decode steps; 10 ms per step
     assert metrics.kv.mean_used_blocks == pytest.approx(2 * (4 + 9 * 5) * 0.01 / 10.1, rel=1e-6)
     assert metrics.kv.p50_used_blocks == 0 and metrics.kv.peak_used_blocks == 5
 
 
 def test_a_request_that_cannot_fit_alone_stalls(write_json):
-    document = {"schema_version": 1, "engine": {"num_gpu_blocks": 4}, "timing": {"step_time_ms": 10},
+    # 3 usable blocks of 16 tokens cannot hold its 70 (block size given: any release)
+    document = {"schema_version": 1, "engine": {"num_gpu_blocks": 4, "block_size": 16}, "timing": {"step_time_ms": 10},
                 "requests": [{"arrival_time": 0.0, "unique_len": 40, "max_tokens": 30}]}
     outcome = run(setup_for(write_json, document))
     assert outcome.metrics.stalled and outcome.metrics.num_finished == 0

@@ -67,10 +67,11 @@ def test_gemma2_runs_the_pool_vllm_reports_not_a_full_attention_one(write_json):
 
 
 def test_a_pool_given_by_hand_keeps_the_models_groups(write_json):
-    setup = on_model(write_json, "Qwen/Qwen3-Next-80B-A3B-Thinking", EngineOverrides(num_gpu_blocks=100))
+    setup = on_model(write_json, "Qwen/Qwen3-Next-80B-A3B-Thinking", EngineOverrides(num_gpu_blocks=100),
+                     release=VLLM_0_33_0)
     assert setup.engine.source == "--num-gpu-blocks" and setup.config.num_gpu_blocks == 100
     assert [g.kind for g in setup.config.groups] == ["mamba"] * 3 + ["full_attention"]
-    # four groups of 544-token attention blocks: 100 // 4 x 544
+    # four groups of 0.33.0's 544-token attention blocks (0.34.0 aligns them to 576): 100 // 4 x 544
     assert setup.engine.gpu_kv_cache_tokens == 25 * 544
     assert simulate(setup).metrics.num_finished == 24
 
@@ -109,7 +110,7 @@ def test_the_zero_preemption_pool_is_found_on_the_groups_engine(write_json):
     and the smallest pool without preemption is checked by simulating on it."""
     from kvplan.usecases.simulate.driver import blocks_at_length, run, with_pool
 
-    setup = on_model(write_json, "google/gemma-2-9b-it", EngineOverrides(num_gpu_blocks=60))
+    setup = on_model(write_json, "google/gemma-2-9b-it", EngineOverrides(num_gpu_blocks=60, block_size=16))
     assert blocks_at_length(setup.config, 100) == 2 * 7   # a window group and a full one, 16-token blocks
     result = simulate(setup)
     assert result.metrics.preemptions.total > 0
