@@ -15,26 +15,13 @@ with the reason, as are synthetic logs and start-ups that end before the term.
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
-import subprocess
 import sys
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from log_data import LOGS, REPO, explained, write_or_check
 
-LOGS = REPO / "tests" / "data" / "logs"
+sys.path.insert(0, str(REPO))   # the kvplan of this checkout, for extract()'s imports
+
 OUTPUT = REPO / "kvplan" / "data" / "accuracy" / "non_torch_from_logs.json"
-
-
-def _explained(path: Path) -> dict[str, object]:
-    shown = subprocess.run([sys.executable, "-m", "kvplan", "explain", str(path.relative_to(REPO)), "--json"],
-                           capture_output=True, text=True, cwd=REPO, check=False,
-                           env={**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO)})
-    document: dict[str, object] = json.loads(shown.stdout)
-    return document
 
 
 def extract() -> dict[str, object]:
@@ -57,7 +44,7 @@ def extract() -> dict[str, object]:
                    "ends before the profile run logs non-torch memory")
             skipped.append({"log": where, "why": why})
             continue
-        document = _explained(path)
+        document = explained(path)
         settings = {row["name"]: row for row in document["settings"]}  # type: ignore[attr-defined]
         [term] = [term for term in document["terms"] if term["key"] == "non_torch"]  # type: ignore[attr-defined]
         gpu = get_gpu(settings["gpu"]["value"])
@@ -81,17 +68,7 @@ def extract() -> dict[str, object]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="verify the file instead of rewriting it")
-    args = parser.parse_args()
-    text = json.dumps(extract(), indent=2) + "\n"
-    if args.check:
-        same = OUTPUT.exists() and OUTPUT.read_text() == text
-        print(f"{OUTPUT.relative_to(REPO)}: {'up to date' if same else 'out of date: run without --check'}")
-        return 0 if same else 1
-    OUTPUT.write_text(text)
-    print(f"wrote {OUTPUT.relative_to(REPO)}")
-    return 0
+    return write_or_check(__doc__.splitlines()[0], OUTPUT, extract)
 
 
 if __name__ == "__main__":

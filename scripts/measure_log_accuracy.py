@@ -9,17 +9,12 @@ checks that the file is what this computes.
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
 import statistics
-import subprocess
 import sys
-from pathlib import Path
+from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
+from log_data import LOGS, REPO, explained, write_or_check
 
-LOGS = REPO / "tests" / "data" / "logs"
 OUTPUT = REPO / "kvplan" / "data" / "accuracy" / "kv_memory_vs_logs.json"
 # (log, what the log does not say and explain takes as a flag)
 CASES = (
@@ -48,10 +43,7 @@ def measure() -> dict[str, object]:
     sys.path.insert(0, str(REPO))
     rows = []
     for name, flags in CASES:
-        shown = subprocess.run([sys.executable, "-m", "kvplan", "explain", str(LOGS / name), *flags, "--json"],
-                               capture_output=True, text=True, cwd=REPO, check=False,
-                               env={**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO)})
-        document = json.loads(shown.stdout)
+        document: dict[str, Any] = explained(LOGS / name, *flags)
         [term] = [term for term in document["terms"] if term["key"] == "available_kv"]
         [non_torch] = [term for term in document["terms"] if term["key"] == "non_torch"] or [None]
         settings = {row["name"]: row["value"] for row in document["settings"]}
@@ -88,17 +80,7 @@ def measure() -> dict[str, object]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="verify the file instead of rewriting it")
-    args = parser.parse_args()
-    text = json.dumps(measure(), indent=2) + "\n"
-    if args.check:
-        same = OUTPUT.exists() and OUTPUT.read_text() == text
-        print(f"{OUTPUT.relative_to(REPO)}: {'up to date' if same else 'out of date: run without --check'}")
-        return 0 if same else 1
-    OUTPUT.write_text(text)
-    print(f"wrote {OUTPUT.relative_to(REPO)}")
-    return 0
+    return write_or_check(__doc__.splitlines()[0], OUTPUT, measure)
 
 
 if __name__ == "__main__":
