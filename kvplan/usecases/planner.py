@@ -57,17 +57,17 @@ class Planner:
         if not path.measured:
             result = replace(plan(replace(request, kv_cache_memory_bytes=min(per_rank)), setup,
                                   kv_cache_memory_per_worker=per_rank), path=path)
-            return replace(result, memory_source=PREDICTED_MEMORY, warnings=measured.warnings,
-                       non_torch_bytes=measured.budgets[0].non_torch_bytes, non_torch_source=measured.non_torch_source)
-        # 0.34.0's measured path: the reservation on the capacity, then the blocks measured after capture
-        capacity = plan(replace(request, kv_cache_memory_bytes=min(per_rank)), setup,
-                        kv_cache_memory_per_worker=per_rank, report_capacity=False,
-                        texts=measured_sizing_texts(request.release, request.utilization, after_warmup=False))
-        result = measured_plan(request, setup, capacity,
-                               [RankReadings(budget, pool) for budget, pool in zip(budgets, measured.graph_pools,
-                                                                                   strict=True)],
-                               init_free_bytes=measured.init_free_bytes, path=path)
-        return replace(result, memory_source=PREDICTED_MEASURED_MEMORY, warnings=measured.warnings,
+            source = PREDICTED_MEMORY
+        else:
+            # 0.34.0's measured path: the reservation on the capacity, then the blocks measured after capture
+            capacity = plan(replace(request, kv_cache_memory_bytes=min(per_rank)), setup,
+                            kv_cache_memory_per_worker=per_rank, report_capacity=False,
+                            texts=measured_sizing_texts(request.release, request.utilization, after_warmup=False))
+            readings = [RankReadings(budget, pool) for budget, pool in zip(budgets, measured.graph_pools, strict=True)]
+            result = measured_plan(request, setup, capacity, readings, init_free_bytes=measured.init_free_bytes,
+                                   path=path)
+            source = PREDICTED_MEASURED_MEMORY
+        return replace(result, memory_source=source, warnings=measured.warnings,
                        non_torch_bytes=measured.budgets[0].non_torch_bytes, non_torch_source=measured.non_torch_source)
 
     def _measure(self, request: PlanRequest, max_num_batched_tokens: int, max_num_seqs: int) -> _Measured:
