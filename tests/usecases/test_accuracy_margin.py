@@ -3,17 +3,15 @@ logs today: scripts/measure_log_accuracy.py --check recomputes it and fails on a
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
+
+from tests.data_scripts import assert_up_to_date
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 def test_the_margin_file_is_what_explain_measures_on_the_real_logs():
-    checked = subprocess.run([sys.executable, str(REPO / "scripts" / "measure_log_accuracy.py"), "--check"],
-                             capture_output=True, text=True, timeout=900, check=False)
-    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert_up_to_date("measure_log_accuracy.py")
 
 
 def test_the_accuracy_page_quotes_the_margin_the_commands_print():

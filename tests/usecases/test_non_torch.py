@@ -6,8 +6,6 @@ memory of each release's formula, with its source in console and JSON."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,6 +13,7 @@ import pytest
 from kvplan.gpus.catalog import get_gpu
 from kvplan.semantics.releases import RELEASES
 from kvplan.usecases.non_torch import logged_non_torch, logged_readings, predict_non_torch, table_of
+from tests.data_scripts import assert_up_to_date
 from tests.edge import offline_home, run_cli
 
 REPO = Path(__file__).resolve().parents[2]
@@ -28,9 +27,7 @@ def _reading(log: str, gpu: str, tp: int, gib: float) -> dict[str, object]:
 
 
 def test_the_table_is_what_the_script_extracts_from_the_real_logs():
-    checked = subprocess.run([sys.executable, str(REPO / "scripts" / "extract_non_torch.py"), "--check"],
-                             capture_output=True, text=True, timeout=900, check=False)
-    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert_up_to_date("extract_non_torch.py")
 
 
 def test_every_figure_is_a_real_log_s_own_line():
