@@ -23,9 +23,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from kvplan.gpus.catalog import GpuSpec
+from kvplan.gpus.catalog import GpuSpec, get_gpu
 from kvplan.semantics.releases import Release
-from kvplan.units import format_gib
 
 MEASURED = Path(__file__).resolve().parents[1] / "data" / "accuracy" / "non_torch_from_logs.json"
 SOURCE_FILE = "kvplan/data/accuracy/non_torch_from_logs.json"
@@ -56,8 +55,6 @@ class NonTorchPrediction:
 def table_of(readings: Sequence[Mapping[str, Any]]) -> tuple[LoggedNonTorch, ...]:
     """One row per (GPU, TP) of the logs' readings: their median (scripts/extract_non_torch.py
     writes it; the accuracy measurement rebuilds it with one log left out)."""
-    from kvplan.gpus.catalog import get_gpu
-
     table = []
     for gpu_key, tp in sorted({(str(row["gpu"]), int(row["tensor_parallel_size"])) for row in readings}):
         rows = [row for row in readings if row["gpu"] == gpu_key and row["tensor_parallel_size"] == tp]
@@ -150,8 +147,3 @@ def _source(row: LoggedNonTorch, gpu: GpuSpec, tensor_parallel_size: int, releas
         notes.append(f"logged under {', '.join(row.rules)}'s formula; vLLM {release.version} counts it inside "
                      "consumed memory, cuBLAS handles in its baseline (docs/vllm/changes-0.33.md §1.1)")
     return text + "".join(f"; {note}" for note in notes)
-
-
-def non_torch_line(non_torch_bytes: int, source: str) -> str:
-    """`non-torch memory 0.25 GiB, predicted from a real vLLM log of ...`"""
-    return f"non-torch memory {format_gib(non_torch_bytes)} GiB, {source}"
