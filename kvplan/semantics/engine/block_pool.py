@@ -61,9 +61,8 @@ class BlockPool:
         self._unhashed_to_head = UNHASHED_TO_HEAD[freed_unhashed_blocks]
         self.blocks = [KVCacheBlock(i) for i in range(num_gpu_blocks)]
         self.null_block = self.blocks[0]
-        self._free: OrderedDict[int, KVCacheBlock] = OrderedDict((b.block_id, b) for b in self.blocks[1:])
-        # The same queue, never replaced: hot callers take its len() without a property call.
-        self.free_queue = self._free
+        # Never replaced: hot callers (the manager, the scheduler) take its len() without a property call.
+        self.free_queue: OrderedDict[int, KVCacheBlock] = OrderedDict((b.block_id, b) for b in self.blocks[1:])
         # hash -> the block, or {block_id: block} when several full blocks share a hash: vLLM does
         # not de-duplicate, because a running request's block table never changes.
         self._cached: list[dict[BlockHash, KVCacheBlock | dict[int, KVCacheBlock]]] = [
@@ -84,15 +83,15 @@ class BlockPool:
 
     @property
     def num_free_blocks(self) -> int:
-        return len(self._free)
+        return len(self.free_queue)
 
     @property
     def num_used_blocks(self) -> int:
-        return self.num_gpu_blocks - 1 - len(self._free)
+        return self.num_gpu_blocks - 1 - len(self.free_queue)
 
     def get_usage(self) -> float:
         """vLLM's KV cache usage: evictable cached blocks count as free."""
-        return 1.0 - len(self._free) / (self.num_gpu_blocks - 1)
+        return 1.0 - len(self.free_queue) / (self.num_gpu_blocks - 1)
 
     def num_used_blocks_by_group(self) -> tuple[int, ...]:
         """Blocks each KV cache group holds (a block shared by requests of a group counts once)."""
@@ -100,7 +99,7 @@ class BlockPool:
 
     def free_block_ids(self) -> list[int]:
         """Every free block id, head (next handed out) first."""
-        return list(self._free)
+        return list(self.free_queue)
 
     def cached_prefix(self, block_hashes: Iterable[BlockHash], group_id: int = 0) -> list[KVCacheBlock]:
         """The cached blocks of the leading hashes, up to the first miss (full-attention hits)."""
@@ -143,7 +142,7 @@ class BlockPool:
 
         A pool full of evictable cached blocks (every long run) evicts one hash per block handed
         out, so the eviction (`_evict`) is inlined here: one loop, counters updated once."""
-        free = self._free
+        free = self.free_queue
         if num_blocks > len(free):
             raise ValueError(f"Cannot get {num_blocks} free blocks from the pool")
         popleft = free.popitem
@@ -179,7 +178,7 @@ class BlockPool:
 
     def get_new_block(self) -> KVCacheBlock:
         """`get_new_blocks(1)[0]` for group 0 (a decode's new block, the commonest call), without a list."""
-        free = self._free
+        free = self.free_queue
         if not free:
             raise ValueError("Cannot get 1 free blocks from the pool")
         block = free.popitem(False)[1]
@@ -224,7 +223,7 @@ class BlockPool:
 
     def touch(self, blocks: Iterable[KVCacheBlock]) -> None:
         """Pin prefix-hit blocks; an evictable one leaves the free queue without being copied."""
-        free = self._free
+        free = self.free_queue
         for block in blocks:
             if block.block_id == 0:
                 continue
@@ -239,7 +238,7 @@ class BlockPool:
         """Release one reference each. Blocks reaching 0 keep their hash and join the free queue in
         the given order: at the tail, or, when the release puts unhashed blocks at the head, there if
         they carry no hash (every block with caching off), so that the first of them is handed out next."""
-        free = self._free
+        free = self.free_queue
         used_by_group = self._num_used_by_group
         to_head = self._unhashed_to_head
         to_front: list[KVCacheBlock] = []
