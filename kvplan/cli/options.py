@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Any, TypeVar, get_args, get_type_hints
 
 from kvplan.errors import KvplanError
 from kvplan.hub import HubAccess, hub_access
-from kvplan.schema import ByteSize, Integer, Kind, Text
-from kvplan.semantics.engine.args import MEMORY, MODEL, EngineArgs, Setting, check_value, read_bytes, read_count
+from kvplan.schema import ByteSize, Kind, Text
+from kvplan.semantics.engine.args import MEMORY, MODEL, EngineArgs, Setting, check_value, read_bytes
 from kvplan.semantics.engine.args import setting as engine_setting
 from kvplan.semantics.engine.args import settings as engine_settings
 from kvplan.semantics.engine.trace_format import POOL_BLOCKS, SCHEDULING_MODE, VLLM_VERSION
@@ -188,10 +188,6 @@ def checked(kind: Kind, flag: str) -> Callable[[Any], Any]:
 def parse_optional_bytes(text: str | None, flag: str, kind: ByteSize = MEMORY) -> int | None:
     """A size flag: one number and one unit (`24GiB`, `24G` as vLLM reads it), within the kind's range."""
     return None if text is None else read_bytes(text, flag, kind)
-
-
-def parse_optional_count(text: str | None, flag: str, kind: Integer) -> int | None:
-    return None if text is None else read_count(text, flag, kind)
 
 
 def on_off(value: str | None, flag: str = "--prefix-caching") -> bool | None:
