@@ -14,7 +14,8 @@
 set -u
 cd "$(dirname "$0")/.."
 read -r -a KV <<< "${KVPLAN:-kvplan}"
-VERSIONS=(0.17.1 0.33.0)
+# VERSIONS="0.17.1 0.33.0 0.34.0" names the releases (default: the two before 0.34.0)
+read -r -a VERSIONS <<< "${VERSIONS:-0.17.1 0.33.0}"
 
 run() {  # name, kvplan arguments...
   local name=$1; shift
