@@ -163,9 +163,9 @@ _REQUEST_FIELDS = {"gpu": "gpu", "gpu_memory": "gpu_memory_bytes"}
 
 def _plan(request: PlanRequest) -> PlanResult:
     """The plan for the KV memory given, else for the memory the profile run predicts for the GPU."""
-    if request.kv_cache_memory_bytes is not None or (request.gpu is None and request.gpu_memory_bytes is None):
-        from kvplan.usecases.plan import plan
+    from kvplan.usecases.plan import plan, predicts_kv_memory
 
+    if not predicts_kv_memory(request):
         return plan(request)
     from kvplan.cli.progress import reporting
     from kvplan.usecases.profile import plan_for_device

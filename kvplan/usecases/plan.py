@@ -383,6 +383,14 @@ def _env_flag(name: str, *, default: bool) -> bool:
         raise KvplanError(f"{name}={value!r}: vLLM reads it as an integer, 0 or 1") from None
 
 
+def predicts_kv_memory(request: PlanRequest) -> bool:
+    """Whether the KV memory is to be predicted by the profile run (`usecases.profile.plan_for_device`):
+    no --kv-cache-memory, and a GPU named by --gpu or --gpu-memory; otherwise `plan` sizes the cache
+    for the memory given (or says to give it). The one rule `kvplan plan`, `plan_for_device` and the
+    `Planner` (fit, sweep) choose by."""
+    return request.kv_cache_memory_bytes is None and (request.gpu is not None or request.gpu_memory_bytes is not None)
+
+
 def plan(request: PlanRequest, setup: SettledConfig | None = None,
          kv_cache_memory_per_worker: tuple[int, ...] | None = None, *, texts: SizingTexts | None = None,
          report_capacity: bool = True) -> PlanResult:

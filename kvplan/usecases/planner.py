@@ -20,7 +20,7 @@ from kvplan.errors import KvplanError
 from kvplan.semantics.kv.sizing import measured_sizing_texts
 from kvplan.semantics.memory.budget import MemoryBudget
 from kvplan.usecases.measured_sizing import RankReadings, measured_plan
-from kvplan.usecases.plan import PlanRequest, PlanResult, plan, settle
+from kvplan.usecases.plan import PlanRequest, PlanResult, plan, predicts_kv_memory, settle
 
 
 @dataclass(frozen=True)
@@ -41,7 +41,7 @@ class Planner:
         self.profile_runs = 0
 
     def plan(self, request: PlanRequest) -> PlanResult:
-        if request.kv_cache_memory_bytes is not None or (request.gpu is None and request.gpu_memory_bytes is None):
+        if not predicts_kv_memory(request):
             return plan(request)
         from kvplan.usecases.profile import PREDICTED_MEASURED_MEMORY, PREDICTED_MEMORY
 

@@ -66,7 +66,15 @@ from kvplan.units import format_duration, format_gib
 from kvplan.usecases.measured_sizing import RankReadings, measured_plan
 from kvplan.usecases.non_torch import SOURCE_FILE as NON_TORCH_SOURCE_FILE
 from kvplan.usecases.non_torch import NonTorchPrediction, predict_non_torch
-from kvplan.usecases.plan import PlanRequest, PlanResult, SettledConfig, check_request, plan, settle
+from kvplan.usecases.plan import (
+    PlanRequest,
+    PlanResult,
+    SettledConfig,
+    check_request,
+    plan,
+    predicts_kv_memory,
+    settle,
+)
 from kvplan.usecases.profile_summary import ProfileSummary, Provenance, knobs_sha256
 
 if TYPE_CHECKING:
@@ -573,7 +581,7 @@ PREDICTED_MEASURED_MEMORY = ("predicted: the memory vLLM measures free after war
 def plan_for_device(request: PlanRequest, progress: Progress | None = None) -> PlanResult:
     """Like `plan`, but without `kv_cache_memory_bytes` the KV memory of the GPU named by `--gpu` /
     `--gpu-memory` is predicted by the profile run on the fake backend (needs torch)."""
-    if request.kv_cache_memory_bytes is not None or (request.gpu is None and request.gpu_memory_bytes is None):
+    if not predicts_kv_memory(request):
         return plan(request)
     require_profile_extra("predicting the KV memory of --gpu (no --kv-cache-memory given)")
     profile = run_profile(ProfileRequest(plan=request, backend="fake", allocate=False), progress)
