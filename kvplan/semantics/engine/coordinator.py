@@ -61,6 +61,10 @@ class KVCacheCoordinator:
             kinds.setdefault(group.lookup_key, []).append(group_id)
         self.lookup_order = sorted(kinds.values(), key=lambda ids: groups[ids[0]].kind != FULL_ATTENTION)
         self.alignment = lcm(*(group.block_size or 1 for group in groups))
+        # the managers that keep state per step (Mamba): the others' new_step_starts does nothing,
+        # and the scheduler calls it at every step
+        self._step_listeners = [m for m in self.managers
+                                if type(m).new_step_starts is not SingleTypeKVCacheManager.new_step_starts]
         for manager in self.managers:
             manager.cache_hit_alignment = self.alignment
             if max_in_flight_tokens is not None and max_model_len is not None:
@@ -110,7 +114,7 @@ class KVCacheCoordinator:
         return tuple(manager.req_to_blocks.get(request_id) or [] for manager in self.managers)
 
     def new_step_starts(self) -> None:
-        for manager in self.managers:
+        for manager in self._step_listeners:
             manager.new_step_starts()
 
     def find_longest_cache_hit(self, block_hashes: Sequence[BlockHash], max_length: int) -> tuple[GroupBlocks, int]:

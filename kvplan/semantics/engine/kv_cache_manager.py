@@ -12,7 +12,7 @@ from kvplan.semantics.engine.block_pool import KVCacheBlock
 from kvplan.semantics.engine.coordinator import GroupBlocks, KVCacheCoordinator
 from kvplan.semantics.engine.groups import KVCacheGroup, resolve_groups
 from kvplan.semantics.engine.single_type_manager import FullAttentionManager, SingleTypeKVCacheManager
-from kvplan.semantics.engine.stats import PrefixCacheStats
+from kvplan.semantics.engine.stats import NO_LOOKUPS, PrefixCacheStats
 from kvplan.semantics.releases import PrefixStats, Release, WindowFrees, default_release
 
 if TYPE_CHECKING:
@@ -271,8 +271,12 @@ class KVCacheManager:
         return tuple([block.block_id for block in blocks] for blocks in self.get_blocks_by_group(request_id))
 
     def make_prefix_cache_stats(self) -> PrefixCacheStats:
-        """The statistics since the last call, which starts a new interval."""
+        """The statistics since the last call, which starts a new interval (`NO_LOOKUPS`, read only,
+        when there was no lookup: most steps)."""
         stats = self.prefix_cache_stats
+        if not stats.requests and not stats.preempted_requests:
+            # `record` counts every lookup in one of the two: every count is still 0
+            return NO_LOOKUPS
         self.prefix_cache_stats = PrefixCacheStats()
         return stats
 

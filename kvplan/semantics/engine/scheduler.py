@@ -26,7 +26,7 @@ from kvplan.semantics.engine.hashing import RequestBlockHasher
 from kvplan.semantics.engine.kv_cache_manager import KVCacheManager, prefill_end
 from kvplan.semantics.engine.mamba_manager import prefill_checkpoint_is_valid, prefill_checkpoint_position
 from kvplan.semantics.engine.request import Request, RequestStatus
-from kvplan.semantics.engine.stats import PrefixCacheStats
+from kvplan.semantics.engine.stats import NO_LOOKUPS, PrefixCacheStats
 from kvplan.semantics.releases import Admission, MambaChunkEnds, Scheduling
 
 # Whether a waiting request's whole prompt must fit before its chunk is allocated, by the release's
@@ -120,6 +120,8 @@ class Scheduler:
         self._batch_queue: deque[Batch] = deque()
         # vLLM's `has_finished_requests`: an update finished a request and no schedule ran since.
         self._finished_since_schedule = False
+        # what the cruising requests take in the last schedule (`Cruise.scheduled`): count, context
+        self._cruise_load = (0, 0)
         # Mamba "align" caching: prefill chunks end on block boundaries (vLLM's aligned split).
         self._mamba_chunk = MAMBA_CHUNK_END[release.mamba_chunk_ends] if config.mamba_cache_mode == "align" else None
         self._checkpoint_alignment = internal_checkpoint_alignment(config)
@@ -200,7 +202,10 @@ class Scheduler:
 
     def has_unfinished(self) -> bool:
         """Requests wait or run, or a batch with tokens is still in flight (async)."""
-        return bool(self.num_running or self.waiting) or self.has_tokens_in_flight()
+        # `num_running`, inline: the driver asks several times a step
+        if self._active or self.waiting or (self._cruise is not None and self._cruise.cruisers):
+            return True
+        return self.has_tokens_in_flight()
 
     def has_tokens_in_flight(self) -> bool:
         """A scheduled batch with tokens whose output is not processed yet."""
@@ -230,8 +235,8 @@ class Scheduler:
         if self.num_running or self.waiting or self._finished_since_schedule:
             batch = self._schedule()
             if batch.cruising:
-                assert self._cruise is not None
-                bulk_scheduled, bulk_context = self._cruise.scheduled(batch.step)
+                # `Cruise.scheduled(batch.step)`, as the schedule read it (nothing changed it since)
+                bulk_scheduled, bulk_context = self._cruise_load
             free_blocks_after_schedule = len(pool.free_queue)
             step_stats = kv.make_prefix_cache_stats()
             if self.model_runner is not None:
@@ -244,12 +249,13 @@ class Scheduler:
         else:
             batch = EMPTY_BATCH
             free_blocks_after_schedule = len(pool.free_queue)
-            step_stats = PrefixCacheStats()
+            step_stats = NO_LOOKUPS
             if queue:
                 processed = queue.popleft()
         if processed is not EMPTY_BATCH:
             finished = self._process_output(processed)
-        self.prefix_cache_stats.add(step_stats)
+        if step_stats is not NO_LOOKUPS:
+            self.prefix_cache_stats.add(step_stats)
         step = self.num_steps
         cruise = self._cruise
         if cruise is not None and self._active and step >= cruise.cooldown_until:
@@ -318,7 +324,8 @@ class Scheduler:
             # The cruising requests lead the running order: each takes one token, and their
             # allocate_slots calls come first. They land when the budget or the free queue might
             # not cover them (the per-step loop below would then stop or preempt among them).
-            num_cruising, _ = cruise.scheduled(step)
+            self._cruise_load = cruise.scheduled(step)
+            num_cruising = self._cruise_load[0]
             due = cruise.due(step) if num_cruising <= budget else None
             # each call takes at most one block: only a queue shorter than the calls is counted out
             num_free = len(self.block_pool.free_queue)

@@ -39,3 +39,7 @@ class PrefixCacheStats:
     def hit_rate(self) -> float:
         """Hits over queries of never-preempted lookups, as vLLM's logged hit rate."""
         return self.hits / self.queries if self.queries else 0.0
+
+
+# The statistics of an interval without lookups, shared by every such step: never recorded into.
+NO_LOOKUPS = PrefixCacheStats()

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from kvplan.semantics.engine.groups import KVCacheGroup
 from kvplan.semantics.engine.scheduler import StepResult
+from kvplan.semantics.engine.stats import NO_LOOKUPS
 from kvplan.usecases.simulate.series import Downsampler, SeriesPoint
 from kvplan.usecases.simulate.timing import StepLoad
 
@@ -396,7 +397,9 @@ class Recorder:
                     first_tokens.append(record)
                 if clients:
                     emitting.append(record)
-        self._attribute_lookups(result, waiting_head)
+        if result.prefix_cache is not NO_LOOKUPS:
+            # (a step without lookups adds nothing: most steps)
+            self._attribute_lookups(result, waiting_head)
 
         duration = 0.0
         # Async scheduling: a step that only waits for an earlier batch's output adds no time (that
@@ -417,22 +420,38 @@ class Recorder:
             record.finish_time = finish_time
 
         used = self.usable - result.free_blocks_after_schedule
-        self.peak_used = max(self.peak_used, used)
-        self.peak_cached = max(self.peak_cached, result.num_cached_blocks)
+        if used > self.peak_used:
+            self.peak_used = used
+        if result.num_cached_blocks > self.peak_cached:
+            self.peak_cached = result.num_cached_blocks
         self.num_steps += 1
         weight = duration if self.timed else 1.0
-        self._weigh(used, result.num_evictable_cached_blocks, running, waiting, weight)
+        # `_weigh`, inline (once per step): the same sums in the same order
+        evictable = result.num_evictable_cached_blocks
+        histogram = self.used_histogram
+        histogram[used] = histogram.get(used, 0.0) + weight
+        self.total_weight += weight
+        if used >= self.usable:
+            self.full_weight += weight
+        self.evictable_weighted += evictable * weight
+        self.running_weighted += running * weight
+        self.waiting_weighted += waiting * weight
+        if running > self.max_running:
+            self.max_running = running
+        if waiting > self.max_waiting:
+            self.max_waiting = waiting
         if self.groups:
             self._last_groups = result.num_used_blocks_by_group
             self._weigh_groups(self._last_groups, weight)
         series_start = start if self.timed else float(result.step)
         self.series.add(series_start, series_start + weight, (
-            float(used), float(result.num_evictable_cached_blocks), float(running), float(waiting),
+            float(used), float(evictable), float(running), float(waiting),
             result.num_scheduled_tokens / weight if weight else 0.0))
         # after the step, finished requests' blocks are free: that is what holds until the next one
-        self._last = (float(result.num_used_blocks), float(result.num_evictable_cached_blocks),
+        self._last = (float(result.num_used_blocks), float(evictable),
                       float(running), float(waiting), 0.0)
-        self.end_time = max(self.end_time, end)
+        if end > self.end_time:
+            self.end_time = end
         if self.on_step is not None:
             self.on_step(self._timeline_row(result, running, waiting, used, start, duration))
         self._arrived = 0
