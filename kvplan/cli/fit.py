@@ -247,7 +247,7 @@ def _gpu_keys(text: str | None) -> tuple[str, ...]:
 
 
 def _workload_release(workload: Workload | None) -> Release:
-    named = None if workload is None else dict(workload.engine.settings).get("vllm_version")
+    named = None if workload is None else workload.engine.vllm_version
     return DEFAULT_RELEASE if named is None else release_named(named)
 
 

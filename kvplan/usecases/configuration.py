@@ -7,11 +7,12 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass, replace
 
+from kvplan.semantics.engine.args import EngineArgs
 from kvplan.semantics.releases import DEFAULT_RELEASE, Release, Scheduling
 from kvplan.usecases.plan import PlanRequest, PlanSummary
 from kvplan.usecases.simulate.driver import PreparedWorkload, SimOptions, prepare
 from kvplan.usecases.simulate.engine_source import EngineOverrides
-from kvplan.usecases.simulate.workload import EngineSpec, Workload
+from kvplan.usecases.simulate.workload import Workload
 
 # the engine settings a workload's `engine` section may give (docs/workload.md) that size the pool too
 WORKLOAD_SETTINGS = ("block_size", "max_model_len", "max_num_seqs", "max_num_batched_tokens",
@@ -66,7 +67,7 @@ class Configuration:
     def with_workload_settings(self, workload: Workload) -> Configuration:
         """The workload's engine settings where this configuration leaves them unset, so that the
         plan sizes the engine the workload runs on."""
-        settings = dict(workload.engine.settings)
+        settings = {**workload.engine.args.given(), "scheduling": workload.engine.scheduling}
         unset = {name: settings[name] for name in WORKLOAD_SETTINGS
                  if getattr(self, name) is None and settings.get(name) is not None}
         return replace(self, **unset)
@@ -115,23 +116,22 @@ class Configuration:
         """The engine of `simulate` for this configuration; `kv_cache_memory_bytes` (what a plan
         found) replaces the utilization, which would otherwise need a profile run again."""
         kv_bytes = self.kv_cache_memory_bytes if kv_cache_memory_bytes is None else kv_cache_memory_bytes
-        return EngineOverrides(
+        args = EngineArgs(
             block_size=self.block_size, enable_prefix_caching=self.enable_prefix_caching,
             max_num_batched_tokens=self.max_num_batched_tokens, max_num_seqs=self.max_num_seqs,
             max_model_len=self.max_model_len, enable_chunked_prefill=self.enable_chunked_prefill,
-            scheduling=self.scheduling, gpu=self.gpu,
             gpu_memory_utilization=None if kv_bytes is not None else self.gpu_memory_utilization,
-            kv_cache_memory=kv_bytes, kv_cache_dtype=self.kv_cache_dtype, dtype=self.dtype,
+            kv_cache_memory_bytes=kv_bytes, kv_cache_dtype=self.kv_cache_dtype, dtype=self.dtype,
             tensor_parallel_size=self.tensor_parallel_size, pipeline_parallel_size=self.pipeline_parallel_size,
-            step_time=self.step_time,
-        )
+            trust_remote_code=False)
+        return EngineOverrides(args=args, scheduling=self.scheduling, gpu=self.gpu, step_time=self.step_time)
 
     def prepare(self, workload: Workload, kv_cache_memory_bytes: int | None = None,
                 seed: int | None = None, step_time_ms: float | None = None) -> PreparedWorkload:
         """The workload's traffic on this configuration: its pool planned for this model (the
         workload's own pool source is set aside, its engine settings kept where this leaves them
         unset)."""
-        engine = EngineSpec(model=self.model, settings=workload.engine.settings)
+        engine = replace(workload.engine.settings_alone(), model=self.model)
         options = SimOptions(overrides=self.overrides(kv_cache_memory_bytes), seed=seed, step_time_ms=step_time_ms,
                              release=self.release)
         return prepare(replace(workload, engine=engine), options)

@@ -440,7 +440,7 @@ def _with_workload_defaults(request: FitRequest) -> SearchSpace:
     """The workload's own max_num_seqs, max_num_batched_tokens and max_model_len stand in for lists
     the command line leaves out."""
     space = request.space
-    settings = dict(request.workload.engine.settings) if request.workload is not None else {}
+    settings = request.workload.engine.args.given() if request.workload is not None else {}
     if space.max_num_seqs == (None,) and "max_num_seqs" in settings:
         space = replace(space, max_num_seqs=(settings["max_num_seqs"],))
     if space.max_num_batched_tokens == (None,) and "max_num_batched_tokens" in settings:

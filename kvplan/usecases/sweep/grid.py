@@ -182,7 +182,7 @@ class Grid:
             workload = workloads.get(chosen["workloads"]) if "workloads" in chosen else None
             named = chosen.get("vllm_releases")
             if named is None and workload is not None:
-                named = dict(workload.workload.engine.settings).get("vllm_version")
+                named = workload.workload.engine.vllm_version
             configuration = Configuration(release=release_named(named or DEFAULT_RELEASE.version), **settings)
             if workload is not None:
                 configuration = configuration.with_workload_settings(workload.workload)
