@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 from itertools import product
 
 from kvplan.errors import KvplanError
+from kvplan.semantics.engine.args import EngineArgs
 from kvplan.semantics.kv.sizing import kv_capacity, sizing_limits
 from kvplan.units import format_gib
 from kvplan.usecases.configuration import Configuration
@@ -113,8 +114,8 @@ class PlanGroup:
 
     def point(self, length: int | None, index: int) -> Configuration:
         if self.memories:
-            return replace(self.base, max_model_len=length, kv_cache_memory_bytes=self.memories[index])
-        return replace(self.base, max_model_len=length, gpu_memory_utilization=self.utilizations[index])
+            return self.base.with_args(max_model_len=length, kv_cache_memory_bytes=self.memories[index])
+        return self.base.with_args(max_model_len=length, gpu_memory_utilization=self.utilizations[index])
 
     @property
     def size(self) -> int:
@@ -147,7 +148,7 @@ def plan_point(configuration: Configuration, concurrency: tuple[int, int] | None
         return replace(planned, status="does_not_fit",
                        reason=(summary.error or "does not fit") + (f"; {fix}" if fix else ""))
     device, weights, given = (result.setup.device.total_bytes, summary.weights_per_gpu_bytes,
-                              configuration.kv_cache_memory_bytes)
+                              configuration.args.kv_cache_memory_bytes)
     if given is not None and device and weights is not None and weights + given > device:
         # vLLM trusts --kv-cache-memory-bytes; the weights and the cache alone overflow this GPU
         return replace(planned, status="does_not_fit", reason=(
@@ -158,7 +159,7 @@ def plan_point(configuration: Configuration, concurrency: tuple[int, int] | None
     if concurrency is None:
         return planned
     requests, tokens = concurrency
-    limits = sizing_limits(tokens, summary.max_num_batched_tokens, configuration.pipeline_parallel_size,
+    limits = sizing_limits(tokens, summary.max_num_batched_tokens, configuration.value("pipeline_parallel_size"),
                            release=configuration.release)
     _, at_target = kv_capacity(result.kv_config, limits, configuration.release)
     planned = replace(planned, concurrency_at_target=at_target)
@@ -211,8 +212,9 @@ def plan_groups(groups: tuple[PlanGroup, ...]) -> tuple[GroupPlan, ...]:
 
 
 def _profile_key(base: Configuration) -> tuple[object, ...]:
-    return (base.gpu, base.tensor_parallel_size, base.pipeline_parallel_size, base.max_num_seqs,
-            base.max_num_batched_tokens)
+    args = base.args
+    return (base.gpu, args.tensor_parallel_size, args.pipeline_parallel_size, args.max_num_seqs,
+            args.max_num_batched_tokens)
 
 
 def _inferred(made: dict[int, PlannedPoint], index: int) -> PlannedPoint:
@@ -458,16 +460,16 @@ def _groups(request: FitRequest, lengths: tuple[int | None, ...]) -> list[PlanGr
     for gpu, tp, pp, kv_dtype, seqs, tokens in product(
             space.gpus, space.tensor_parallel_sizes, space.pipeline_parallel_sizes, space.kv_cache_dtypes,
             space.max_num_seqs, space.max_num_batched_tokens):
-        base = Configuration(
-            model=request.model, release=request.release, gpu=gpu, tensor_parallel_size=tp, pipeline_parallel_size=pp,
-            kv_cache_dtype=kv_dtype, dtype=request.dtype, max_num_seqs=seqs, max_num_batched_tokens=tokens,
-            trust_remote_code=request.trust_remote_code, step_time=request.step_time,
-        )
+        args = EngineArgs(tensor_parallel_size=tp, pipeline_parallel_size=pp, kv_cache_dtype=kv_dtype,
+                          dtype=request.dtype, max_num_seqs=seqs, max_num_batched_tokens=tokens,
+                          trust_remote_code=request.trust_remote_code)
+        base = Configuration(model=request.model, release=request.release, gpu=gpu, args=args,
+                             step_time=request.step_time)
         if request.workload is not None:
             # max_model_len is the length search's; the workload's own is among its candidates
-            base = replace(base.with_workload_settings(request.workload), max_model_len=None)
+            base = base.with_workload_settings(request.workload).with_args(max_model_len=None)
         utilizations = tuple(sorted(space.gpu_memory_utilizations,
-                                    key=lambda u: replace(base, gpu_memory_utilization=u).utilization))
+                                    key=lambda u: base.with_args(gpu_memory_utilization=u).utilization))
         groups.append(PlanGroup(base, lengths, () if space.kv_cache_memories else utilizations,
                                 tuple(sorted(space.kv_cache_memories)), concurrency))
     return groups
@@ -553,8 +555,8 @@ def _pareto(configurations: list[FitConfiguration], prices: bool) -> set[int]:
 
 
 def _family(configuration: Configuration) -> tuple[str, int, int, str]:
-    return (configuration.gpu or "", configuration.tensor_parallel_size, configuration.pipeline_parallel_size,
-            configuration.kv_cache_dtype)
+    return (configuration.gpu or "", configuration.value("tensor_parallel_size"),
+            configuration.value("pipeline_parallel_size"), configuration.value("kv_cache_dtype"))
 
 
 def _rejected(request: FitRequest, points: list[PlannedPoint], checks: dict[int, RateCheck | str],
