@@ -113,16 +113,16 @@ def fit_document(result: FitResult) -> dict[str, Any]:
                 for bound in request.slo],
         "search": {
             "gpus": list(space.gpus),
-            "tensor_parallel_sizes": list(space.tensor_parallel_sizes),
-            "pipeline_parallel_sizes": list(space.pipeline_parallel_sizes),
-            "kv_cache_dtypes": list(space.kv_cache_dtypes),
-            "gpu_memory_utilizations": [] if space.kv_cache_memories else [
+            "tensor_parallel_sizes": list(space.values("tensor_parallel_size")),
+            "pipeline_parallel_sizes": list(space.values("pipeline_parallel_size")),
+            "kv_cache_dtypes": list(space.values("kv_cache_dtype")),
+            "gpu_memory_utilizations": [] if space.values("kv_cache_memory_bytes") else [
                 Configuration(request.model, request.release, args=EngineArgs(gpu_memory_utilization=u)).utilization
-                for u in space.gpu_memory_utilizations],
-            "kv_cache_memory_bytes": list(space.kv_cache_memories),
-            "max_num_seqs": list(space.max_num_seqs),
-            "max_num_batched_tokens": list(space.max_num_batched_tokens),
-            "max_model_lens": list(space.max_model_lens),
+                for u in space.values("gpu_memory_utilization")],
+            "kv_cache_memory_bytes": list(space.values("kv_cache_memory_bytes")),
+            "max_num_seqs": list(space.values("max_num_seqs")),
+            "max_num_batched_tokens": list(space.values("max_num_batched_tokens")),
+            "max_model_lens": list(space.values("max_model_len")),
         },
         "prices": dict(request.prices),
         "ranked_by": result.ranked_by,

@@ -84,7 +84,7 @@ def length_candidates(request: FitRequest, seed: int) -> tuple[tuple[int | None,
     if request.concurrency is not None:
         needs.append(request.concurrency.tokens)
     need = max(needs) if needs else None
-    given = request.space.max_model_lens
+    given = request.space.values("max_model_len")
     if given:
         usable = tuple(sorted((length for length in given if need is None or length >= need), reverse=True))
         if not usable:
@@ -308,15 +308,19 @@ def _missed(bound: SloBound, value: float | None) -> str:
 # ---------------------------------------------------------------------------- the whole search
 
 
+# the engine arguments whose lists multiply into the groups of configurations planned together (the
+# memory points and lengths are tried within a group)
+AXES = ("tensor_parallel_size", "pipeline_parallel_size", "kv_cache_dtype", "max_num_seqs", "max_num_batched_tokens")
+
+
 def search_size(request: FitRequest) -> int:
     """The configurations the search plans at most: every combination of the axes, each
     max_model_len candidate (two when none is given: the model's limit and the traffic's)."""
     space = request.space
     count = 1
-    for axis in (space.gpus, space.tensor_parallel_sizes, space.pipeline_parallel_sizes, space.kv_cache_dtypes,
-                 space.max_num_seqs, space.max_num_batched_tokens):
+    for axis in (space.gpus, *(space.values(name) for name in AXES)):
         count *= max(1, len(axis))
-    return count * max(1, space.memory_points) * (len(space.max_model_lens) or 2)
+    return count * max(1, space.memory_points) * (len(space.values("max_model_len")) or 2)
 
 
 def workload_requests(workload: Workload, rate_factor: float = 1.0) -> int:
@@ -443,12 +447,12 @@ def _with_workload_defaults(request: FitRequest) -> SearchSpace:
     the command line leaves out."""
     space = request.space
     settings = request.workload.engine.args.given() if request.workload is not None else {}
-    if space.max_num_seqs == (None,) and "max_num_seqs" in settings:
-        space = replace(space, max_num_seqs=(settings["max_num_seqs"],))
-    if space.max_num_batched_tokens == (None,) and "max_num_batched_tokens" in settings:
-        space = replace(space, max_num_batched_tokens=(settings["max_num_batched_tokens"],))
-    if not space.max_model_lens and "max_model_len" in settings:
-        space = replace(space, max_model_lens=(settings["max_model_len"],))
+    if space.values("max_num_seqs") == (None,) and "max_num_seqs" in settings:
+        space = space.with_values(max_num_seqs=(settings["max_num_seqs"],))
+    if space.values("max_num_batched_tokens") == (None,) and "max_num_batched_tokens" in settings:
+        space = space.with_values(max_num_batched_tokens=(settings["max_num_batched_tokens"],))
+    if not space.values("max_model_len") and "max_model_len" in settings:
+        space = space.with_values(max_model_len=(settings["max_model_len"],))
     return space
 
 
@@ -458,8 +462,7 @@ def _groups(request: FitRequest, lengths: tuple[int | None, ...]) -> list[PlanGr
                                                             request.concurrency.tokens)
     groups = []
     for gpu, tp, pp, kv_dtype, seqs, tokens in product(
-            space.gpus, space.tensor_parallel_sizes, space.pipeline_parallel_sizes, space.kv_cache_dtypes,
-            space.max_num_seqs, space.max_num_batched_tokens):
+            space.gpus, *(space.values(name) for name in AXES)):
         args = EngineArgs(tensor_parallel_size=tp, pipeline_parallel_size=pp, kv_cache_dtype=kv_dtype,
                           dtype=request.dtype, max_num_seqs=seqs, max_num_batched_tokens=tokens,
                           trust_remote_code=request.trust_remote_code)
@@ -468,10 +471,10 @@ def _groups(request: FitRequest, lengths: tuple[int | None, ...]) -> list[PlanGr
         if request.workload is not None:
             # max_model_len is the length search's; the workload's own is among its candidates
             base = base.with_workload_settings(request.workload).with_args(max_model_len=None)
-        utilizations = tuple(sorted(space.gpu_memory_utilizations,
+        utilizations = tuple(sorted(space.values("gpu_memory_utilization"),
                                     key=lambda u: base.with_args(gpu_memory_utilization=u).utilization))
-        groups.append(PlanGroup(base, lengths, () if space.kv_cache_memories else utilizations,
-                                tuple(sorted(space.kv_cache_memories)), concurrency))
+        groups.append(PlanGroup(base, lengths, () if space.values("kv_cache_memory_bytes") else utilizations,
+                                tuple(sorted(space.values("kv_cache_memory_bytes"))), concurrency))
     return groups
 
 

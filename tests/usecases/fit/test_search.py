@@ -75,10 +75,11 @@ def test_lengths_from_the_traffic():
     request = FitRequest(model=LLAMA, space=SearchSpace(gpus=("l4-24gb",)), workload=workload)
     lengths, need = length_candidates(request, seed=11)
     assert need <= 64 + 120 + 40 and lengths == (None, 256)
-    given = replace(request, space=SearchSpace(gpus=("l4-24gb",), max_model_lens=(128, 4096, 1024)))
+    given = replace(request, space=SearchSpace(gpus=("l4-24gb",)).with_values(max_model_len=(128, 4096, 1024)))
     assert length_candidates(given, seed=11)[0] == (4096, 1024)
     with pytest.raises(KvplanError, match="shorter than"):
-        length_candidates(replace(request, space=SearchSpace(gpus=("l4-24gb",), max_model_lens=(64,))), seed=11)
+        too_short = SearchSpace(gpus=("l4-24gb",)).with_values(max_model_len=(64,))
+        length_candidates(replace(request, space=too_short), seed=11)
 
 
 def _configuration(gpus: int, rate: float) -> FitConfiguration:
@@ -96,7 +97,7 @@ def test_the_pareto_front():
 
 
 def test_fit_needs_traffic_and_prices_for_every_gpu():
-    space = SearchSpace(gpus=("l4-24gb", "h100-sxm-80gb"), kv_cache_memories=(20 * GIB,))
+    space = SearchSpace(gpus=("l4-24gb", "h100-sxm-80gb")).with_values(kv_cache_memory_bytes=(20 * GIB,))
     with InProcessExecutor() as executor:
         with pytest.raises(KvplanError, match="give the traffic"):
             fit(FitRequest(model=LLAMA, space=space), executor)
@@ -123,7 +124,7 @@ def test_a_crash_inside_kvplan_is_a_failure_of_kvplan_not_a_refusal(monkeypatch)
         return real(self, request)
 
     monkeypatch.setattr(Planner, "plan", crashing)
-    space = SearchSpace(gpus=("l4-24gb", "h100-sxm-80gb"), kv_cache_memories=(GIB,))
+    space = SearchSpace(gpus=("l4-24gb", "h100-sxm-80gb")).with_values(kv_cache_memory_bytes=(GIB,))
     with InProcessExecutor() as executor:
         result = fit(FitRequest(model=LLAMA, space=space, concurrency=ConcurrencyTarget(64, 131072)), executor)
     reasons = {family.gpu: family.reason for family in result.rejected}
