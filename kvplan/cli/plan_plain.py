@@ -1,8 +1,13 @@
 """`kvplan plan` without typer: typer validates every value through pydantic, whose import alone
-takes longer than the plan. A command line of plain engine flags (`--model X --kv-cache-memory
-24GiB --json`) is read here from the same declarations typer gets (`kvplan.cli.options`);
-anything else (help, `--assert-*`, a value that is not a plain number, a flag given twice, an
-unknown word) goes to typer, which says what is wrong. Both paths end in `run_plan`."""
+takes longer than the plan, and typer itself is too slow even without it: with typer's pydantic
+coercion replaced by a plain int()/float()/str() (an experiment, issue 19), the plan parsed by typer
+took a median of 377 ms beside this path's 235 ms (`python -c pass` 39 ms; 7 cold runs each, back to
+back), over the 300 ms of `make bench` (benchmarks/targets.py).
+
+A command line of plain engine flags (`--model X --kv-cache-memory 24GiB --json`) is read here from
+the same declarations typer gets (`kvplan.cli.options`); anything else (help, `--assert-*`, a value
+that is not a plain number, a flag given twice, an unknown word) goes to typer, which says what is
+wrong. Both paths end in `run_plan`."""
 
 from __future__ import annotations
 

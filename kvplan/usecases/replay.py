@@ -6,29 +6,33 @@
 from __future__ import annotations
 
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from kvplan.hostmem import require_memory
+from kvplan.semantics.engine.args import EngineArgs
 from kvplan.semantics.engine.config import EngineConfig
 from kvplan.semantics.engine.replay import ReplaySummary, StepObserver, replay
-from kvplan.semantics.engine.trace import RELEASE_KEY, Trace, load_trace
+from kvplan.semantics.engine.trace import CONFIG_KEYS, RELEASE_KEY, Trace, load_trace
 from kvplan.semantics.releases import Release, Scheduling
 
 
 @dataclass(frozen=True)
 class EngineSettings:
     """The engine's settings that replace a trace's config (or a workload's engine section, see
-    `simulate`'s `EngineOverrides`); None keeps the trace's value."""
+    `simulate`'s `EngineOverrides`): vLLM's engine arguments (`EngineArgs`) and kvplan's own pool
+    size and engine loop; None keeps the trace's value."""
 
+    args: EngineArgs = field(default_factory=EngineArgs)
     num_gpu_blocks: int | None = None
-    block_size: int | None = None
-    enable_prefix_caching: bool | None = None
-    max_num_batched_tokens: int | None = None
-    max_num_seqs: int | None = None
-    max_model_len: int | None = None
-    enable_chunked_prefill: bool | None = None
     scheduling: Scheduling | None = None
+
+    def trace_config(self) -> dict[str, Any]:
+        """The settings that are set, under the keys of a trace's config (docs/vllm/replay-contract.md §1)."""
+        own = {"num_gpu_blocks": self.num_gpu_blocks, "scheduling": self.scheduling}
+        return {key: value for key, value in (*self.args.given().items(), *own.items())
+                if key in CONFIG_KEYS and value is not None}
 
 
 @dataclass(frozen=True)
@@ -42,7 +46,7 @@ class ReplayRequest:
 def load_replay(request: ReplayRequest) -> Trace:
     """The trace with the request's settings and release in place of its config's (validated: exit 2)."""
     release = request.release.version if request.release is not None else None
-    trace = load_trace(request.trace, {**asdict(request.settings), RELEASE_KEY: release})
+    trace = load_trace(request.trace, {**request.settings.trace_config(), RELEASE_KEY: release})
     require_pool_memory(trace.config)
     return trace
 

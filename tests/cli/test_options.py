@@ -76,10 +76,11 @@ def test_a_bad_utilization_is_one_line(kvplan):
 def test_replay_and_simulate_take_the_settings_their_use_case_names():
     engine = EngineOptions(args=EngineArgs(max_num_seqs=2, enable_prefix_caching=False), num_gpu_blocks=3,
                            gpu="l4-24gb")
-    assert engine.pick(EngineSettings) == EngineSettings(num_gpu_blocks=3, max_num_seqs=2, enable_prefix_caching=False)
+    args = EngineArgs(max_num_seqs=2, enable_prefix_caching=False)
+    assert engine.pick(EngineSettings) == EngineSettings(args, num_gpu_blocks=3)
     overrides = engine.pick(EngineOverrides)
-    assert overrides == EngineOverrides(num_gpu_blocks=3, max_num_seqs=2, gpu="l4-24gb", enable_prefix_caching=False)
-    assert overrides.settings() == {"max_num_seqs": 2, "enable_prefix_caching": False}
+    assert overrides == EngineOverrides(args, num_gpu_blocks=3, gpu="l4-24gb")
+    assert overrides.trace_config() == {"num_gpu_blocks": 3, "max_num_seqs": 2, "enable_prefix_caching": False}
 
 
 def test_every_command_declares_json_once_and_alike():

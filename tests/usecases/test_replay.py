@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from kvplan.semantics.engine.args import EngineArgs
 from kvplan.semantics.releases import VLLM_0_17_1
 from kvplan.usecases.replay import EngineSettings, ReplayRequest, load_replay, replay_trace
 
@@ -26,7 +27,8 @@ def test_the_trace_gives_vllms_summary_in_each_scheduling_mode(traces_dir, sched
 
 
 def test_settings_replace_the_trace_config_and_none_keeps_it(traces_dir):
-    trace = load_replay(ReplayRequest(traces_dir / "example.json", EngineSettings(num_gpu_blocks=64, max_num_seqs=2)))
+    trace = load_replay(ReplayRequest(traces_dir / "example.json",
+                                      EngineSettings(EngineArgs(max_num_seqs=2), num_gpu_blocks=64)))
     golden = golden_summary(traces_dir, "example")["config"]
     assert (trace.config.num_gpu_blocks, trace.config.max_num_seqs) == (64, 2)
     assert (trace.config.block_size, trace.config.max_num_batched_tokens) == (

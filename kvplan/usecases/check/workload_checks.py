@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from kvplan.errors import KvplanError
+from kvplan.semantics.engine.args import EngineArgs
 from kvplan.semantics.releases import Release
 from kvplan.units import significant
 from kvplan.usecases.check import whatif
@@ -20,7 +21,7 @@ from kvplan.usecases.simulate.capacity_search import Capacity
 from kvplan.usecases.simulate.engine_source import ModelFacts, PlannedPool
 from kvplan.usecases.simulate.metrics import RunMetrics
 from kvplan.usecases.simulate.simulation import SimResult
-from kvplan.usecases.simulate.workload import EngineSpec, Workload
+from kvplan.usecases.simulate.workload import Workload
 
 # settings a target fixes along with its pool; the workload's own engine section keeps the rest (hashing)
 TARGET_ENGINE_SETTINGS: dict[str, Callable[[PlanSummary], Any]] = {
@@ -87,7 +88,7 @@ def run_workload(path: Path, target: Target | None, seed: int | None, step_time_
 
     workload = load_workload(path)
     notes: list[str] = []
-    named = dict(workload.engine.settings).get("vllm_version")
+    named = workload.engine.vllm_version
     if named is not None and named != release.version:
         notes.append(f"{path.name} names vllm_version {named}; the check follows vLLM {release.version}")
     if target is not None:
@@ -96,7 +97,7 @@ def run_workload(path: Path, target: Target | None, seed: int | None, step_time_
         workload = on_target_pool(workload, target.plan, target)
         notes.append(f"{path.name} ran on the target's pool of {target.plan.num_blocks:,} blocks; "
                      "the workload's own engine section is not used")
-    overrides = EngineOverrides(trust_remote_code=trust_remote_code)
+    overrides = EngineOverrides(args=EngineArgs(trust_remote_code=trust_remote_code))
     setup = prepare(workload, SimOptions(overrides=overrides, seed=seed, step_time_ms=step_time_ms, release=release))
     result = simulate(setup, find_max_rate=find_max_rate)
 
@@ -109,10 +110,11 @@ def run_workload(path: Path, target: Target | None, seed: int | None, step_time_
 
 def on_target_pool(workload: Workload, plan: PlanSummary, target: Target) -> Workload:
     """The workload with the target's pool and settings, and its model's bytes for the step-time model."""
-    kept = tuple((key, value) for key, value in workload.engine.settings if key not in TARGET_ENGINE_SETTINGS)
-    settings = tuple((key, read(plan)) for key, read in TARGET_ENGINE_SETTINGS.items())
-    groups = PlannedPool(plan.num_blocks or 0, dict(settings), ModelFacts(), plan.kv_cache_groups).engine_groups()
-    engine = EngineSpec(num_gpu_blocks=plan.num_blocks, gpu=plan.gpu, settings=settings + kept, kv_cache_groups=groups)
+    settings = {key: read(plan) for key, read in TARGET_ENGINE_SETTINGS.items()}
+    groups = PlannedPool(plan.num_blocks or 0, settings, ModelFacts(), plan.kv_cache_groups).engine_groups()
+    kept = workload.engine.settings_alone()
+    engine = replace(kept, num_gpu_blocks=plan.num_blocks, gpu=plan.gpu, args=EngineArgs(**settings).over(kept.args),
+                     kv_cache_groups=groups)
     weights = (target.profile.weights_bytes if target.profile else None) or plan.weights_per_gpu_bytes
     per_token = plan.kv_bytes_per_token
     timing = workload.timing

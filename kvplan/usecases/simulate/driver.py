@@ -121,7 +121,7 @@ def prepare(workload: Workload, options: SimOptions) -> PreparedWorkload:
     require_pool_memory(engine.config)      # refused before the run starts, not after its first line
     timer, timing_notes = choose_step_time(workload.timing, engine.facts, step_time_ms=options.step_time_ms,
                                            gpu=options.overrides.gpu,
-                                           enforce_eager=bool(options.overrides.enforce_eager),
+                                           enforce_eager=bool(options.overrides.args.enforce_eager),
                                            method=options.overrides.step_time or "auto",
                                            async_scheduling=engine.config.scheduling == "async")
     seed = options.seed if options.seed is not None else workload.seed

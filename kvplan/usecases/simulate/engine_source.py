@@ -1,19 +1,20 @@
 """Where the simulated engine comes from: a block count, a saved profile, or a plan made on the spot.
 
-``resolve_engine`` merges the workload's ``engine`` section, the source it names and the
-command-line overrides into the engine's ``EngineConfig`` (validated by vLLM's rules) and the
+``resolve_engine`` stacks the workload's ``engine`` section, the source it names and the
+command-line overrides (`EngineArgs.over`) into the engine's ``EngineConfig`` (validated by vLLM's rules) and the
 model facts that the step-time model uses. Only ``plan_pool`` needs the planner (and through it
 the model's config); a profile or a plain ``num_gpu_blocks`` never does.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from kvplan.errors import DoesNotFitError, KvplanError
 from kvplan.parsing import FieldError, as_int, child
+from kvplan.semantics.engine.args import EngineArgs
 from kvplan.semantics.engine.config import EngineConfig
 from kvplan.semantics.engine.groups import FULL_ATTENTION, KVCacheGroup
 from kvplan.semantics.engine.trace import CONFIG_KEYS, RELEASE_KEY, parse_config
@@ -30,30 +31,20 @@ from kvplan.usecases.simulate.workload import EngineSpec
 POOL_SETTINGS = ("block_size", "max_model_len", "max_num_batched_tokens", "max_num_seqs", "enable_prefix_caching")
 # `kvplan plan`'s sizing flags: they only matter when the pool is planned from engine.model
 SIZING_SETTINGS = ("kv_cache_dtype", "dtype", "tensor_parallel_size", "pipeline_parallel_size")
+# what a pool planned from engine.model takes of the stacked engine arguments (the rest, such as
+# --enforce-eager, price the steps only)
+PLANNED_SETTINGS = (*POOL_SETTINGS, *SIZING_SETTINGS, "enable_chunked_prefill", "gpu_memory_utilization",
+                    "kv_cache_memory_bytes")
 
 
 @dataclass(frozen=True)
 class EngineOverrides(EngineSettings):
-    """Command-line options: the engine's settings, and the sizing settings of a pool planned from
-    engine.model; None leaves the workload's value."""
+    """Command-line options: the engine's settings, the sizing settings of a pool planned from
+    engine.model (in `args`), the GPU and how steps are priced; None leaves the workload's value."""
 
     gpu: str | None = None
-    gpu_memory_utilization: float | None = None
     gpu_memory: int | None = None
-    kv_cache_memory: int | None = None
-    kv_cache_dtype: str | None = None
-    dtype: str | None = None
-    tensor_parallel_size: int | None = None
-    pipeline_parallel_size: int | None = None
-    trust_remote_code: bool = False          # only ever from the command line
-    enforce_eager: bool | None = None        # vLLM's --enforce-eager: no CUDA graphs (the step time only)
     step_time: str | None = None             # --step-time: auto, kernels or roofline (usecases/step_time_methods.py)
-
-    def settings(self) -> dict[str, Any]:
-        skip = ("num_gpu_blocks", "gpu", "gpu_memory_utilization", "gpu_memory", "kv_cache_memory",
-                "trust_remote_code", "enforce_eager", "step_time")
-        return {f.name: getattr(self, f.name) for f in fields(self)
-                if f.name not in skip and getattr(self, f.name) is not None}
 
 
 @dataclass(frozen=True)
@@ -122,26 +113,25 @@ class PlannedPool:
 
 def resolve_engine(spec: EngineSpec, overrides: EngineOverrides, where: str,
                    release: Release | None = None) -> ResolvedEngine:
-    """The effective engine: file < its pool source < command line, one line on any mistake. The
-    release is the given one, else the workload's `engine.vllm_version`, else the default."""
+    """The effective engine: its pool source < the file < the command line (`EngineArgs.over`), one
+    line on any mistake. The release is the given one, else the workload's `engine.vllm_version`,
+    else the default."""
     notes: list[str] = []
-    file_settings = dict(spec.settings)
     if release is None:
-        named = file_settings.get(RELEASE_KEY)
-        release = default_release() if named is None else _named_release(named, where)
-    file_settings[RELEASE_KEY] = release.version
+        release = default_release() if spec.vllm_version is None else _named_release(spec.vllm_version, where)
+    command = overrides.args
     sizing_flags = {
-        "--gpu-memory-utilization": overrides.gpu_memory_utilization, "--gpu-memory": overrides.gpu_memory,
-        "--kv-cache-memory": overrides.kv_cache_memory, "--kv-cache-dtype": overrides.kv_cache_dtype,
-        "--dtype": overrides.dtype, "--tensor-parallel-size": overrides.tensor_parallel_size,
-        "--pipeline-parallel-size": overrides.pipeline_parallel_size,
+        "--gpu-memory-utilization": command.gpu_memory_utilization, "--gpu-memory": overrides.gpu_memory,
+        "--kv-cache-memory": command.kv_cache_memory_bytes, "--kv-cache-dtype": command.kv_cache_dtype,
+        "--dtype": command.dtype, "--tensor-parallel-size": command.tensor_parallel_size,
+        "--pipeline-parallel-size": command.pipeline_parallel_size,
     }
     given = [flag for flag, value in sizing_flags.items() if value is not None]
     if given and spec.model is None:
         raise KvplanError(f"{given[0]} applies only when the workload plans the pool from "
                           "engine.model; a profile or num_gpu_blocks fixes the pool size")
-    kv_cache_memory = overrides.kv_cache_memory if overrides.kv_cache_memory is not None else spec.kv_cache_memory
-    if kv_cache_memory is not None and (overrides.gpu_memory_utilization or spec.gpu_memory_utilization):
+    stacked = command.over(spec.args)
+    if stacked.kv_cache_memory_bytes is not None and stacked.gpu_memory_utilization:
         raise KvplanError(f"{where}: engine.kv_cache_memory fixes the KV-cache memory, so gpu_memory_utilization "
                           "would have no effect: give one of them")
     pool: PlannedPool | None = None
@@ -152,34 +142,27 @@ def resolve_engine(spec: EngineSpec, overrides: EngineOverrides, where: str,
             notes.append(f"the pool size is the profile's, measured on {pool.facts.gpu}; "
                          f"--gpu {overrides.gpu} changes only the step-time estimate")
     elif spec.model is not None:
-        settings = {**file_settings, **overrides.settings()}
-        pool, source = plan_pool(
-            model=spec.model,
-            gpu=overrides.gpu or spec.gpu,
-            gpu_memory=overrides.gpu_memory or spec.gpu_memory,
-            # unset: the release's default for the sizing path, as `kvplan plan` resolves it (0.34.0:
-            # 1.0 on the measured path, docs/vllm/changes-0.34.md §1.2)
-            gpu_memory_utilization=overrides.gpu_memory_utilization or spec.gpu_memory_utilization or None,
-            kv_cache_memory=kv_cache_memory,
-            release=release,
-            trust_remote_code=overrides.trust_remote_code,
-            settings={k: v for k, v in settings.items()
-                      if k in (*POOL_SETTINGS, *SIZING_SETTINGS, "enable_chunked_prefill")},
-        ), "plan"
+        # an unset gpu_memory_utilization: the release's default for the sizing path, as `kvplan plan`
+        # resolves it (0.34.0: 1.0 on the measured path, docs/vllm/changes-0.34.md §1.2)
+        pool, source = plan_pool(model=spec.model, gpu=overrides.gpu or spec.gpu,
+                                 gpu_memory=overrides.gpu_memory or spec.gpu_memory, args=stacked,
+                                 release=release), "plan"
 
-    merged: dict[str, Any] = dict(pool.settings) if pool else {}
-    for layer, layer_name in ((file_settings, "engine"), (overrides.settings(), "the command line")):
-        for key, value in layer.items():
-            pool_fixed = source == "profile" and overrides.num_gpu_blocks is None
-            if pool_fixed and key in POOL_SETTINGS and merged.get(key) != value:
+    merged = EngineArgs(**pool.settings) if pool else EngineArgs()
+    for layer, layer_name in ((spec.args, "engine"), (command, "the command line")):
+        if source == "profile" and overrides.num_gpu_blocks is None:
+            for key in POOL_SETTINGS:
+                value, fixed = getattr(layer, key), getattr(merged, key)
+                if value is None or value == fixed:
+                    continue
                 if key == "block_size":
                     raise KvplanError(
                         f"{where}: block_size {value} from {layer_name} differs from the profile's "
-                        f"({merged[key]}), and the profile's num_blocks holds only for its block size: "
+                        f"({fixed}), and the profile's num_blocks holds only for its block size: "
                         "save a profile with that block size or give --num-gpu-blocks")
-                notes.append(f"{key} is {value} here but {merged.get(key)} in the profile; "
+                notes.append(f"{key} is {value} here but {fixed} in the profile; "
                              "the profile's block count was measured with its own value")
-            merged[key] = value
+        merged = layer.over(merged)
 
     num_gpu_blocks = overrides.num_gpu_blocks if overrides.num_gpu_blocks is not None else (
         pool.num_blocks if pool else spec.num_gpu_blocks)
@@ -188,9 +171,12 @@ def resolve_engine(spec: EngineSpec, overrides: EngineOverrides, where: str,
     if num_gpu_blocks is None:
         raise KvplanError(f"{where}: engine: no pool size: give engine.num_gpu_blocks, engine.profile or "
                           "engine.model in the workload, or --num-gpu-blocks")
-    merged["num_gpu_blocks"] = num_gpu_blocks
-    groups = pool.engine_groups(merged.get("block_size")) if pool else spec.kv_cache_groups
-    config = _engine_config({k: v for k, v in merged.items() if k in CONFIG_KEYS}, groups, pool, spec, where)
+    own = {"hash_algo": spec.hash_algo, "hash_seed": spec.hash_seed, RELEASE_KEY: release.version,
+           "scheduling": overrides.scheduling or spec.scheduling, "num_gpu_blocks": num_gpu_blocks}
+    raw = {key: value for key, value in (*merged.given().items(), *own.items())
+           if key in CONFIG_KEYS and value is not None}
+    groups = pool.engine_groups(merged.block_size) if pool else spec.kv_cache_groups
+    config = _engine_config(raw, groups, pool, spec, where)
     facts = pool.facts if pool else ModelFacts(gpu=spec.gpu)
     return ResolvedEngine(config, source, facts, tuple(notes), planned_groups=pool.kv_cache_groups if pool else (),
                           planned_tokens=pool.gpu_kv_cache_tokens if pool else None,
@@ -213,15 +199,15 @@ def _named_release(version: str, where: str) -> Release:
         raise KvplanError(f"{where}: engine.{error}") from None
 
 
-def plan_pool(*, model: str, gpu: str | None, gpu_memory: int | None, gpu_memory_utilization: float | None,
-              kv_cache_memory: int | None, settings: dict[str, Any], release: Release,
-              trust_remote_code: bool = False) -> PlannedPool:
-    """Plan the pool for ``model`` with kvplan's planner: `kvplan plan` on ``kv_cache_memory`` (no
-    torch for catalog models), else the KV memory of ``gpu`` / ``gpu_memory`` at
-    ``gpu_memory_utilization`` as the fake profile run predicts it (needs the `profile` extra)."""
-    request = PlanRequest(model=model, gpu=gpu, gpu_memory_bytes=gpu_memory,
-                          gpu_memory_utilization=gpu_memory_utilization, kv_cache_memory_bytes=kv_cache_memory,
-                          release=release, trust_remote_code=trust_remote_code, **settings)
+def plan_pool(*, model: str, gpu: str | None, gpu_memory: int | None, args: EngineArgs,
+              release: Release) -> PlannedPool:
+    """Plan the pool for ``model`` with kvplan's planner: `kvplan plan` on ``args.kv_cache_memory_bytes``
+    (no torch for catalog models), else the KV memory of ``gpu`` / ``gpu_memory`` at
+    ``args.gpu_memory_utilization`` as the fake profile run predicts it (needs the `profile` extra)."""
+    kv_cache_memory = args.kv_cache_memory_bytes
+    planned = {name: value for name, value in args.given().items() if name in PLANNED_SETTINGS}
+    request = PlanRequest(model=model, gpu=gpu, gpu_memory_bytes=gpu_memory, release=release,
+                          trust_remote_code=bool(args.trust_remote_code), **planned)
     if kv_cache_memory is None and gpu is None and gpu_memory is None:
         raise KvplanError("engine.model: give engine.gpu (or gpu_memory) or engine.kv_cache_memory to size the pool")
     if kv_cache_memory is not None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -32,10 +32,12 @@ from kvplan.parsing import (
 )
 from kvplan.schema import check_document
 from kvplan.semantics.config.cache import utilization_problem
+from kvplan.semantics.engine.args import EngineArgs, setting
 from kvplan.semantics.engine.groups import KVCacheGroup
 from kvplan.semantics.engine.trace import GROUPS_KEY, parse_groups
 from kvplan.semantics.engine.trace_format import TRACE
 from kvplan.semantics.models.resolve import local_model_path, model_named_in_file
+from kvplan.semantics.releases import Scheduling
 from kvplan.units import parse_bytes
 from kvplan.usecases.simulate.arrivals import ArrivalProcess, arrival_times, parse_arrival
 from kvplan.usecases.simulate.distributions import Distribution, parse_distribution
@@ -51,12 +53,14 @@ from kvplan.usecases.simulate.workload_format import REQUEST_LIST, WORKLOAD, WOR
 SCHEMA_VERSION = 1
 TOP_KEYS = ("schema_version", "description", "seed", "engine", "timing", "classes", "arrival", "requests")
 ENGINE_SOURCES = ("num_gpu_blocks", "profile", "model")
-ENGINE_SETTINGS = (
-    "block_size", "max_num_batched_tokens", "max_num_seqs", "max_model_len",
-    "enable_prefix_caching", "enable_chunked_prefill", "hash_algo", "hash_seed", "vllm_version", "scheduling",
-)
-STRING_SETTINGS = ("hash_algo", "hash_seed", "vllm_version", "scheduling")
-PLANNING_KEYS = ("gpu_memory", "gpu_memory_utilization", "kv_cache_memory")
+# vLLM's engine arguments the section takes (`EngineArgs`; a file names kv_cache_memory_bytes kv_cache_memory)
+SCHEDULER_ARGS = ("block_size", "max_num_batched_tokens", "max_num_seqs", "max_model_len", "enable_prefix_caching",
+                  "enable_chunked_prefill")
+PLANNING_ARGS = ("gpu_memory_utilization", "kv_cache_memory_bytes")
+# the trace format's own settings beside them (docs/vllm/replay-contract.md §1)
+TRACE_SETTINGS = ("hash_algo", "hash_seed", "vllm_version", "scheduling")
+ENGINE_SETTINGS = (*SCHEDULER_ARGS, *TRACE_SETTINGS)
+PLANNING_KEYS = ("gpu_memory", *(setting(name).key or name for name in PLANNING_ARGS))
 ENGINE_KEYS = (*ENGINE_SOURCES, "gpu", *PLANNING_KEYS, *ENGINE_SETTINGS)
 TIMING_KEYS = ("step_time_ms", "calibration", "gpu", "weights_bytes", "kv_bytes_per_token", "overhead_ms", "frontend")
 FRONTEND_KEYS = ("request_ms", "token_ms", "latency_ms", "stream_wait_ms")
@@ -65,18 +69,28 @@ CLASS_KEYS = ("name", "weight", "prompt_tokens", "output_tokens", "shared_prefix
 
 @dataclass(frozen=True)
 class EngineSpec:
-    """The ``engine`` section as written: at most one pool source, planning inputs, vLLM settings."""
+    """The ``engine`` section as written: at most one pool source, planning inputs, vLLM's engine
+    arguments (`args`) and the trace format's own settings."""
 
     num_gpu_blocks: int | None = None
     profile: Path | None = None
     model: str | None = None
     gpu: str | None = None
     gpu_memory: int | None = None
-    gpu_memory_utilization: float | None = None
-    kv_cache_memory: int | None = None
-    settings: tuple[tuple[str, Any], ...] = ()
+    args: EngineArgs = field(default_factory=EngineArgs)
+    hash_algo: str | None = None
+    hash_seed: str | None = None
+    vllm_version: str | None = None
+    scheduling: Scheduling | None = None
     # the KV cache groups of a pool given by its size (a check target's plan); None: one full-attention group
     kv_cache_groups: tuple[KVCacheGroup, ...] | None = None
+
+    def settings_alone(self) -> EngineSpec:
+        """The section's engine settings without its pool source and the inputs that size a planned
+        pool: what a run on another pool keeps of it."""
+        return EngineSpec(args=EngineArgs(**{name: getattr(self.args, name) for name in SCHEDULER_ARGS}),
+                          hash_algo=self.hash_algo, hash_seed=self.hash_seed, vllm_version=self.vllm_version,
+                          scheduling=self.scheduling)
 
 
 @dataclass(frozen=True)
@@ -257,25 +271,19 @@ def _parse_engine(raw: Any, path: str, base_dir: Path) -> EngineSpec:
     utilization = obj.get("gpu_memory_utilization")
     if utilization is not None and (problem := utilization_problem(utilization)) is not None:
         raise FieldError(child(path, "gpu_memory_utilization"), problem)
-    settings: list[tuple[str, Any]] = []
-    for key in ENGINE_SETTINGS:
-        if key not in obj:
-            continue
-        if key.startswith("enable_"):
-            settings.append((key, as_bool(obj[key], child(path, key))))
-        elif key in STRING_SETTINGS:
-            settings.append((key, as_str(obj[key], child(path, key))))
-        else:
-            settings.append((key, as_int(obj[key], child(path, key), minimum=1)))
+    args: dict[str, Any] = {name: as_bool(obj[key], child(path, key)) if name.startswith("enable_")
+            else as_int(obj[key], child(path, key), minimum=1)
+            for name in SCHEDULER_ARGS if (key := setting(name).key or name) in obj}
+    trace: dict[str, Any] = {key: as_str(obj[key], child(path, key)) for key in TRACE_SETTINGS if key in obj}
     return EngineSpec(
         num_gpu_blocks=get(obj, "num_gpu_blocks", path, as_int, None, minimum=2),
         profile=(base_dir / profile) if profile is not None else None,
         model=model,
         gpu=get(obj, "gpu", path, as_str, None),
         gpu_memory=sizes.get("gpu_memory"),
-        gpu_memory_utilization=None if utilization is None else float(utilization),
-        kv_cache_memory=sizes.get("kv_cache_memory"),
-        settings=tuple(settings),
+        args=EngineArgs(gpu_memory_utilization=None if utilization is None else float(utilization),
+                        kv_cache_memory_bytes=sizes.get("kv_cache_memory"), **args),
+        **trace,
     )
 
 

@@ -11,6 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from kvplan.cli import app
+from kvplan.semantics.engine.args import EngineArgs
 from kvplan.usecases.bench.compare import compare, load_result
 from kvplan.usecases.bench.serve import BenchServeRequest, bench_serve, send_times
 from kvplan.usecases.simulate.engine_source import EngineOverrides
@@ -27,8 +28,8 @@ VLLM_KEYS = ("backend", "model_id", "num_prompts", "request_rate", "burstiness",
 
 
 def small(**changes) -> BenchServeRequest:
-    base = dict(model=QWEN3, overrides=EngineOverrides(gpu="h100-sxm-80gb", kv_cache_memory=4 << 30,
-                                                        max_model_len=2048),
+    base = dict(model=QWEN3, overrides=EngineOverrides(EngineArgs(kv_cache_memory_bytes=4 << 30, max_model_len=2048),
+                                                        gpu="h100-sxm-80gb"),
                 random_input_len=512, random_output_len=32, num_prompts=40, seed=1)
     base.update(changes)
     return BenchServeRequest(**base)

@@ -4,6 +4,7 @@ import pytest
 from kvplan.errors import KvplanError
 from kvplan.report.jsonout import dumps
 from kvplan.report.simulate_json import result_document
+from kvplan.semantics.engine.args import EngineArgs
 from kvplan.semantics.releases import release_named
 from kvplan.usecases.simulate.driver import SimOptions, prepare, run
 from kvplan.usecases.simulate.engine_source import EngineOverrides
@@ -145,7 +146,8 @@ def test_warnings_for_prefixes_that_cannot_hit(write_json):
     notes = setup_for(write_json, mix(classes=classes)).notes
     assert any("classes[0] (tiny): shared prefix 's' (12 tokens) is shorter than one block" in n for n in notes)
     assert any("only 32 of the 40 tokens of shared prefix 't' can hit" in n for n in notes)
-    off = setup_for(write_json, mix(classes=classes), overrides=EngineOverrides(enable_prefix_caching=False)).notes
+    off = setup_for(write_json, mix(classes=classes), overrides=EngineOverrides(EngineArgs(enable_prefix_caching=False))
+                    ).notes
     assert any("cannot hit: prefix caching is off" in n for n in off)
 
 

@@ -3,6 +3,7 @@ import json
 import pytest
 
 from kvplan.errors import KvplanError
+from kvplan.semantics.engine.args import EngineArgs
 from kvplan.semantics.releases import VLLM_0_33_0
 from kvplan.usecases.simulate.engine_source import EngineOverrides, resolve_engine
 from kvplan.usecases.simulate.workload import load_workload
@@ -47,10 +48,12 @@ def test_a_saved_profile_gives_the_pool_its_knobs_and_the_model_facts(write_json
 def test_the_command_line_overrides_the_file_and_the_profile(write_json):
     write_json(profile(), "profile.json")
     engine = resolve(write_json, {"profile": "profile.json", "max_num_seqs": 32},
-                     EngineOverrides(max_num_seqs=16, enable_chunked_prefill=False, max_num_batched_tokens=8192))
+                     EngineOverrides(EngineArgs(max_num_seqs=16, enable_chunked_prefill=False,
+                                                 max_num_batched_tokens=8192)))
     assert engine.config.max_num_seqs == 16 and not engine.config.enable_chunked_prefill
     assert any("max_num_seqs is 32 here but 96 in the profile" in note for note in engine.notes)
-    overridden = resolve(write_json, {"profile": "profile.json"}, EngineOverrides(num_gpu_blocks=99, block_size=32))
+    overridden = resolve(write_json, {"profile": "profile.json"},
+                         EngineOverrides(EngineArgs(block_size=32), num_gpu_blocks=99))
     assert (overridden.config.num_gpu_blocks, overridden.config.block_size, overridden.source) == (
         99, 32, "--num-gpu-blocks")
 
@@ -58,7 +61,7 @@ def test_the_command_line_overrides_the_file_and_the_profile(write_json):
 def test_a_profile_for_another_block_size_is_refused(write_json):
     write_json(profile(), "profile.json")
     with pytest.raises(KvplanError, match="block_size 32 from the command line differs from the profile's"):
-        resolve(write_json, {"profile": "profile.json"}, EngineOverrides(block_size=32))
+        resolve(write_json, {"profile": "profile.json"}, EngineOverrides(EngineArgs(block_size=32)))
 
 
 @pytest.mark.parametrize(
@@ -111,7 +114,7 @@ def test_engine_rules_of_vllm_are_enforced(write_json):
 
 def test_utilization_needs_a_planned_pool(write_json):
     with pytest.raises(KvplanError, match="--gpu-memory-utilization applies only"):
-        resolve(write_json, {"num_gpu_blocks": 64}, EngineOverrides(gpu_memory_utilization=0.8))
+        resolve(write_json, {"num_gpu_blocks": 64}, EngineOverrides(EngineArgs(gpu_memory_utilization=0.8)))
 
 
 def test_a_model_is_planned_on_the_spot_exactly_as_vllm_sizes_it(write_json, data_dir):
@@ -149,4 +152,4 @@ def test_a_model_without_gpu_or_kv_memory_names_what_to_give(write_json):
 def test_utilization_and_kv_cache_memory_exclude_each_other(write_json):
     engine = {"model": "Qwen/Qwen2-0.5B-Instruct", "kv_cache_memory": "1GiB"}
     with pytest.raises(KvplanError, match="would have no effect"):
-        resolve(write_json, engine, EngineOverrides(gpu_memory_utilization=0.5))
+        resolve(write_json, engine, EngineOverrides(EngineArgs(gpu_memory_utilization=0.5)))

@@ -8,6 +8,7 @@ import pytest
 
 from kvplan.report.plan_json import plan_record
 from kvplan.report.simulate_json import result_document
+from kvplan.semantics.engine.args import EngineArgs
 from kvplan.semantics.releases import VLLM_0_17_1, VLLM_0_33_0, Release, default_release
 from kvplan.usecases.check.workload_checks import on_target_pool
 from kvplan.usecases.plan import PlanRequest, plan
@@ -110,7 +111,7 @@ def test_the_zero_preemption_pool_is_found_on_the_groups_engine(write_json):
     and the smallest pool without preemption is checked by simulating on it."""
     from kvplan.usecases.simulate.driver import blocks_at_length, run, with_pool
 
-    setup = on_model(write_json, "google/gemma-2-9b-it", EngineOverrides(num_gpu_blocks=60, block_size=16))
+    setup = on_model(write_json, "google/gemma-2-9b-it", EngineOverrides(EngineArgs(block_size=16), num_gpu_blocks=60))
     assert blocks_at_length(setup.config, 100) == 2 * 7   # a window group and a full one, 16-token blocks
     result = simulate(setup)
     assert result.metrics.preemptions.total > 0

@@ -21,7 +21,7 @@ def test_a_mix_parses_into_classes_and_arrivals(write_json):
     assert [c.name for c in workload.classes] == ["chat"]
     assert workload.classes[0].shared_prefix.tokens == 64
     assert workload.arrival.rate == 20.0 and workload.arrival.count == 40
-    assert workload.engine.num_gpu_blocks == 64 and dict(workload.engine.settings)["max_num_seqs"] == 8
+    assert workload.engine.num_gpu_blocks == 64 and workload.engine.args.max_num_seqs == 8
     assert workload.timing.step_time_ms == 10
     assert not workload.is_explicit and not workload.arrivals_in_steps
 
