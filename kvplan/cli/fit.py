@@ -173,19 +173,18 @@ def fit_command(
     if memories and utilization_list:
         raise KvplanError("--kv-cache-memory fixes the KV memory, so --gpu-memory-utilization has no effect: "
                           "give one of them")
-    space = SearchSpace(
-        gpus=gpu_keys,
-        tensor_parallel_sizes=_values("tensor_parallel_size", tensor_parallel_sizes, positive_int),
-        pipeline_parallel_sizes=_values("pipeline_parallel_size", pipeline_parallel_sizes, positive_int),
-        kv_cache_dtypes=tuple(_valid(check_kv_cache_dtype, value)
-                              for value in _values("kv_cache_dtype", kv_cache_dtypes, str)),
-        gpu_memory_utilizations=utilization_list or (None,),
-        kv_cache_memories=memories,
+    space = SearchSpace(gpus=gpu_keys).with_values(
+        tensor_parallel_size=_values("tensor_parallel_size", tensor_parallel_sizes, positive_int),
+        pipeline_parallel_size=_values("pipeline_parallel_size", pipeline_parallel_sizes, positive_int),
+        kv_cache_dtype=tuple(_valid(check_kv_cache_dtype, value)
+                             for value in _values("kv_cache_dtype", kv_cache_dtypes, str)),
+        gpu_memory_utilization=utilization_list or (None,),
+        kv_cache_memory_bytes=memories,
         max_num_seqs=_values("max_num_seqs", max_num_seqs, positive_int) or (None,),
         max_num_batched_tokens=_values("max_num_batched_tokens", max_num_batched_tokens, positive_int) or (None,),
         # candidates are lengths: fit keeps the longest that fits, which is what `auto` asks of plan
-        max_model_lens=_within(parse_list(max_model_len, "--max-model-len", positive_int), MODEL_LEN,
-                               "--max-model-len"),
+        max_model_len=_within(parse_list(max_model_len, "--max-model-len", positive_int), MODEL_LEN,
+                              "--max-model-len"),
     )
     target = parse_concurrency(concurrency)
     if target is not None:

@@ -36,7 +36,7 @@ def _gpus(c: FitConfiguration | RejectedFamily) -> str:
     if isinstance(c, RejectedFamily):
         tp, pp = c.tensor_parallel_size, c.pipeline_parallel_size
     else:
-        tp, pp = c.configuration.tensor_parallel_size, c.configuration.pipeline_parallel_size
+        tp, pp = c.configuration.value("tensor_parallel_size"), c.configuration.value("pipeline_parallel_size")
     layout = f"TP{tp}" + (f" PP{pp}" if pp > 1 else "")
     return f"{tp * pp} ({layout})"
 
@@ -78,11 +78,12 @@ def _table(result: FitResult) -> Table:
         table.add_column(column, justify="left" if column in ("GPU", "KV") else "right", no_wrap=column == "GPU")
     for rank, c in enumerate(result.configurations, start=1):
         configuration, point, check = c.configuration, c.point, c.check
-        memory = (human_bytes(configuration.kv_cache_memory_bytes) if configuration.kv_cache_memory_bytes
-                  and configuration.gpu_memory_utilization is None else f"{configuration.utilization:g}")
-        row = [str(rank), configuration.gpu or "-", _gpus(c), configuration.kv_cache_dtype, memory,
-               f"{configuration.max_model_len:,}" if configuration.max_model_len else "-",
-               str(configuration.max_num_seqs or "-"), f"{point.kv_cache_tokens:,}" if point.kv_cache_tokens else "-"]
+        memory = (human_bytes(configuration.args.kv_cache_memory_bytes) if configuration.args.kv_cache_memory_bytes
+                  and configuration.args.gpu_memory_utilization is None else f"{configuration.utilization:g}")
+        row = [str(rank), configuration.gpu or "-", _gpus(c), configuration.value("kv_cache_dtype"), memory,
+               f"{configuration.args.max_model_len:,}" if configuration.args.max_model_len else "-",
+               str(configuration.args.max_num_seqs or "-"),
+               f"{point.kv_cache_tokens:,}" if point.kv_cache_tokens else "-"]
         if result.request.concurrency is not None:
             row.append(f"{point.concurrency_at_target:.2f}" if point.concurrency_at_target is not None else "-")
         if with_workload:

@@ -126,7 +126,7 @@ def render_fit_html(result: FitResult) -> str:
             css = ' class="front"' if c.pareto else ""
             out.append(
                 f"<tr><td{css}>{rank}</td><td class=\"name\">{html_text(c.configuration.gpu)}</td>"
-                f"<td>{c.configuration.num_gpus}</td><td>{html_text(c.configuration.kv_cache_dtype)}</td>"
+                f"<td>{c.configuration.num_gpus}</td><td>{html_text(c.configuration.value('kv_cache_dtype'))}</td>"
                 + (_at_rate_cells(c, money) if request.workload is not None else "") +
                 f"<td>{'-' if c.point.kv_cache_tokens is None else f'{c.point.kv_cache_tokens:,}'}</td>"
                 f"<td>{_rate(None if check is None else check.max_sustained_rate)}</td>"

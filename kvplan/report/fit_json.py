@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from kvplan import __version__
+from kvplan.semantics.engine.args import EngineArgs
 from kvplan.usecases.configuration import Configuration
 from kvplan.usecases.fit.result import FitConfiguration, FitResult, PlannedPoint, RateCheck, RejectedFamily
 
@@ -24,20 +25,20 @@ def _significant(value: float | None, digits: int = 6) -> float | None:
 
 def _settings(point: PlannedPoint) -> dict[str, Any]:
     configuration = point.configuration
-    utilization = configuration.gpu_memory_utilization
-    if configuration.kv_cache_memory_bytes is None and utilization is None:
+    utilization = configuration.args.gpu_memory_utilization
+    if configuration.args.kv_cache_memory_bytes is None and utilization is None:
         utilization = configuration.utilization
     return {
         "gpu": configuration.gpu,
         "num_gpus": configuration.num_gpus,
-        "tensor_parallel_size": configuration.tensor_parallel_size,
-        "pipeline_parallel_size": configuration.pipeline_parallel_size,
-        "kv_cache_dtype": configuration.kv_cache_dtype,
+        "tensor_parallel_size": configuration.value("tensor_parallel_size"),
+        "pipeline_parallel_size": configuration.value("pipeline_parallel_size"),
+        "kv_cache_dtype": configuration.value("kv_cache_dtype"),
         "gpu_memory_utilization": utilization,
-        "max_num_seqs": configuration.max_num_seqs,
-        "max_num_batched_tokens": configuration.max_num_batched_tokens,
-        "max_model_len": configuration.max_model_len,
-        "block_size": configuration.block_size,
+        "max_num_seqs": configuration.args.max_num_seqs,
+        "max_num_batched_tokens": configuration.args.max_num_batched_tokens,
+        "max_model_len": configuration.args.max_model_len,
+        "block_size": configuration.args.block_size,
         "vllm_serve_args": configuration.vllm_serve_args(),
         "kv_cache_memory_bytes": point.kv_cache_memory_bytes,
         "kv_cache_memory_source": point.memory_source,
@@ -112,16 +113,16 @@ def fit_document(result: FitResult) -> dict[str, Any]:
                 for bound in request.slo],
         "search": {
             "gpus": list(space.gpus),
-            "tensor_parallel_sizes": list(space.tensor_parallel_sizes),
-            "pipeline_parallel_sizes": list(space.pipeline_parallel_sizes),
-            "kv_cache_dtypes": list(space.kv_cache_dtypes),
-            "gpu_memory_utilizations": [] if space.kv_cache_memories else [
-                Configuration(request.model, request.release, gpu_memory_utilization=u).utilization
-                for u in space.gpu_memory_utilizations],
-            "kv_cache_memory_bytes": list(space.kv_cache_memories),
-            "max_num_seqs": list(space.max_num_seqs),
-            "max_num_batched_tokens": list(space.max_num_batched_tokens),
-            "max_model_lens": list(space.max_model_lens),
+            "tensor_parallel_sizes": list(space.values("tensor_parallel_size")),
+            "pipeline_parallel_sizes": list(space.values("pipeline_parallel_size")),
+            "kv_cache_dtypes": list(space.values("kv_cache_dtype")),
+            "gpu_memory_utilizations": [] if space.values("kv_cache_memory_bytes") else [
+                Configuration(request.model, request.release, args=EngineArgs(gpu_memory_utilization=u)).utilization
+                for u in space.values("gpu_memory_utilization")],
+            "kv_cache_memory_bytes": list(space.values("kv_cache_memory_bytes")),
+            "max_num_seqs": list(space.values("max_num_seqs")),
+            "max_num_batched_tokens": list(space.values("max_num_batched_tokens")),
+            "max_model_lens": list(space.values("max_model_len")),
         },
         "prices": dict(request.prices),
         "ranked_by": result.ranked_by,

@@ -16,6 +16,7 @@ from rich.console import Console
 from kvplan.report.fit_console import render_fit
 from kvplan.report.fit_html import render_fit_html
 from kvplan.report.fit_json import fit_document
+from kvplan.semantics.engine.args import EngineArgs
 from kvplan.semantics.releases import default_release
 from kvplan.usecases.configuration import Configuration
 from kvplan.usecases.fit.request import FitRequest, SearchSpace, SloBound
@@ -35,8 +36,8 @@ def check(rate: float, meets: bool = True) -> RateCheck:
 
 
 def configuration(gpu: str, tp: int, rate: float, pareto: bool, price: float) -> FitConfiguration:
-    point = PlannedPoint(Configuration(model=MODEL, gpu=gpu, tensor_parallel_size=tp, max_model_len=8192,
-                                       max_num_seqs=256, max_num_batched_tokens=2048), "fits",
+    point = PlannedPoint(Configuration(model=MODEL, gpu=gpu, args=EngineArgs(
+        tensor_parallel_size=tp, max_model_len=8192, max_num_seqs=256, max_num_batched_tokens=2048)), "fits",
                          kv_cache_memory_bytes=4 << 30, num_gpu_blocks=2049, kv_cache_tokens=32784,
                          max_concurrency=4.0)
     hours = tp * 1e6 / (rate * 3600)

@@ -40,6 +40,17 @@ def test_the_defaults_are_the_release_tables(version):
     assert f"{release.gpu_memory_utilization}" in setting("gpu_memory_utilization").help
 
 
+@pytest.mark.parametrize("version", sorted(RELEASES))
+def test_a_value_is_the_one_given_else_the_releases_default(version):
+    release = RELEASES[version]
+    given = EngineArgs(block_size=32, tensor_parallel_size=2, enable_chunked_prefill=False)
+    assert given.value("block_size", release) == 32 and given.value("tensor_parallel_size", release) == 2
+    assert given.value("enable_chunked_prefill", release) is False
+    assert EngineArgs().value("block_size", release) == release.default_block_size
+    assert EngineArgs().value("gpu_memory_utilization", release) == release.gpu_memory_utilization
+    assert EngineArgs().value("max_num_seqs", release) is None     # vLLM derives it from the GPU
+
+
 def test_values_are_read_and_checked_as_every_reader_reads_them():
     args = EngineArgs.read({"max_num_batched_tokens": "8K", "kv_cache_memory_bytes": "1GiB", "max_model_len": "auto",
                             "max_num_seqs": 4})

@@ -222,6 +222,12 @@ class EngineArgs:
         """These settings where set, `under`'s elsewhere: `command_line.over(pool.over(file))`."""
         return replace(under, **{name: value for name, value in self.given().items()})
 
+    def value(self, name: str, release: Release) -> Any:
+        """The setting where set, else the release's default (None where vLLM derives it from the
+        model and the GPU: the lengths, the batch limits)."""
+        given = getattr(self, name)
+        return setting(name).default(release) if given is None else given
+
     def given(self) -> dict[str, Any]:
         """The settings that are set, by vLLM's names."""
         return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None}

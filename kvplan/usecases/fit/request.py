@@ -7,8 +7,8 @@ from __future__ import annotations
 import difflib
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import TypeVar
+from dataclasses import dataclass, field, replace
+from typing import Any, TypeVar
 
 from kvplan.errors import KvplanError
 from kvplan.semantics.releases import DEFAULT_RELEASE, Release
@@ -73,24 +73,38 @@ class ConcurrencyTarget:
         return f"{self.requests:,} requests of {self.tokens:,} tokens at once"
 
 
+# fit's lists (`kvplan fit --tensor-parallel-size 1,2`): the values of vLLM's engine arguments it tries,
+# by `EngineArgs` name, and each list where it is left out (None: vLLM's default). kv_cache_memory_bytes
+# replaces the utilizations when given; max_model_len: () is the model's limit, else what the traffic needs
+LIST_DEFAULTS: dict[str, tuple[Any, ...]] = {
+    "tensor_parallel_size": (1,), "pipeline_parallel_size": (1,), "kv_cache_dtype": ("auto",),
+    "gpu_memory_utilization": (None,), "kv_cache_memory_bytes": (), "max_num_seqs": (None,),
+    "max_num_batched_tokens": (None,), "max_model_len": (),
+}
+
+
 @dataclass(frozen=True)
 class SearchSpace:
-    """The axes; every combination is a configuration. A knob's None is vLLM's default. For
-    max_model_len the candidates are tried from the largest and the largest that fits is kept."""
+    """The axes; every combination is a configuration. For max_model_len the candidates are tried
+    from the largest and the largest that fits is kept."""
 
     gpus: tuple[str, ...]
-    tensor_parallel_sizes: tuple[int, ...] = (1,)
-    pipeline_parallel_sizes: tuple[int, ...] = (1,)
-    kv_cache_dtypes: tuple[str, ...] = ("auto",)
-    gpu_memory_utilizations: tuple[float | None, ...] = (None,)
-    kv_cache_memories: tuple[int, ...] = ()           # replaces the utilizations when given
-    max_num_seqs: tuple[int | None, ...] = (None,)
-    max_num_batched_tokens: tuple[int | None, ...] = (None,)
-    max_model_lens: tuple[int, ...] = ()               # () : the model's limit, else what the traffic needs
+    lists: tuple[tuple[str, tuple[Any, ...]], ...] = ()      # (EngineArgs name, its values), as given
+
+    def values(self, name: str) -> tuple[Any, ...]:
+        """The values tried of one engine argument (`LIST_DEFAULTS` where not given)."""
+        return dict(self.lists).get(name, LIST_DEFAULTS[name])
+
+    def with_values(self, **lists: tuple[Any, ...]) -> SearchSpace:
+        """This space with these lists, by EngineArgs name."""
+        unknown = sorted(set(lists) - set(LIST_DEFAULTS))
+        if unknown:
+            raise ValueError(f"fit has no list of {unknown}")
+        return replace(self, lists=tuple({**dict(self.lists), **{name: tuple(v) for name, v in lists.items()}}.items()))
 
     @property
     def memory_points(self) -> int:
-        return len(self.kv_cache_memories) or len(self.gpu_memory_utilizations)
+        return len(self.values("kv_cache_memory_bytes")) or len(self.values("gpu_memory_utilization"))
 
 
 @dataclass(frozen=True)

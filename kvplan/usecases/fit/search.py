@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 from itertools import product
 
 from kvplan.errors import KvplanError
+from kvplan.semantics.engine.args import EngineArgs
 from kvplan.semantics.kv.sizing import kv_capacity, sizing_limits
 from kvplan.units import format_gib
 from kvplan.usecases.configuration import Configuration
@@ -83,7 +84,7 @@ def length_candidates(request: FitRequest, seed: int) -> tuple[tuple[int | None,
     if request.concurrency is not None:
         needs.append(request.concurrency.tokens)
     need = max(needs) if needs else None
-    given = request.space.max_model_lens
+    given = request.space.values("max_model_len")
     if given:
         usable = tuple(sorted((length for length in given if need is None or length >= need), reverse=True))
         if not usable:
@@ -113,8 +114,8 @@ class PlanGroup:
 
     def point(self, length: int | None, index: int) -> Configuration:
         if self.memories:
-            return replace(self.base, max_model_len=length, kv_cache_memory_bytes=self.memories[index])
-        return replace(self.base, max_model_len=length, gpu_memory_utilization=self.utilizations[index])
+            return self.base.with_args(max_model_len=length, kv_cache_memory_bytes=self.memories[index])
+        return self.base.with_args(max_model_len=length, gpu_memory_utilization=self.utilizations[index])
 
     @property
     def size(self) -> int:
@@ -147,7 +148,7 @@ def plan_point(configuration: Configuration, concurrency: tuple[int, int] | None
         return replace(planned, status="does_not_fit",
                        reason=(summary.error or "does not fit") + (f"; {fix}" if fix else ""))
     device, weights, given = (result.setup.device.total_bytes, summary.weights_per_gpu_bytes,
-                              configuration.kv_cache_memory_bytes)
+                              configuration.args.kv_cache_memory_bytes)
     if given is not None and device and weights is not None and weights + given > device:
         # vLLM trusts --kv-cache-memory-bytes; the weights and the cache alone overflow this GPU
         return replace(planned, status="does_not_fit", reason=(
@@ -158,7 +159,7 @@ def plan_point(configuration: Configuration, concurrency: tuple[int, int] | None
     if concurrency is None:
         return planned
     requests, tokens = concurrency
-    limits = sizing_limits(tokens, summary.max_num_batched_tokens, configuration.pipeline_parallel_size,
+    limits = sizing_limits(tokens, summary.max_num_batched_tokens, configuration.value("pipeline_parallel_size"),
                            release=configuration.release)
     _, at_target = kv_capacity(result.kv_config, limits, configuration.release)
     planned = replace(planned, concurrency_at_target=at_target)
@@ -232,8 +233,9 @@ def plan_bundles(bundles: tuple[tuple[PlanGroup, ...], ...]) -> tuple[Outcome[tu
 
 
 def _profile_key(base: Configuration) -> tuple[object, ...]:
-    return (base.gpu, base.tensor_parallel_size, base.pipeline_parallel_size, base.max_num_seqs,
-            base.max_num_batched_tokens)
+    args = base.args
+    return (base.gpu, args.tensor_parallel_size, args.pipeline_parallel_size, args.max_num_seqs,
+            args.max_num_batched_tokens)
 
 
 def _inferred(made: dict[int, PlannedPoint], index: int) -> PlannedPoint:
@@ -327,15 +329,19 @@ def _missed(bound: SloBound, value: float | None) -> str:
 # ---------------------------------------------------------------------------- the whole search
 
 
+# the engine arguments whose lists multiply into the groups of configurations planned together (the
+# memory points and lengths are tried within a group)
+AXES = ("tensor_parallel_size", "pipeline_parallel_size", "kv_cache_dtype", "max_num_seqs", "max_num_batched_tokens")
+
+
 def search_size(request: FitRequest) -> int:
     """The configurations the search plans at most: every combination of the axes, each
     max_model_len candidate (two when none is given: the model's limit and the traffic's)."""
     space = request.space
     count = 1
-    for axis in (space.gpus, space.tensor_parallel_sizes, space.pipeline_parallel_sizes, space.kv_cache_dtypes,
-                 space.max_num_seqs, space.max_num_batched_tokens):
+    for axis in (space.gpus, *(space.values(name) for name in AXES)):
         count *= max(1, len(axis))
-    return count * max(1, space.memory_points) * (len(space.max_model_lens) or 2)
+    return count * max(1, space.memory_points) * (len(space.values("max_model_len")) or 2)
 
 
 def workload_requests(workload: Workload, rate_factor: float = 1.0) -> int:
@@ -467,12 +473,12 @@ def _with_workload_defaults(request: FitRequest) -> SearchSpace:
     the command line leaves out."""
     space = request.space
     settings = request.workload.engine.args.given() if request.workload is not None else {}
-    if space.max_num_seqs == (None,) and "max_num_seqs" in settings:
-        space = replace(space, max_num_seqs=(settings["max_num_seqs"],))
-    if space.max_num_batched_tokens == (None,) and "max_num_batched_tokens" in settings:
-        space = replace(space, max_num_batched_tokens=(settings["max_num_batched_tokens"],))
-    if not space.max_model_lens and "max_model_len" in settings:
-        space = replace(space, max_model_lens=(settings["max_model_len"],))
+    if space.values("max_num_seqs") == (None,) and "max_num_seqs" in settings:
+        space = space.with_values(max_num_seqs=(settings["max_num_seqs"],))
+    if space.values("max_num_batched_tokens") == (None,) and "max_num_batched_tokens" in settings:
+        space = space.with_values(max_num_batched_tokens=(settings["max_num_batched_tokens"],))
+    if not space.values("max_model_len") and "max_model_len" in settings:
+        space = space.with_values(max_model_len=(settings["max_model_len"],))
     return space
 
 
@@ -482,20 +488,19 @@ def _groups(request: FitRequest, lengths: tuple[int | None, ...]) -> list[PlanGr
                                                             request.concurrency.tokens)
     groups = []
     for gpu, tp, pp, kv_dtype, seqs, tokens in product(
-            space.gpus, space.tensor_parallel_sizes, space.pipeline_parallel_sizes, space.kv_cache_dtypes,
-            space.max_num_seqs, space.max_num_batched_tokens):
-        base = Configuration(
-            model=request.model, release=request.release, gpu=gpu, tensor_parallel_size=tp, pipeline_parallel_size=pp,
-            kv_cache_dtype=kv_dtype, dtype=request.dtype, max_num_seqs=seqs, max_num_batched_tokens=tokens,
-            trust_remote_code=request.trust_remote_code, step_time=request.step_time,
-        )
+            space.gpus, *(space.values(name) for name in AXES)):
+        args = EngineArgs(tensor_parallel_size=tp, pipeline_parallel_size=pp, kv_cache_dtype=kv_dtype,
+                          dtype=request.dtype, max_num_seqs=seqs, max_num_batched_tokens=tokens,
+                          trust_remote_code=request.trust_remote_code)
+        base = Configuration(model=request.model, release=request.release, gpu=gpu, args=args,
+                             step_time=request.step_time)
         if request.workload is not None:
             # max_model_len is the length search's; the workload's own is among its candidates
-            base = replace(base.with_workload_settings(request.workload), max_model_len=None)
-        utilizations = tuple(sorted(space.gpu_memory_utilizations,
-                                    key=lambda u: replace(base, gpu_memory_utilization=u).utilization))
-        groups.append(PlanGroup(base, lengths, () if space.kv_cache_memories else utilizations,
-                                tuple(sorted(space.kv_cache_memories)), concurrency))
+            base = base.with_workload_settings(request.workload).with_args(max_model_len=None)
+        utilizations = tuple(sorted(space.values("gpu_memory_utilization"),
+                                    key=lambda u: base.with_args(gpu_memory_utilization=u).utilization))
+        groups.append(PlanGroup(base, lengths, () if space.values("kv_cache_memory_bytes") else utilizations,
+                                tuple(sorted(space.values("kv_cache_memory_bytes"))), concurrency))
     return groups
 
 
@@ -579,8 +584,8 @@ def _pareto(configurations: list[FitConfiguration], prices: bool) -> set[int]:
 
 
 def _family(configuration: Configuration) -> tuple[str, int, int, str]:
-    return (configuration.gpu or "", configuration.tensor_parallel_size, configuration.pipeline_parallel_size,
-            configuration.kv_cache_dtype)
+    return (configuration.gpu or "", configuration.value("tensor_parallel_size"),
+            configuration.value("pipeline_parallel_size"), configuration.value("kv_cache_dtype"))
 
 
 def _rejected(request: FitRequest, points: list[PlannedPoint], checks: dict[int, RateCheck | str],

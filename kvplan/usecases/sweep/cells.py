@@ -93,6 +93,10 @@ class SweepRow:
 
 
 COLUMNS = tuple(field.name for field in fields(SweepRow))
+# the engine arguments among the columns: at the release's default when not an axis, or as given (None)
+RESOLVED_COLUMNS = ("tensor_parallel_size", "pipeline_parallel_size", "kv_cache_dtype", "dtype")
+GIVEN_COLUMNS = ("gpu_memory_utilization", "kv_cache_memory_bytes", "block_size", "max_model_len", "max_num_seqs",
+                 "max_num_batched_tokens", "enable_prefix_caching", "enable_chunked_prefill")
 
 
 @dataclass(frozen=True)
@@ -109,14 +113,8 @@ def inputs_of(cell: Cell) -> dict[str, Any]:
     return dict(
         cell=cell.index, cell_id=cell.cell_id, kvplan_version=__version__, vllm_version=configuration.release.version,
         commands=",".join(cell.commands), model=configuration.model, gpu=configuration.gpu,
-        tensor_parallel_size=configuration.tensor_parallel_size,
-        pipeline_parallel_size=configuration.pipeline_parallel_size, kv_cache_dtype=configuration.kv_cache_dtype,
-        dtype=configuration.dtype, gpu_memory_utilization=configuration.gpu_memory_utilization,
-        kv_cache_memory_bytes=configuration.kv_cache_memory_bytes, block_size=configuration.block_size,
-        max_model_len=configuration.max_model_len, max_num_seqs=configuration.max_num_seqs,
-        max_num_batched_tokens=configuration.max_num_batched_tokens,
-        enable_prefix_caching=configuration.enable_prefix_caching,
-        enable_chunked_prefill=configuration.enable_chunked_prefill, scheduling=configuration.scheduling,
+        **{name: configuration.value(name) for name in RESOLVED_COLUMNS},
+        **{name: getattr(configuration.args, name) for name in GIVEN_COLUMNS}, scheduling=configuration.scheduling,
         workload=None if cell.workload is None else cell.workload.given,
         workload_sha256=None if cell.workload is None else cell.workload.sha256,
     )

@@ -21,7 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from itertools import product
 from pathlib import Path
 from typing import Any
@@ -32,6 +32,7 @@ from kvplan.parsing import FieldError, as_bool, as_int, as_list, as_number, as_o
 from kvplan.schema import check_document
 from kvplan.semantics.config.cache import check_kv_cache_dtype, utilization_problem
 from kvplan.semantics.config.model import check_model_dtype
+from kvplan.semantics.engine.args import EngineArgs
 from kvplan.semantics.models.resolve import local_model_path, model_named_in_file
 from kvplan.semantics.releases import DEFAULT_RELEASE, RELEASES, release_named
 from kvplan.units import parse_bytes
@@ -179,11 +180,13 @@ class Grid:
             chosen = dict(zip(names, values, strict=True))
             settings: dict[str, Any] = {AXES[name][0]: value for name, value in chosen.items()
                                         if AXES[name][0] and name != "vllm_releases"}
+            own = {name: settings.pop(name) for name in ("model", "gpu", "scheduling") if name in settings}
             workload = workloads.get(chosen["workloads"]) if "workloads" in chosen else None
             named = chosen.get("vllm_releases")
             if named is None and workload is not None:
                 named = workload.workload.engine.vllm_version
-            configuration = Configuration(release=release_named(named or DEFAULT_RELEASE.version), **settings)
+            configuration = Configuration(release=release_named(named or DEFAULT_RELEASE.version),
+                                          args=EngineArgs(**settings), **own)
             if workload is not None:
                 configuration = configuration.with_workload_settings(workload.workload)
             cells.append(Cell(index, _cell_id(configuration, workload, self.commands, self.simulate), configuration,
@@ -191,10 +194,20 @@ class Grid:
         return cells
 
 
+# the engine arguments a cell's id is hashed from: at the release's default when not an axis, or as given
+ID_RESOLVED = ("tensor_parallel_size", "pipeline_parallel_size", "kv_cache_dtype", "dtype", "trust_remote_code")
+ID_GIVEN = ("gpu_memory_utilization", "kv_cache_memory_bytes", "block_size", "max_model_len", "max_num_seqs",
+            "max_num_batched_tokens", "enable_prefix_caching", "enable_chunked_prefill")
+
+
 def _cell_id(configuration: Configuration, workload: GridWorkload | None, commands: tuple[str, ...],
              simulate: GridSimulateTable) -> str:
-    inputs = {field.name: getattr(configuration, field.name) for field in fields(configuration)}
-    inputs["release"] = configuration.release.version
+    # the document the ids of cells were hashed from before Configuration held its engine arguments in
+    # one EngineArgs, so that a resumed sweep keeps its done cells
+    inputs = {"model": configuration.model, "release": configuration.release.version, "gpu": configuration.gpu,
+              **{name: configuration.value(name) for name in ID_RESOLVED},
+              **{name: getattr(configuration.args, name) for name in ID_GIVEN},
+              "scheduling": configuration.scheduling, "step_time": configuration.step_time}
     document = {"configuration": inputs, "workload": None if workload is None else [workload.given, workload.sha256],
                 "commands": list(commands),
                 "simulate": None if "simulate" not in commands else [simulate.find_max_rate, simulate.seed,

@@ -8,6 +8,7 @@ from dataclasses import replace
 import pytest
 
 from kvplan.errors import KvplanError
+from kvplan.semantics.engine.args import EngineArgs
 from kvplan.semantics.releases import VLLM_0_33_0
 from kvplan.usecases.configuration import Configuration
 from kvplan.usecases.executors import InProcessExecutor
@@ -22,8 +23,9 @@ GIB = 1 << 30
 MIB = 1 << 20
 
 
-def group(memories, lengths=(None,), concurrency=None, **knobs):
-    return PlanGroup(Configuration(model=LLAMA, **knobs), lengths, (), tuple(memories), concurrency)
+def group(memories, lengths=(None,), concurrency=None, release=None, **args):
+    configuration = Configuration(model=LLAMA, args=EngineArgs(**args), **({"release": release} if release else {}))
+    return PlanGroup(configuration, lengths, (), tuple(memories), concurrency)
 
 
 def test_bisection_decides_what_planning_every_point_decides():
@@ -31,14 +33,14 @@ def test_bisection_decides_what_planning_every_point_decides():
     # holds one block back: 18 GiB is the first that fits.
     memories = [g * GIB for g in range(2, 34, 2)]
     planned = plan_group(group(memories, lengths=(None, 16384)))
-    one_by_one = [plan_point(replace(Configuration(model=LLAMA), kv_cache_memory_bytes=m), None) for m in memories]
+    one_by_one = [plan_point(Configuration(model=LLAMA).with_args(kv_cache_memory_bytes=m), None) for m in memories]
     assert [p.status for p in planned.points] == [p.status for p in one_by_one]
     assert [p.status for p in planned.points].index("fits") == 8
     # the points below the boundary were not planned, and the shorter length was not needed
     assert sum(p.inferred for p in planned.points) >= 4
     assert planned.planned == 16 - sum(p.inferred for p in planned.points)
     assert planned.skipped_lengths == 1
-    assert all(p.configuration.max_model_len == 131072 for p in planned.points)
+    assert all(p.configuration.args.max_model_len == 131072 for p in planned.points)
     fitting = [p for p in planned.points if p.meets_memory]
     assert [p.num_gpu_blocks for p in fitting] == [p.num_gpu_blocks for p in one_by_one[8:]]
 
@@ -47,7 +49,7 @@ def test_a_shorter_length_is_tried_when_the_longest_does_not_fit():
     # 16,384 tokens take 2 GiB, and vLLM 0.33.0's capacity check holds one block (of 16 tokens, 2 MiB) back
     planned = plan_group(group([2 * GIB + 2 * MIB, 3 * GIB], lengths=(None, 16384), release=VLLM_0_33_0))
     assert [p.status for p in planned.points] == ["fits", "fits"]
-    assert {p.configuration.max_model_len for p in planned.points} == {16384}
+    assert {p.configuration.args.max_model_len for p in planned.points} == {16384}
     nothing = plan_group(group([GIB], lengths=(None, 65536)))
     assert nothing.points[0].status == "does_not_fit" and "max_model_len" in nothing.points[0].reason
 
@@ -63,7 +65,8 @@ def test_concurrency_goal_is_judged_on_the_pool():
 
 
 def test_refusals_are_results():
-    refused = plan_point(Configuration(model=LLAMA, kv_cache_memory_bytes=20 * GIB, tensor_parallel_size=3), None)
+    args = EngineArgs(kv_cache_memory_bytes=20 * GIB, tensor_parallel_size=3)
+    refused = plan_point(Configuration(model=LLAMA, args=args), None)
     assert refused.status == "refused" and "divisible" in refused.reason
 
 
@@ -72,14 +75,15 @@ def test_lengths_from_the_traffic():
     request = FitRequest(model=LLAMA, space=SearchSpace(gpus=("l4-24gb",)), workload=workload)
     lengths, need = length_candidates(request, seed=11)
     assert need <= 64 + 120 + 40 and lengths == (None, 256)
-    given = replace(request, space=SearchSpace(gpus=("l4-24gb",), max_model_lens=(128, 4096, 1024)))
+    given = replace(request, space=SearchSpace(gpus=("l4-24gb",)).with_values(max_model_len=(128, 4096, 1024)))
     assert length_candidates(given, seed=11)[0] == (4096, 1024)
     with pytest.raises(KvplanError, match="shorter than"):
-        length_candidates(replace(request, space=SearchSpace(gpus=("l4-24gb",), max_model_lens=(64,))), seed=11)
+        too_short = SearchSpace(gpus=("l4-24gb",)).with_values(max_model_len=(64,))
+        length_candidates(replace(request, space=too_short), seed=11)
 
 
 def _configuration(gpus: int, rate: float) -> FitConfiguration:
-    point = PlannedPoint(Configuration(model=LLAMA, tensor_parallel_size=gpus), "fits")
+    point = PlannedPoint(Configuration(model=LLAMA, args=EngineArgs(tensor_parallel_size=gpus)), "fits")
     check = RateCheck(rate=1, meets=True, figures=(), missed=(), ttft_p95_s=0.1, tpot_p95_s=0.01, preemptions=0,
                       sustained=True, stalled=False, num_requests=10, num_finished=10, max_sustained_rate=rate,
                       max_rate_bounded=True, lowest_rate_tried=1, runs=3)
@@ -93,7 +97,7 @@ def test_the_pareto_front():
 
 
 def test_fit_needs_traffic_and_prices_for_every_gpu():
-    space = SearchSpace(gpus=("l4-24gb", "h100-sxm-80gb"), kv_cache_memories=(20 * GIB,))
+    space = SearchSpace(gpus=("l4-24gb", "h100-sxm-80gb")).with_values(kv_cache_memory_bytes=(20 * GIB,))
     with InProcessExecutor() as executor:
         with pytest.raises(KvplanError, match="give the traffic"):
             fit(FitRequest(model=LLAMA, space=space), executor)
@@ -120,7 +124,7 @@ def test_a_crash_inside_kvplan_is_a_failure_of_kvplan_not_a_refusal(monkeypatch)
         return real(self, request)
 
     monkeypatch.setattr(Planner, "plan", crashing)
-    space = SearchSpace(gpus=("l4-24gb", "h100-sxm-80gb"), kv_cache_memories=(GIB,))
+    space = SearchSpace(gpus=("l4-24gb", "h100-sxm-80gb")).with_values(kv_cache_memory_bytes=(GIB,))
     with InProcessExecutor() as executor:
         result = fit(FitRequest(model=LLAMA, space=space, concurrency=ConcurrencyTarget(64, 131072)), executor)
     reasons = {family.gpu: family.reason for family in result.rejected}

@@ -37,7 +37,8 @@ def test_cells_are_the_product_in_axis_order(tmp_path):
     grid = load_grid(write(tmp_path))
     cells = grid.cells()
     assert grid.size == len(cells) == 8
-    assert [(c.configuration.release.version, c.configuration.kv_cache_memory_bytes, c.configuration.max_num_seqs)
+    assert [(c.configuration.release.version, c.configuration.args.kv_cache_memory_bytes,
+             c.configuration.args.max_num_seqs)
             for c in cells[:3]] == [("0.17.1", 1 << 30, 8), ("0.17.1", 1 << 30, 32), ("0.17.1", 2 << 30, 8)]
     assert {c.configuration.gpu for c in cells} == {"l4-24gb"}
     assert len({c.cell_id for c in cells}) == 8
