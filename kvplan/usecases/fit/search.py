@@ -24,7 +24,7 @@ from kvplan.semantics.engine.args import EngineArgs
 from kvplan.semantics.kv.sizing import kv_capacity, sizing_limits
 from kvplan.units import format_gib
 from kvplan.usecases.configuration import Configuration
-from kvplan.usecases.executors import Executor, Outcome
+from kvplan.usecases.executors import Executor, Outcome, guarded
 from kvplan.usecases.fit.request import FitRequest, SearchSpace, SloBound, format_seconds
 from kvplan.usecases.fit.result import (
     FitConfiguration,
@@ -211,6 +211,27 @@ def plan_groups(groups: tuple[PlanGroup, ...]) -> tuple[GroupPlan, ...]:
     return tuple(plan_group(group) for group in groups)
 
 
+# bundles (one profile run each) per planning task, at least: a process's first profile run imports
+# torch, about 2 s of CPU, and each run after it in the same process costs about 0.1 s for an 8B
+# model, so a task per bundle made every worker of a small search pay the import for one run
+# (docs/fit.md, "How the search prunes", 1: one profile run per task's bundle either way)
+BUNDLES_PER_PLAN_TASK = 4
+
+
+def _plan_tasks(bundles: list[tuple[PlanGroup, ...]], workers: int) -> list[tuple[tuple[PlanGroup, ...], ...]]:
+    """The bundles in as many tasks as the workers run at once, but no more than one per
+    BUNDLES_PER_PLAN_TASK bundles; each task a consecutive run of bundles, so the groups keep
+    their order."""
+    count = max(1, min(workers, math.ceil(len(bundles) / BUNDLES_PER_PLAN_TASK)))
+    return [tuple(bundles[i * len(bundles) // count: (i + 1) * len(bundles) // count]) for i in range(count)]
+
+
+def plan_bundles(bundles: tuple[tuple[PlanGroup, ...], ...]) -> tuple[Outcome[tuple[GroupPlan, ...]], ...]:
+    """Several bundles in one task, each guarded on its own: a crash on one bundle fails its
+    groups only, as when each bundle was a task of its own."""
+    return tuple(guarded(plan_groups, index, bundle) for index, bundle in enumerate(bundles))
+
+
 def _profile_key(base: Configuration) -> tuple[object, ...]:
     args = base.args
     return (base.gpu, args.tensor_parallel_size, args.pipeline_parallel_size, args.max_num_seqs,
@@ -384,33 +405,38 @@ def fit(request: FitRequest, executor: Executor, progress: Progress | None = Non
                                                          for length in lengths))
 
     groups = _groups(request, lengths)
-    # one task per profile run: the groups that differ only in KV dtype share their non-KV memory
+    # one bundle per profile run: the groups that differ only in KV dtype share their non-KV memory
     bundles: dict[tuple[object, ...], list[PlanGroup]] = {}
     for group in groups:
         bundles.setdefault(_profile_key(group.base), []).append(group)
-    tasks = [tuple(bundle) for bundle in bundles.values()]
+    tasks = _plan_tasks([tuple(bundle) for bundle in bundles.values()], executor.workers)
     say = progress or (lambda _round, _done, _total: None)
     say("planning", 0, len(tasks))
     done = [0]
 
-    def planned_one(_outcome: Outcome[tuple[GroupPlan, ...]]) -> None:
+    def planned_one(_outcome: Outcome[tuple[Outcome[tuple[GroupPlan, ...]], ...]]) -> None:
         done[0] += 1
         say("planning", done[0], len(tasks))
 
     points: list[PlannedPoint] = []
     planned = skipped = profile_runs = 0
-    for bundle, outcome in zip(tasks, executor.map(plan_groups, tasks, on_outcome=planned_one), strict=True):
-        for index, group in enumerate(bundle):
-            if outcome.value is None:
-                status: PointStatus = "failed" if outcome.crashed else "refused"
-                points.extend(PlannedPoint(group.point(lengths[-1], i), status, reason=outcome.error)
-                              for i in range(group.size))
-                continue
-            plan = outcome.value[index]
-            points.extend(plan.points)
-            planned += plan.planned
-            skipped += plan.skipped_lengths * group.size
-            profile_runs += plan.profile_runs
+    for task, task_outcome in zip(tasks, executor.map(plan_bundles, tasks, on_outcome=planned_one), strict=True):
+        # a worker that died fails every bundle of its task; a bundle that raised, only itself
+        outcomes: tuple[Outcome[tuple[GroupPlan, ...]], ...] = (
+            task_outcome.value if task_outcome.value is not None
+            else tuple(Outcome(i, None, task_outcome.error, task_outcome.crashed) for i in range(len(task))))
+        for bundle, outcome in zip(task, outcomes, strict=True):
+            for index, group in enumerate(bundle):
+                if outcome.value is None:
+                    status: PointStatus = "failed" if outcome.crashed else "refused"
+                    points.extend(PlannedPoint(group.point(lengths[-1], i), status, reason=outcome.error)
+                                  for i in range(group.size))
+                    continue
+                plan = outcome.value[index]
+                points.extend(plan.points)
+                planned += plan.planned
+                skipped += plan.skipped_lengths * group.size
+                profile_runs += plan.profile_runs
 
     checks: dict[int, RateCheck | str] = {}
     runs = 0
