@@ -46,13 +46,7 @@ class Downsampler:
             # for that one index, with the same arithmetic
             overlap = min(end, (first + 1) * width) - max(start, first * width)
             if overlap > 0:
-                self._weights[first] += overlap
-                sums = self._sums[first]
-                maxima = self._maxima[first]
-                for k, value in enumerate(values):
-                    sums[k] += value * overlap
-                    if value > maxima[k]:
-                        maxima[k] = value
+                self._add(first, overlap, values)
             if end > self.end:
                 self.end = end
             return
@@ -62,16 +56,19 @@ class Downsampler:
             self._maxima.append([0.0] * len(self.names))
         for index in range(first, last + 1):
             overlap = min(end, (index + 1) * self.width) - max(start, index * self.width)
-            if overlap <= 0:
-                continue
-            self._weights[index] += overlap
-            sums = self._sums[index]
-            maxima = self._maxima[index]
-            for k, value in enumerate(values):
-                sums[k] += value * overlap
-                if value > maxima[k]:
-                    maxima[k] = value
+            if overlap > 0:
+                self._add(index, overlap, values)
         self.end = max(self.end, end)
+
+    def _add(self, index: int, overlap: float, values: tuple[float, ...]) -> None:
+        """One bucket's share of an interval: its weight, the weighted sums and the maxima."""
+        self._weights[index] += overlap
+        sums = self._sums[index]
+        maxima = self._maxima[index]
+        for k, value in enumerate(values):
+            sums[k] += value * overlap
+            if value > maxima[k]:
+                maxima[k] = value
 
     def _merge(self) -> None:
         weights, sums, maxima = self._weights, self._sums, self._maxima
