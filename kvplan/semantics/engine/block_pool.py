@@ -147,7 +147,9 @@ class BlockPool:
             raise ValueError(f"Cannot get {num_blocks} free blocks from the pool")
         popleft = free.popitem
         cached_by_group = self._cached
-        evicted = self.evicted.recent if self.tracks_evictions else None
+        # the evicted fingerprints' buckets, appended to directly (`FingerprintSet`)
+        buckets = self.evicted.buckets if self.tracks_evictions else None
+        mask = self.evicted.mask
         num_evicted = 0
         new_blocks: list[KVCacheBlock] = []
         keep = new_blocks.append
@@ -164,15 +166,16 @@ class BlockPool:
                     self._keep_other_copies(cached, block_hash, entry, block)
                 block.block_hash = None
                 num_evicted += 1
-                if evicted is not None:
-                    evicted.add(int.from_bytes(block_hash[:8], "little"))  # _fingerprint, inline
+                if buckets is not None:
+                    fingerprint = int.from_bytes(block_hash[:8], "little")  # _fingerprint, inline
+                    buckets[fingerprint & mask].append(fingerprint)
             block.ref_cnt = 1
             block.group_id = group_id
         if num_evicted:
             self.num_cached_blocks -= num_evicted
             self.num_evictable_cached_blocks -= num_evicted
-            if evicted is not None:
-                self.evicted.freeze_if_full()
+            if buckets is not None:
+                self.evicted.added(num_evicted)
         self._num_used_by_group[group_id] += num_blocks
         return new_blocks
 

@@ -2,63 +2,65 @@
 
 The block pool remembers the fingerprint of every hash it evicts until the run is known to have
 been short of blocks (`BlockPool.evicted`): a long run that never is evicts one hash per block it
-hands out, millions of them. A Python set costs about 70 bytes an entry (an int object and its
-slot); here only the newest entries are a set (`recent`, which the pool's hot loops add to
-directly), and each time it fills it is frozen into a sorted array, searched by bisection.
-Arrays of equal length merge, as a binary counter does, up to `MAX_RUN` entries: a search probes
-a few arrays, and a merge's temporary list stays small.
+hands out, millions of them, and looks up far fewer (one first miss per prefix lookup). A Python
+set costs about 70 bytes an entry (an int object and its slot). Here the fingerprints are spread
+over buckets by their low bits (they are SHA-256 bytes, so the buckets fill evenly), each bucket an
+unsorted `array("Q")`: an add is one append (the pool's hot loop appends to `buckets` directly), a
+lookup scans one short bucket in C. Nothing is ever sorted or merged; when the buckets hold
+`GROW_AT` entries each on average, their number grows `GROW_FACTOR`-fold (each entry moved once a
+growth) up to `MAX_BUCKETS` (then 13 million entries, a day of traffic, make buckets of about 200).
 """
 
 from __future__ import annotations
 
 from array import array
-from bisect import bisect_left
 
-# Entries of the set before it is frozen into a sorted array (about 9 MB as a set).
-RECENT_LIMIT = 1 << 17
-# The longest sorted array a merge makes (8 MB; the merge's temporary list of ints, about 50 MB).
-MAX_RUN = 1 << 20
+# Buckets of a new set (a small run never grows them: a pool is made for every simulated cell).
+INITIAL_BUCKETS = 1 << 8
+# The mean bucket length at which the buckets grow, and by how much.
+GROW_AT = 128
+GROW_FACTOR = 16
+# The most buckets (about 5 MB of array headers).
+MAX_BUCKETS = 1 << 16
 
 
 class FingerprintSet:
     """Membership of the fingerprints added (ints in [0, 2**64)); nothing is removed. Its length
-    counts a fingerprint added again after it was frozen twice (only emptiness is read)."""
+    counts a fingerprint added twice twice (only emptiness is read)."""
 
-    __slots__ = ("_runs", "_sorted_len", "recent")
+    __slots__ = ("_count", "_grow_at", "buckets", "mask")
 
     def __init__(self) -> None:
-        self.recent: set[int] = set()
-        self._runs: list[array[int]] = []  # each sorted
-        self._sorted_len = 0
+        self.buckets: list[array[int]] = [array("Q") for _ in range(INITIAL_BUCKETS)]
+        # a fingerprint's bucket is buckets[fingerprint & mask]
+        self.mask = INITIAL_BUCKETS - 1
+        self._count = 0
+        self._grow_at = GROW_AT * INITIAL_BUCKETS
 
     def __len__(self) -> int:
-        return len(self.recent) + self._sorted_len
+        return self._count
 
     def __contains__(self, fingerprint: int) -> bool:
-        if fingerprint in self.recent:
-            return True
-        for run in self._runs:
-            index = bisect_left(run, fingerprint)
-            if index < len(run) and run[index] == fingerprint:
-                return True
-        return False
+        return fingerprint in self.buckets[fingerprint & self.mask]
 
     def add(self, fingerprint: int) -> None:
-        self.recent.add(fingerprint)
-        self.freeze_if_full()
+        self.buckets[fingerprint & self.mask].append(fingerprint)
+        self.added(1)
 
-    def freeze_if_full(self) -> None:
-        """Callers that add to `recent` directly call this after a batch of adds."""
-        if len(self.recent) >= RECENT_LIMIT:
-            self._freeze()
+    def added(self, count: int) -> None:
+        """Callers that append to `buckets` directly (binding `buckets` and `mask` before a batch
+        of appends) report how many after the batch; the buckets may grow then."""
+        self._count += count
+        if self._count >= self._grow_at and len(self.buckets) < MAX_BUCKETS:
+            self._grow()
 
-    def _freeze(self) -> None:
-        run = array("Q", sorted(self.recent))
-        self.recent = set()
-        runs = self._runs
-        while runs and len(runs[-1]) <= len(run) and len(runs[-1]) + len(run) <= MAX_RUN:
-            # sorting the concatenation of two sorted runs merges them (Timsort finds the two runs)
-            # in time linear in their length
-            run = array("Q", sorted(runs.pop() + run))
-        runs.append(run)
-        self._sorted_len = sum(len(r) for r in runs)
+    def _grow(self) -> None:
+        size = min(len(self.buckets) * GROW_FACTOR, MAX_BUCKETS)
+        mask = size - 1
+        buckets: list[array[int]] = [array("Q") for _ in range(size)]
+        for bucket in self.buckets:
+            for fingerprint in bucket:
+                buckets[fingerprint & mask].append(fingerprint)
+        self.buckets = buckets
+        self.mask = mask
+        self._grow_at = GROW_AT * size
