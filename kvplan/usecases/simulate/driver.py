@@ -17,6 +17,7 @@ from array import array
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 
 from kvplan.errors import KvplanError
 from kvplan.limits import MAX_RECORDED_STEPS
@@ -97,6 +98,17 @@ class PreparedWorkload:
         """From the profile or plan, else from the timing section."""
         facts = self.engine.facts.kv_bytes_per_token
         return facts if facts is not None else self.workload.timing.kv_bytes_per_token
+
+    @cached_property
+    def conversations(self) -> list[PlannedConversation]:
+        """The request mix's arrivals at the offered rate, drawn once: a run at that rate and the
+        capacity bound (`request_block_sizes`) both read them, and a million of them take seconds
+        to draw. Read only."""
+        return plan_conversations(self.workload, self.seed)
+
+    def conversations_at(self, rate_factor: float) -> list[PlannedConversation]:
+        """The arrivals with the offered rate multiplied by `rate_factor` (drawn anew unless 1)."""
+        return self.conversations if rate_factor == 1.0 else plan_conversations(self.workload, self.seed, rate_factor)
 
 
 @dataclass(frozen=True)
@@ -333,7 +345,7 @@ def _run_timed(setup: PreparedWorkload, config: EngineConfig, recorder: Recorder
         ready = [(time / rate_factor, ordinal) for ordinal, time in enumerate(setup.explicit_times)]
     else:
         prefixes: dict[int, array[int]] = {}
-        for plan in plan_conversations(setup.workload, setup.seed, rate_factor):
+        for plan in setup.conversations_at(rate_factor):
             prefix = _prefix_tokens(setup, plan.class_index, prefixes)
             conversations.append(_Conversation(plan, prefix))
             ready.append((plan.arrival_time, plan.ordinal))
@@ -515,7 +527,7 @@ def request_block_sizes(setup: PreparedWorkload) -> list[int]:
         for request in setup.explicit:
             sizes.append(blocks_at_length(config, min(request.prompt_len + request.max_tokens, config.max_model_len)))
         return sizes
-    for plan in plan_conversations(setup.workload, setup.seed):
+    for plan in setup.conversations:
         shared = setup.workload.classes[plan.class_index].shared_prefix
         prefix = shared.tokens if shared is not None else 0
         position = 0
