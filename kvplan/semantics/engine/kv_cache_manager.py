@@ -11,9 +11,10 @@ from typing import TYPE_CHECKING
 from kvplan.semantics.engine.block_pool import KVCacheBlock
 from kvplan.semantics.engine.coordinator import GroupBlocks, KVCacheCoordinator
 from kvplan.semantics.engine.groups import KVCacheGroup, resolve_groups
-from kvplan.semantics.engine.single_type_manager import FullAttentionManager, SingleTypeKVCacheManager
+from kvplan.semantics.engine.single_type_manager import FullAttentionManager, SingleTypeKVCacheManager, num_evictable
 from kvplan.semantics.engine.stats import NO_LOOKUPS, PrefixCacheStats
 from kvplan.semantics.releases import PrefixStats, Release, WindowFrees, default_release
+from kvplan.units import cdiv
 
 if TYPE_CHECKING:
     from kvplan.semantics.engine.request import Request
@@ -57,6 +58,9 @@ class KVCacheManager:
         self._req_to_blocks = self.managers[0].req_to_blocks
         self._num_cached_block = self.managers[0].num_cached_block
         self._no_hits: GroupBlocks = tuple([] for _ in self.managers)
+        # ... whose blocks are hash blocks (the engine's block size): admissions with hits take the
+        # short path `_admit_with_hits`
+        self._admits_short = self._full_attention and self.managers[0].block_size == block_size
 
     @property
     def manager(self) -> SingleTypeKVCacheManager:
@@ -112,6 +116,10 @@ class KVCacheManager:
         blocks of all the request's known tokens fit, before the chunk is considered."""
         if num_new_tokens == 0 and num_external_computed_tokens == 0:
             raise ValueError("num_new_tokens must be greater than 0")
+        if (self._admits_short and new_computed_blocks and new_computed_blocks[0] and not num_external_computed_tokens
+                and request.request_id not in self._num_cached_block):
+            return self._admit_with_hits(request, num_new_tokens, num_new_computed_tokens, new_computed_blocks[0],
+                                         num_lookahead_tokens, delay_cache_blocks, full_sequence_must_fit)
         has_hits = any(new_computed_blocks)
         if full_sequence_must_fit and not self._whole_sequence_fits(
                 request, num_new_computed_tokens, new_computed_blocks, num_external_computed_tokens):
@@ -176,6 +184,43 @@ class KVCacheManager:
             coordinator.cache_blocks(request, min(total_computed + num_new_tokens, request.num_tokens))
         request.kv_noop_limit = request.kv_slot_limit = coordinator.noop_limit(request)
         return new_blocks
+
+    def _admit_with_hits(self, request: Request, num_new_tokens: int, num_new_computed_tokens: int,
+                         hits: Sequence[KVCacheBlock], num_lookahead_tokens: int, delay_cache_blocks: bool,
+                         full_sequence_must_fit: bool) -> GroupBlocks | None:
+        """`allocate_slots` for a request that is not running, with prefix hits, in the one
+        full-attention group and without connector tokens (every admission of a shared prompt):
+        the general path with full attention's arithmetic folded in (docs/vllm/kv-semantics.md §8.2
+        and §9: nothing skipped, no admission cap, nothing to free first) and the hits' evictable
+        count, which both capacity checks add, taken once. Same result, same order of effects."""
+        block_size = self.block_size
+        max_model_len = self.max_model_len
+        num_evictable_hits = num_evictable(hits)
+        num_free = len(self._free_queue)
+        if full_sequence_must_fit:
+            # vLLM 0.33.0's whole-prompt check (`_whole_sequence_fits`): blocks for every known token
+            full = min(request.num_tokens, max_model_len)
+            if max(cdiv(full, block_size) - len(hits), 0) + num_evictable_hits > num_free:
+                return None
+        total_computed = min(request.num_computed_tokens + num_new_computed_tokens, max_model_len)
+        num_tokens_main = total_computed + num_new_tokens
+        num_tokens_need_slot = min(num_tokens_main + num_lookahead_tokens, max_model_len)
+        num_required = cdiv(num_tokens_need_slot, block_size)
+        if max(num_required - len(hits), 0) + num_evictable_hits > num_free:
+            return None
+        request_id = request.request_id
+        assert not self._req_to_blocks.get(request_id), f"request {request_id!r} is not running and holds blocks"
+        # `allocate_new_computed_blocks`: the hits are pinned and start the table, all cached
+        self.block_pool.touch(hits)
+        blocks = self._req_to_blocks[request_id] = list(hits)
+        self._num_cached_block[request_id] = len(blocks)
+        grown = self.block_pool.get_new_blocks(num_required - len(blocks)) if num_required > len(blocks) else []
+        blocks.extend(grown)
+        if delay_cache_blocks:
+            return (grown,)
+        self._cache_new_full_blocks(request, blocks, num_tokens_main)
+        request.kv_noop_limit = request.kv_slot_limit = self.coordinator.noop_limit(request)
+        return (grown,)
 
     def allocate_one_slot(self, request: Request) -> bool:
         """`allocate_slots(request, 1)` for a running request of the one full-attention group, without
