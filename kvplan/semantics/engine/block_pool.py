@@ -215,7 +215,11 @@ class BlockPool:
         self.num_cached_blocks -= 1
         self.num_evictable_cached_blocks -= 1
         if self.tracks_evictions:
-            self.evicted.add(_fingerprint(block_hash))
+            # `FingerprintSet.add`, inline: a long run evicts a hash for every decode's new block
+            evicted = self.evicted
+            fingerprint = _fingerprint(block_hash)
+            evicted.buckets[fingerprint & evicted.mask].append(fingerprint)
+            evicted.added(1)
 
     def stop_tracking_evictions(self) -> None:
         """The run was short of blocks already (a preemption, an admission that waited, a miss on an
