@@ -178,7 +178,8 @@ class Request:
         """`token_ids(start, end)` encoded as the engine hashes it (array "q" bytes)."""
         prompt_len = self.num_prompt_tokens
         if end <= prompt_len:
-            return self.prompt_token_ids[start:end].tobytes()
+            # through a view: one copy of the prompt's tokens (every prompt is hashed whole)
+            return memoryview(self.prompt_token_ids)[start:end].tobytes()
         outputs = self.output_token_ids
         first, last = max(start - prompt_len, 0), end - prompt_len
         if self._bulk_outputs and last <= len(outputs):
@@ -194,7 +195,7 @@ class Request:
             data = as_token_array(outputs[first:last]).tobytes()
         if start >= prompt_len:
             return data
-        return self.prompt_token_ids[start:].tobytes() + data
+        return memoryview(self.prompt_token_ids)[start:].tobytes() + data
 
     def append_output_token(self) -> None:
         """Generate the next planned token (generated tokens are read from `output_token_ids`)."""

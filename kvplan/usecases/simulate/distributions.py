@@ -16,6 +16,7 @@ import bisect
 import math
 import random
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from kvplan.parsing import (
@@ -67,6 +68,14 @@ class Distribution:
     def sample_int(self, rng: random.Random) -> int:
         return int(self.sample(rng))
 
+    @cached_property
+    def lognormal_params(self) -> tuple[float, float]:
+        """A lognormal's mu and sigma of its logarithm, from the mean and std of its values
+        (computed once, not for each of a million draws)."""
+        mean, std = self.params
+        sigma2 = math.log1p((std / mean) ** 2)
+        return math.log(mean) - sigma2 / 2, math.sqrt(sigma2)
+
 
 def _standard_normal(rng: random.Random) -> float:
     # Box-Muller from two uniforms; 1 - random() keeps the logarithm's argument in (0, 1].
@@ -91,10 +100,8 @@ def _draw(dist: Distribution, rng: random.Random) -> float:
         mean, std = dist.params
         return mean + std * _standard_normal(rng)
     if kind == "lognormal":
-        mean, std = dist.params
-        sigma2 = math.log1p((std / mean) ** 2)
-        mu = math.log(mean) - sigma2 / 2
-        return math.exp(mu + math.sqrt(sigma2) * _standard_normal(rng))
+        mu, sigma = dist.lognormal_params
+        return math.exp(mu + sigma * _standard_normal(rng))
     index = bisect.bisect_right(dist.cumulative, rng.random() * dist.cumulative[-1])
     low, high = dist.table[min(index, len(dist.table) - 1)]
     return low if kind == "empirical" else _uniform(low, high, dist.integer, rng)

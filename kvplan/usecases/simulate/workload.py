@@ -8,6 +8,7 @@ mistake is one line naming the field (exit code 2). ``docs/workload.md`` is the 
 
 from __future__ import annotations
 
+import bisect
 import random
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -430,7 +431,8 @@ def plan_conversations(workload: Workload, seed: int, rate_factor: float = 1.0) 
     plans = []
     for ordinal, time in enumerate(times):
         draw = choose.random() * total
-        index = next((i for i, c in enumerate(cumulative) if draw < c), len(cumulative) - 1)
+        # the first class whose cumulative weight exceeds the draw (the last one if none does)
+        index = min(bisect.bisect_right(cumulative, draw), len(cumulative) - 1)
         request_class = workload.classes[index]
         rng = class_rngs[index]
         prompt = request_class.prompt_tokens.sample_int(rng)
