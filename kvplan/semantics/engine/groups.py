@@ -20,6 +20,7 @@ from kvplan.semantics.kv.specs import (
     KVCacheSpec,
     MambaSpec,
     UniformTypeKVCacheSpecs,
+    group_type,
 )
 from kvplan.semantics.releases import DEFAULT_RELEASE, RELEASES, HybridBlockSizes, MambaPrefillCheckpoints, Release
 
@@ -103,16 +104,6 @@ class KVCacheGroup:
         return replace(self, num_layers=1)
 
 
-def group_type(spec: type[KVCacheSpec] | str) -> type[KVCacheSpec]:
-    """The group type of a layer spec class (or its vLLM name): the class itself or the nearest of its
-    bases that is one (MLA runs under full attention's manager, as in vLLM's `spec_manager_map`)."""
-    found = LAYER_SPECS.get(spec) if isinstance(spec, str) else spec
-    for base in found.__mro__ if found is not None else ():
-        if base in GROUP_TYPES:
-            return base
-    raise KvplanError(f"the engine has no manager for {getattr(spec, '__name__', spec)} groups")
-
-
 def spec_layout(type_name: str, attention: tuple[int, int, str] | None = None,
                 mamba: tuple[str, Sequence[Sequence[int]], Sequence[str]] | None = None) -> str:
     """A group's `layout`: what tells two specs of one kind apart (heads, head size and dtype; a
@@ -131,7 +122,10 @@ def engine_group(spec: type[KVCacheSpec] | str, block_size: int, num_layers: int
     """The engine's group for one of vLLM's spec classes (or its name). A Mamba group of a layer type
     that exports prefill checkpoints in `release` (`CHECKPOINTING_MAMBA_TYPES`) gets its checkpoint
     block, as the layer's `get_kv_cache_spec` gives it."""
-    group_spec = group_type(spec)
+    found = LAYER_SPECS.get(spec) if isinstance(spec, str) else spec
+    group_spec = group_type(found) if found is not None else None
+    if group_spec is None:
+        raise KvplanError(f"the engine has no manager for {getattr(spec, '__name__', spec)} groups")
     checkpointing = CHECKPOINTING_MAMBA_TYPES[release.mamba_prefill_checkpoints]
     checkpoint_blocks, checkpoint_alignment = 0, None
     if group_spec is MambaSpec and mamba_type in checkpointing:

@@ -47,12 +47,14 @@ class _PaddablePage:
     """`page_size_padded` (set by vLLM's hybrid hook) overrides the real page size, never below it.
 
     A spec class is also a KV cache group's type (`GROUP_TYPES`): `kind` is how traces, workload
-    files and outputs spell it, and `window_field` names the field that bounds what its layers read
-    (a window, a chunk; None: the whole sequence or a state)."""
+    files and outputs spell it, `window_field` names the field that bounds what its layers read
+    (a window, a chunk; None: the whole sequence or a state), and `uniform_fields` the fields its
+    layers must agree on to share one group of unequal pages (`is_uniform_type`)."""
 
     page_size_padded: int | None
     kind: ClassVar[str]
     window_field: ClassVar[str | None] = None
+    uniform_fields: ClassVar[tuple[str, ...]] = ()
 
     @property
     def real_page_size_bytes(self) -> int:
@@ -126,6 +128,7 @@ class MLAAttentionSpec(FullAttentionSpec):
 class SlidingWindowSpec(AttentionSpec):
     kind: ClassVar[str] = "sliding_window"
     window_field: ClassVar[str | None] = "sliding_window"
+    uniform_fields: ClassVar[tuple[str, ...]] = ("sliding_window",)
     sliding_window: int = 0
 
     def max_memory_usage_bytes(self, limits: SizingLimits) -> int:
@@ -138,6 +141,7 @@ class SlidingWindowSpec(AttentionSpec):
 class ChunkedLocalAttentionSpec(AttentionSpec):
     kind: ClassVar[str] = "chunked_local_attention"
     window_field: ClassVar[str | None] = "attention_chunk_size"
+    uniform_fields: ClassVar[tuple[str, ...]] = ("attention_chunk_size",)
     attention_chunk_size: int = 0
 
     def max_memory_usage_bytes(self, limits: SizingLimits) -> int:
@@ -148,6 +152,7 @@ class ChunkedLocalAttentionSpec(AttentionSpec):
 @dataclass(frozen=True)
 class MambaSpec(_PaddablePage):
     kind: ClassVar[str] = "mamba"
+    uniform_fields: ClassVar[tuple[str, ...]] = ("num_speculative_blocks",)
     block_size: int
     shapes: tuple[tuple[int, ...], ...]
     dtypes: tuple[str, ...]
@@ -181,6 +186,12 @@ LAYER_SPECS: dict[str, type[KVCacheSpec]] = {
 # section 9); a spec that subclasses one of them (MLA) runs as its group type (`group_type`).
 GROUP_TYPES: tuple[type[KVCacheSpec], ...] = (FullAttentionSpec, SlidingWindowSpec, ChunkedLocalAttentionSpec,
                                               MambaSpec)
+
+
+def group_type(spec: type[KVCacheSpec]) -> type[KVCacheSpec] | None:
+    """The group type of a layer spec class: the class itself or the nearest of its bases that is one
+    (MLA is full attention, as vLLM's `spec_manager_map` and `is_uniform_type` treat it); None: none."""
+    return next((base for base in spec.__mro__ if base in GROUP_TYPES), None)
 
 
 @dataclass(frozen=True)
