@@ -26,8 +26,8 @@ from kvplan.semantics.releases import DEFAULT_RELEASE, RELEASES, HybridBlockSize
 
 # A group type by its spelling in traces, workload files and outputs.
 GROUP_TYPE_OF_KIND: dict[str, type[KVCacheSpec]] = {spec.kind: spec for spec in GROUP_TYPES}
-# The group fields that bound what a type's layers read, each with the type it belongs to.
-WINDOW_FIELDS: dict[str, type[KVCacheSpec]] = {spec.window_field: spec for spec in GROUP_TYPES if spec.window_field}
+# The group fields that bound what a type's layers read (the types' `window_field`s).
+WINDOW_FIELDS: tuple[str, ...] = tuple(dict.fromkeys(spec.window_field for spec in GROUP_TYPES if spec.window_field))
 # A group's type-specific fields, in the order outputs write them (each None on the other types).
 GROUP_PARAMETERS = (*WINDOW_FIELDS, "mamba_cache_mode")
 # "none" (one state block per request) is forced when prefix caching is off; given with caching
@@ -72,13 +72,14 @@ class KVCacheGroup:
             raise KvplanError(f"KV cache group type must be one of {', '.join(GROUP_TYPE_OF_KIND)}, "
                               f"got {getattr(self.spec, '__name__', self.spec)!r}")
         kind = self.spec.kind
-        for name, owner in WINDOW_FIELDS.items():
+        for name in WINDOW_FIELDS:
             value = getattr(self, name)
-            if owner is self.spec:
+            if name == self.spec.window_field:
                 if type(value) is not int or value < 1:
                     raise KvplanError(f"a {kind} group needs {name}, a positive integer; got {value!r}")
             elif value is not None:
-                raise KvplanError(f"{name} applies only to {owner.kind} groups, not {kind}")
+                owners = " or ".join(spec.kind for spec in GROUP_TYPES if spec.window_field == name)
+                raise KvplanError(f"{name} applies only to {owners} groups, not {kind}")
         if self.mamba_cache_mode is not None and (self.spec is not MambaSpec
                                                   or self.mamba_cache_mode not in MAMBA_CACHE_MODES):
             raise KvplanError(f"mamba_cache_mode is one of {', '.join(MAMBA_CACHE_MODES)} and applies to mamba "

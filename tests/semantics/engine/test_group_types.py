@@ -4,6 +4,9 @@ spec class, a manager and a row of `MANAGERS`."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 from kvplan.errors import KvplanError
@@ -14,6 +17,7 @@ from kvplan.semantics.engine.trace import parse_groups
 from kvplan.semantics.engine.trace_format import GROUP
 from kvplan.semantics.kv.specs import (
     GROUP_TYPES,
+    LAYER_SPECS,
     ChunkedLocalAttentionSpec,
     FullAttentionSpec,
     MambaSpec,
@@ -60,3 +64,15 @@ def test_a_window_is_checked_against_the_type_it_belongs_to():
         resolve_groups((KVCacheGroup(SlidingWindowSpec, sliding_window=8, attention_chunk_size=8),), 16, True, 512)
     with pytest.raises(KvplanError, match="must be one of full_attention, sliding_window"):
         resolve_groups((KVCacheGroup(MLAAttentionSpec),), 16, True, 512)
+
+
+def test_the_published_output_schemas_list_every_type():
+    schemas = Path(__file__).resolve().parents[3] / "docs" / "schemas"
+    simulate = json.loads((schemas / "simulate.json").read_text())["properties"]
+    groups = simulate["engine"]["properties"]["kv_cache_groups"]["items"]["properties"]
+    assert groups["type"]["enum"] == [spec.kind for spec in GROUP_TYPES]
+    assert groups["spec"]["enum"] == [spec.__name__ for spec in GROUP_TYPES]
+    usage = simulate["kv_usage"]["properties"]["groups"]["items"]["properties"]
+    assert usage["type"]["enum"] == [spec.kind for spec in GROUP_TYPES]
+    plan = json.loads((schemas / "plan.json").read_text())["$defs"]["spec"]["properties"]["type"]["enum"]
+    assert plan == [*LAYER_SPECS, UniformTypeKVCacheSpecs.__name__]
