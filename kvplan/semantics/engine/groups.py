@@ -132,7 +132,7 @@ def engine_group(spec: type[KVCacheSpec] | str, block_size: int, num_layers: int
     if group_spec is MambaSpec and mamba_type in checkpointing:
         alignment = checkpointing[mamba_type]
         checkpoint_blocks, checkpoint_alignment = 1, block_size if alignment is None else alignment
-    # a full-attention spec records a window or chunk for merging only: a group keeps its own type's
+    # a group keeps only its own type's window field (a full-attention spec records one for merging only)
     window = group_spec.window_field
     return KVCacheGroup(
         spec=group_spec, block_size=block_size, num_layers=num_layers, layout=layout,
