@@ -105,7 +105,9 @@ def parse_plan_args(args: Sequence[str]) -> PlanArgs | None:
         name, switch = spellings[spelling]
         if switch is not None:
             if value is not None:
-                raise KvplanError(f"{spelling} takes no value, got {word!r}: give {spelling} alone")
+                pair = next(decl for decl in flags[name].decls if spelling in decl.split("/"))
+                raise KvplanError(f"{spelling} takes no value, got {word!r}: give "
+                                  + (" or ".join(pair.split("/")) if "/" in pair else f"{spelling} alone"))
             given: Any = switch
         else:
             if value is None:

@@ -92,6 +92,8 @@ BAD = [
     (["--enable-prefix-caching", "--no-enable-prefix-caching"],
      "--enable-prefix-caching and --no-enable-prefix-caching both given: give one of them"),
     (["--json=1"], "--json takes no value, got '--json=1': give --json alone"),
+    (["--no-enable-prefix-caching=1"], "--no-enable-prefix-caching takes no value, got "
+     "'--no-enable-prefix-caching=1': give --enable-prefix-caching or --no-enable-prefix-caching"),
     (["--max-num-seqs"], "--max-num-seqs needs a value, e.g. --max-num-seqs VALUE"),
     (["--max-num-seqs", "--json"], "--max-num-seqs needs a value, e.g. --max-num-seqs VALUE"),
     (["--profile"], "--profile needs a value, e.g. --profile P.json"),
