@@ -42,12 +42,16 @@ HELP = ("-h", "--help")                 # the root's help_option_names (`kvplan.
 ASSERT = "--assert-"                    # `kvplan.usecases.check.quick.PREFIX`, without importing the check code
 ROOT_OPTIONS = ("--version",)           # kvplan's own options, which a command does not take
 SEE_HELP = "(see `kvplan plan --help`)"
+SHOWN_CHARS = 40                        # of a value that is not a number, in its message
 
 PROFILE = Flag(
     Path | None, None, ("--profile",), metavar="P.json",
     help="Size the cache from a saved profile's measured terms (`kvplan profile --save`, `kvplan explain LOG "
     "--save-profile`) at the settings given here: another --gpu-memory-utilization, --max-model-len or "
     "--kv-cache-dtype, as if the GPU had been measured. The rest of the settings are the profile's.")
+
+# plan's own options beside the engine settings (`kvplan.cli.plan` declares the same to typer)
+OWN = {"profile": PROFILE, "json_output": Flag(bool, False, (JSON_FLAG,))}
 
 
 @dataclass(frozen=True)
@@ -79,7 +83,7 @@ def parse_plan_args(args: Sequence[str]) -> PlanArgs | None:
     words = list(args)
     if any(word in HELP for word in words[:words.index("--") if "--" in words else len(words)]):
         return None
-    flags = {**engine_flags(PLANNING), "profile": PROFILE, "json_output": Flag(bool, False, (JSON_FLAG,))}
+    flags = {**engine_flags(PLANNING), **OWN}
     spellings = _spellings(flags)
     values: dict[str, Any] = {}
     given_as: dict[str, str] = {}
@@ -103,20 +107,14 @@ def parse_plan_args(args: Sequence[str]) -> PlanArgs | None:
             continue
         spelling, value = _split(word, spellings, flags)
         name, switch = spellings[spelling]
-        if switch is not None:
-            if value is not None:
-                pair = next(decl for decl in flags[name].decls if spelling in decl.split("/"))
-                raise KvplanError(f"{spelling} takes no value, got {word!r}: give "
-                                  + (" or ".join(pair.split("/")) if "/" in pair else f"{spelling} alone"))
-            given: Any = switch
+        if switch is None:
+            given, index = _value_of(spelling, value, flags[name], words, index, spellings)
+        elif value is None:
+            given = switch
         else:
-            if value is None:
-                if index == len(words) or words[index] in spellings or words[index] in HELP or \
-                        words[index].startswith(ASSERT):
-                    raise KvplanError(f"{spelling} needs a value, e.g. {spelling} {flags[name].metavar or 'VALUE'}")
-                value = words[index]
-                index += 1
-            given = _converted(value, flags[name], spelling)
+            pair = next(decl for decl in flags[name].decls if spelling in decl.split("/"))
+            raise KvplanError(f"{spelling} takes no value, got {word!r}: give "
+                              + (" or ".join(pair.split("/")) if "/" in pair else f"{spelling} alone"))
         if name in values:
             earlier = given_as[name]
             raise KvplanError(f"{spelling} given twice: give it once" if earlier == spelling else
@@ -124,12 +122,22 @@ def parse_plan_args(args: Sequence[str]) -> PlanArgs | None:
         values[name], given_as[name] = given, spelling
     if len(models) > 1:
         raise KvplanError(f"unexpected argument: {models[1]} {SEE_HELP}")
-    json_output = bool(values.pop("json_output", False))
-    profile = values.pop("profile", None)
     engine = read_engine_options({name: values.get(name, flag.default) for name, flag in flags.items()
-                                  if name not in ("profile", "json_output")})
-    return PlanArgs(fold_model_argument(engine, models[0] if models else None), json_output, tuple(assertions),
-                    profile)
+                                  if name not in OWN})
+    return PlanArgs(fold_model_argument(engine, models[0] if models else None), bool(values.get("json_output")),
+                    tuple(assertions), values.get("profile"))
+
+
+def _value_of(spelling: str, value: str | None, flag: Flag, words: list[str], index: int,
+              spellings: dict[str, tuple[str, bool | None]]) -> tuple[Any, int]:
+    """The value of an option that takes one (given with it, else the next word, which is not
+    another option: `--model --json` is a mistake), as the declared type; the index after it."""
+    if value is None:
+        if index == len(words) or words[index] in spellings or words[index] in HELP or words[index].startswith(ASSERT):
+            raise KvplanError(f"{spelling} needs a value, e.g. {spelling} {flag.metavar or 'VALUE'}")
+        value = words[index]
+        index += 1
+    return _converted(value, flag, spelling), index
 
 
 def _spellings(flags: dict[str, Flag]) -> dict[str, tuple[str, bool | None]]:
@@ -183,5 +191,6 @@ def _converted(text: str, flag: Flag, spelling: str) -> Any:
             return kind(text)
         except ValueError:
             what = "an integer" if kind is int else "a number"
-            raise KvplanError(f"{spelling} takes {what}, got {text!r}") from None
+            shown = repr(text) if len(text) <= SHOWN_CHARS else f"{text[:SHOWN_CHARS]!r}... ({len(text)} characters)"
+            raise KvplanError(f"{spelling} takes {what}, got {shown}") from None
     return text
