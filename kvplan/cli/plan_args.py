@@ -86,7 +86,6 @@ def parse_plan_args(args: Sequence[str]) -> PlanArgs | None:
     flags = {**engine_flags(PLANNING), **OWN}
     spellings = _spellings(flags)
     values: dict[str, Any] = {}
-    given_as: dict[str, str] = {}
     models: list[str] = []
     assertions: list[Assertion] = []
     index, only_words = 0, False
@@ -115,11 +114,7 @@ def parse_plan_args(args: Sequence[str]) -> PlanArgs | None:
             pair = next(decl for decl in flags[name].decls if spelling in decl.split("/"))
             raise KvplanError(f"{spelling} takes no value, got {word!r}: give "
                               + (" or ".join(pair.split("/")) if "/" in pair else f"{spelling} alone"))
-        if name in values:
-            earlier = given_as[name]
-            raise KvplanError(f"{spelling} given twice: give it once" if earlier == spelling else
-                              f"{earlier} and {spelling} both given: give one of them")
-        values[name], given_as[name] = given, spelling
+        values[name] = given        # a flag given again overrides, as in `vllm serve` (argparse) and typer
     if len(models) > 1:
         raise KvplanError(f"unexpected argument: {models[1]} {SEE_HELP}")
     engine = read_engine_options({name: values.get(name, flag.default) for name, flag in flags.items()

@@ -87,10 +87,6 @@ BAD = [
     (["--max-num-seqs=0"], "--max-num-seqs: 0 is out of range: expected an integer from 1 to 10**6"),
     (["--kv-cache-memory", "24 parsecs"], "--kv-cache-memory"),
     (["--max-model-len", "-2"], "--max-model-len"),
-    (["--json", "--json"], "--json given twice: give it once"),
-    (["--kv-cache-memory", "2GiB"], "--kv-cache-memory given twice: give it once"),
-    (["--enable-prefix-caching", "--no-enable-prefix-caching"],
-     "--enable-prefix-caching and --no-enable-prefix-caching both given: give one of them"),
     (["--json=1"], "--json takes no value, got '--json=1': give --json alone"),
     (["--no-enable-prefix-caching=1"], "--no-enable-prefix-caching takes no value, got "
      "'--no-enable-prefix-caching=1': give --enable-prefix-caching or --no-enable-prefix-caching"),
@@ -118,6 +114,14 @@ def test_bad_input_is_one_line(kvplan, words, message):
     error = err.splitlines()[-1]           # after the deprecation line of an old spelling
     assert error.startswith("kvplan: error: ") and message in error and "Traceback" not in err, err
     assert err.count("\n") == 1 + err.count(" is deprecated: ")
+
+
+def test_a_flag_given_again_overrides_as_in_vllm_serve(kvplan):
+    again = kvplan("plan", QWEN, "--kv-cache-memory", "1GiB", "--no-enable-prefix-caching", "--json",
+                   "--kv-cache-memory", "2GiB", "--enable-prefix-caching", "--json")
+    once = kvplan("plan", QWEN, "--kv-cache-memory", "2GiB", "--enable-prefix-caching", "--json")
+    other = kvplan("plan", QWEN, "--kv-cache-memory", "1GiB", "--json")
+    assert again == once and once[0] == 0 and once[1] != other[1]
 
 
 def test_an_old_spelling_says_so_and_plans_the_same(kvplan):
