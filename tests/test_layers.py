@@ -1,8 +1,11 @@
 """kvplan's layers import only downward, function-level imports included:
 
     0 foundation   kvplan (version), errors, limits, units, parsing, files, hub, gpus, schema
-    1 semantics    vLLM's semantics in pure Python (never torch or transformers)
-    2 measure      memory backends, KV tensors, transformers models (torch lives here)
+    1 semantics    vLLM's semantics in pure Python (never torch or transformers), reading nothing
+                   itself: no files, no environment, no network (below)
+    2 sources      where models, traces and the default release come from (files, the hub, the
+                   installed vllm), then
+      measure      memory backends, KV tensors, transformers models (torch lives here)
     3 usecases     plan, profile, replay, simulate, check: typed requests in, typed results out
     4 report       every renderer
     5 cli          parse, call, render
@@ -45,7 +48,8 @@ ORDER: tuple[tuple[str, int, int], ...] = (
     ("kvplan.usecases.fit", 3, 5),
     ("kvplan.usecases.sweep", 3, 5),
     ("kvplan.usecases", 3, 0),
-    ("kvplan.measure", 2, 0),
+    ("kvplan.measure", 2, 1),
+    ("kvplan.sources", 2, 0),
     ("kvplan.semantics.releases", 1, 0),
     ("kvplan.semantics.dtypes", 1, 0),
     ("kvplan.semantics.models", 1, 1),
@@ -72,7 +76,7 @@ HEAVY = ("torch", "transformers")
 LIGHT = (
     "kvplan.errors", "kvplan.limits", "kvplan.units", "kvplan.parsing", "kvplan.files", "kvplan.hub",
     "kvplan.hostmem", "kvplan.schema",
-    "kvplan.gpus", "kvplan.semantics",
+    "kvplan.gpus", "kvplan.semantics", "kvplan.sources",
     "kvplan.usecases.plan", "kvplan.usecases.replay", "kvplan.usecases.profile_summary", "kvplan.usecases.simulate",
     "kvplan.usecases.check", "kvplan.usecases.bench", "kvplan.report.bench_console",
     "kvplan.report.plan_json", "kvplan.report.simulate_json", "kvplan.report.sim_",

@@ -13,11 +13,13 @@ from typing import Any
 
 from kvplan.errors import KvplanError, require_profile_extra
 from kvplan.measure.hf_config import config_directory, hf_config_from, model_shape
+from kvplan.semantics.models.config_file import ResolvedConfig
 from kvplan.semantics.models.reader import architecture_of
-from kvplan.semantics.models.resolve import ResolvedConfig, resolve_config
 from kvplan.semantics.models.shape import ModelShape
-from kvplan.semantics.weights import ParamGroup, WeightEstimate, WeightLayout, catalog_layouts, estimate, quant_scheme
+from kvplan.semantics.weights import ParamGroup, WeightEstimate, WeightLayout, estimate, quant_scheme
 from kvplan.semantics.weights_from_config import SOURCE, layout_from_config
+from kvplan.sources.catalog import catalog_layouts
+from kvplan.sources.models import resolve_config
 
 _REPEATED = re.compile(r"^(?P<prefix>.*?)\.(?P<stack>layers|blocks|h)\.(?P<index>\d+)\.(?P<rest>.+)$")
 

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 from kvplan.semantics.models.architectures import head_size, num_kv_heads
 from kvplan.semantics.models.config_fields import ConfigView
+from kvplan.semantics.models.config_file import ResolvedConfig
 from kvplan.semantics.models.reader import architecture_of, shape_from_config
-from kvplan.semantics.models.resolve import ResolvedConfig
 from kvplan.semantics.weights import ParamGroup, WeightLayout
 
 TRANSFORMERS_LAYOUT = "5.24"    # the transformers release whose model classes these layouts follow

@@ -81,7 +81,7 @@ def evaluate_on(assertions: tuple[Assertion, ...], target: Target, source: str) 
 def spec_inputs(spec: CheckSpec) -> tuple[Path, ...]:
     """Every file evaluating the spec reads: the spec, its profile, the model config or directory it
     plans (its own, or the one the profile names), each workload and the files that workload reads."""
-    from kvplan.semantics.models.resolve import local_model_path
+    from kvplan.sources.models import local_model_path
     from kvplan.usecases.profile_summary import load_profile
     from kvplan.usecases.simulate.workload import load_workload
 
