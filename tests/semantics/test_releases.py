@@ -22,7 +22,6 @@ from kvplan.semantics.engine.mamba_manager import RETIRES_PAST_NULLS
 from kvplan.semantics.engine.replay import replay
 from kvplan.semantics.engine.scheduler import BATCHES_IN_FLIGHT, MAMBA_CHUNK_END, WHOLE_PROMPT_FIRST
 from kvplan.semantics.engine.single_type_manager import CACHES_REACHABLE_ONLY
-from kvplan.semantics.engine.trace import load_trace
 from kvplan.semantics.kv.grouping import PAGE_UNIFICATION, SPEC_BUCKETS
 from kvplan.semantics.kv.layer_specs import CacheSettings, resolve_cache_layout
 from kvplan.semantics.kv.sizing import (
@@ -82,6 +81,7 @@ from kvplan.semantics.releases import (
     release_for_installed,
     release_named,
 )
+from kvplan.sources.traces import load_trace
 from kvplan.usecases.plan import PlanRequest
 from tests.golden import GOLDEN_CASES, normalised
 

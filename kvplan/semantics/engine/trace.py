@@ -1,4 +1,5 @@
-"""The replay trace format (docs/vllm/replay-contract.md §1): reading, validation and token-id rules.
+"""The replay trace format (docs/vllm/replay-contract.md §1): a parsed trace document's validation and
+token-id rules (`kvplan.sources.traces.load_trace` reads the file).
 
 Every mistake is a KvplanError naming the trace, the place and the fix, so that the CLI prints
 one line and exits with code 2."""
@@ -8,12 +9,9 @@ from __future__ import annotations
 from array import array
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from os import PathLike
-from pathlib import Path
 from typing import Any
 
 from kvplan.errors import KvplanError
-from kvplan.files import parse_json, read_input_text
 from kvplan.parsing import FieldError
 from kvplan.schema import Field, Record, check_document
 from kvplan.semantics.engine.config import EngineConfig
@@ -93,15 +91,6 @@ class Trace:
     @property
     def last_arrival_step(self) -> int:
         return max((r.arrival_step for r in self.requests), default=-1)
-
-
-def load_trace(path: str | PathLike[str], overrides: Mapping[str, Any] | None = None) -> Trace:
-    """Read and validate a trace file; `overrides` (command-line options) replace config keys."""
-    path = Path(path)
-    shown = str(path)
-    hint = "a trace is one JSON object with 'config' and 'requests'"
-    document = parse_json(read_input_text(path, shown), shown, hint)
-    return parse_trace(document, overrides, source=shown)
 
 
 def parse_trace(document: Any, overrides: Mapping[str, Any] | None = None, source: str = "trace") -> Trace:

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from kvplan.errors import KvplanError
-from kvplan.semantics.engine.trace import OUTPUT_TOKEN_BASE, load_trace, parse_trace
+from kvplan.semantics.engine.trace import OUTPUT_TOKEN_BASE, parse_trace
 from kvplan.semantics.releases import default_release
 
 CONFIG = {"num_gpu_blocks": 14, "max_num_batched_tokens": 64, "max_num_seqs": 4, "max_model_len": 512}
@@ -84,14 +82,3 @@ def test_invalid_traces_are_one_clear_error(document: Any, message: str) -> None
     text = str(error.value)
     assert message in text and "\n" not in text and text.startswith("t.json")
 
-
-def test_unreadable_files(tmp_path: Path) -> None:
-    with pytest.raises(KvplanError, match=r"missing\.json: file not found"):
-        load_trace(tmp_path / "missing.json")
-    broken = tmp_path / "broken.json"
-    broken.write_text('{"config": {"num_gpu_blocks": 4},')
-    with pytest.raises(KvplanError, match=r"not valid JSON \(line 1"):
-        load_trace(broken)
-    good = tmp_path / "good.json"
-    good.write_text(json.dumps(doc(req())))
-    assert load_trace(good).requests[0].request_id == "r0"
