@@ -13,12 +13,14 @@ from typing import Any
 
 from kvplan.files import parse_json, read_input_text
 from kvplan.semantics.engine.trace import Trace, parse_trace
+from kvplan.sources.installed import default_release
 
 
 def load_trace(path: str | PathLike[str], overrides: Mapping[str, Any] | None = None) -> Trace:
-    """Read and validate a trace file; `overrides` (command-line options) replace config keys."""
+    """Read and validate a trace file; `overrides` (command-line options) replace config keys, and
+    where neither names a release the default rule's applies (`installed.default_release`)."""
     path = Path(path)
     shown = str(path)
     hint = "a trace is one JSON object with 'config' and 'requests'"
     document = parse_json(read_input_text(path, shown), shown, hint)
-    return parse_trace(document, overrides, source=shown)
+    return parse_trace(document, overrides, source=shown, release=default_release())

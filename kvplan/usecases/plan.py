@@ -38,8 +38,9 @@ from kvplan.semantics.memory.measured import MeasuredSizing, SizingPath, default
 from kvplan.semantics.memory.weights_fit import weights_alone
 from kvplan.semantics.models.config_file import ResolvedConfig
 from kvplan.semantics.models.shape import ModelShape
-from kvplan.semantics.releases import Release, default_release
+from kvplan.semantics.releases import Release
 from kvplan.semantics.weights import WeightEstimate
+from kvplan.sources.installed import default_release
 from kvplan.sources.models import resolve_config
 
 # Request lengths (prompt + output tokens) a plan gives concurrency at when --prompt-len is not given:

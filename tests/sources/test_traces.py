@@ -24,3 +24,17 @@ def test_unreadable_files(tmp_path: Path) -> None:
     good = tmp_path / "good.json"
     good.write_text(json.dumps(TRACE))
     assert load_trace(good).requests[0].request_id == "r0"
+
+
+def test_a_trace_naming_no_release_follows_the_default_rule(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from kvplan.semantics.releases import VLLM_0_17_1, VLLM_0_33_0, VLLM_0_34_0
+    from kvplan.sources import traces
+
+    monkeypatch.setattr(traces, "default_release", lambda: VLLM_0_17_1)   # as if vllm 0.17.1 were installed
+    plain, named = tmp_path / "plain.json", tmp_path / "named.json"
+    plain.write_text(json.dumps(TRACE))
+    named.write_text(json.dumps({**TRACE, "config": {**TRACE["config"], "vllm_version": "0.33.0"}}))
+    assert load_trace(plain).config.release is VLLM_0_17_1
+    assert load_trace(named).config.release is VLLM_0_33_0                               # the file's
+    assert load_trace(named, {"vllm_version": "0.34.0"}).config.release is VLLM_0_34_0  # the command line's
+    assert load_trace(named, {"vllm_version": None}).config.release is VLLM_0_33_0

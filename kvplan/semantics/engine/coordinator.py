@@ -19,7 +19,7 @@ from kvplan.semantics.engine.single_type_manager import (
     SingleTypeKVCacheManager,
 )
 from kvplan.semantics.engine.window_managers import ChunkedLocalAttentionManager, SlidingWindowManager
-from kvplan.semantics.releases import DEFAULT_RELEASE, Release
+from kvplan.semantics.releases import NEWEST_RELEASE, Release
 
 if TYPE_CHECKING:
     from kvplan.semantics.engine.request import Request
@@ -42,7 +42,7 @@ class KVCacheCoordinator:
     window groups."""
 
     def __init__(self, groups: tuple[KVCacheGroup, ...], num_gpu_blocks: int, hash_block_size: int,
-                 enable_caching: bool, release: Release = DEFAULT_RELEASE, max_in_flight_tokens: int | None = None,
+                 enable_caching: bool, release: Release = NEWEST_RELEASE, max_in_flight_tokens: int | None = None,
                  max_model_len: int | None = None) -> None:
         self.groups = groups
         self.enable_caching = enable_caching

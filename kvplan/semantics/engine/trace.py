@@ -18,7 +18,7 @@ from kvplan.semantics.engine.config import EngineConfig
 from kvplan.semantics.engine.groups import MAMBA, KVCacheGroup
 from kvplan.semantics.engine.request import Request
 from kvplan.semantics.engine.trace_format import GROUPS, SCHEDULER_SETTINGS, TOKENS_PER_ID, TRACE
-from kvplan.semantics.releases import release_named
+from kvplan.semantics.releases import NEWEST_RELEASE, Release, release_named
 
 PREFIX_TOKEN_BASE = 1_000_000_000
 UNIQUE_TOKEN_BASE = 2_000_000_000
@@ -93,11 +93,14 @@ class Trace:
         return max((r.arrival_step for r in self.requests), default=-1)
 
 
-def parse_trace(document: Any, overrides: Mapping[str, Any] | None = None, source: str = "trace") -> Trace:
-    """A trace document, validated against `TRACE` (types and ranges), then against vLLM's rules."""
+def parse_trace(document: Any, overrides: Mapping[str, Any] | None = None, source: str = "trace", *,
+                release: Release = NEWEST_RELEASE) -> Trace:
+    """A trace document, validated against `TRACE` (types and ranges), then against vLLM's rules.
+    `release` applies when neither `overrides` nor the trace's config names one (`RELEASE_KEY`)."""
     check_document(TRACE, document, source)
     raw_config = document.get("config", {})
-    merged = {**raw_config, **{k: v for k, v in (overrides or {}).items() if v is not None}}
+    merged = {RELEASE_KEY: release.version, **raw_config,
+              **{k: v for k, v in (overrides or {}).items() if v is not None}}
     config = parse_config(merged, source)
     requests = tuple(_parse_request(raw, ordinal, config, source) for ordinal, raw in enumerate(document["requests"]))
     seen: set[str] = set()

@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kvplan.errors import EXIT_FINDING, EXIT_OK
-from kvplan.semantics.releases import Release, default_release
+from kvplan.semantics.releases import Release
+from kvplan.sources.installed import default_release
 from kvplan.usecases.check.assertions import Assertion, AssertionResult
 from kvplan.usecases.check.capacity_checks import evaluate_capacity
 from kvplan.usecases.check.spec import CheckSpec
