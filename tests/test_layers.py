@@ -11,8 +11,8 @@
     5 cli          parse, call, render
 
 Inside semantics and usecases the subpackages are ordered too (below), so that no two of them
-import each other. The light paths (semantics, and the plan, replay, simulate and check use cases
-with their reports) never import torch or transformers, not even lazily, and nothing they import
+import each other. The light paths (semantics, sources, and the plan, replay, simulate and check use
+cases with their reports) never import torch or transformers, not even lazily, and nothing they import
 at module level does."""
 
 from __future__ import annotations
