@@ -17,7 +17,7 @@ def _fake_vs_cpu(tokens: int = 1024, seqs: int = 4) -> dict[str, Any]:
     from kvplan.measure.cpu import CpuBackend
     from kvplan.measure.fake import FakeBackend
     from kvplan.semantics.memory.profile_batch import profile_batch
-    from kvplan.semantics.models.resolve import resolve_config
+    from kvplan.sources.models import resolve_config
 
     config = resolve_config(QWEN).config
     batch = profile_batch(tokens, seqs)

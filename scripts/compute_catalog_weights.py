@@ -12,9 +12,9 @@ import sys
 import time
 
 from kvplan.measure.meta_build import build_layout
-from kvplan.semantics.models.catalog import catalog_ids
-from kvplan.semantics.models.resolve import resolve_config
-from kvplan.semantics.weights import WEIGHTS_FILE, WEIGHTS_SCHEMA_VERSION, layout_to_json
+from kvplan.semantics.weights import layout_to_json
+from kvplan.sources.catalog import WEIGHTS_FILE, WEIGHTS_SCHEMA_VERSION, catalog_ids
+from kvplan.sources.models import resolve_config
 
 
 def main() -> int:

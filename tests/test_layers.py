@@ -1,15 +1,18 @@
 """kvplan's layers import only downward, function-level imports included:
 
     0 foundation   kvplan (version), errors, limits, units, parsing, files, hub, gpus, schema
-    1 semantics    vLLM's semantics in pure Python (never torch or transformers)
-    2 measure      memory backends, KV tensors, transformers models (torch lives here)
+    1 semantics    vLLM's semantics in pure Python (never torch or transformers), reading nothing
+                   itself: no files, no environment, no network (below)
+    2 sources      where models, traces and the default release come from (files, the hub, the
+                   installed vllm), then
+      measure      memory backends, KV tensors, transformers models (torch lives here)
     3 usecases     plan, profile, replay, simulate, check: typed requests in, typed results out
     4 report       every renderer
     5 cli          parse, call, render
 
 Inside semantics and usecases the subpackages are ordered too (below), so that no two of them
-import each other. The light paths (semantics, and the plan, replay, simulate and check use cases
-with their reports) never import torch or transformers, not even lazily, and nothing they import
+import each other. The light paths (semantics, sources, and the plan, replay, simulate and check use
+cases with their reports) never import torch or transformers, not even lazily, and nothing they import
 at module level does."""
 
 from __future__ import annotations
@@ -45,7 +48,8 @@ ORDER: tuple[tuple[str, int, int], ...] = (
     ("kvplan.usecases.fit", 3, 5),
     ("kvplan.usecases.sweep", 3, 5),
     ("kvplan.usecases", 3, 0),
-    ("kvplan.measure", 2, 0),
+    ("kvplan.measure", 2, 1),
+    ("kvplan.sources", 2, 0),
     ("kvplan.semantics.releases", 1, 0),
     ("kvplan.semantics.dtypes", 1, 0),
     ("kvplan.semantics.models", 1, 1),
@@ -72,7 +76,7 @@ HEAVY = ("torch", "transformers")
 LIGHT = (
     "kvplan.errors", "kvplan.limits", "kvplan.units", "kvplan.parsing", "kvplan.files", "kvplan.hub",
     "kvplan.hostmem", "kvplan.schema",
-    "kvplan.gpus", "kvplan.semantics",
+    "kvplan.gpus", "kvplan.semantics", "kvplan.sources",
     "kvplan.usecases.plan", "kvplan.usecases.replay", "kvplan.usecases.profile_summary", "kvplan.usecases.simulate",
     "kvplan.usecases.check", "kvplan.usecases.bench", "kvplan.report.bench_console",
     "kvplan.report.plan_json", "kvplan.report.simulate_json", "kvplan.report.sim_",
@@ -199,6 +203,72 @@ def test_the_light_paths_never_import_torch_or_transformers(graph):
                 if target.startswith("kvplan") and target not in seen:
                     seen.add(target)
                     todo.append(target)
+
+
+# --- the semantics read nothing --------------------------------------------------------------------
+
+# Layer 1 takes what it needs already read (a dict, a text, a release): finding and reading files,
+# the environment, the installed vllm and the hub is kvplan.sources' (issue 19). A module that reads
+# (the standard library's file, process and network modules, kvplan's readers) is never imported,
+# not even inside a function, and nothing is opened, loaded from a file or located from __file__.
+UNREAD_MODULES = (
+    "os", "pathlib", "io", "importlib", "urllib", "http", "socket", "shutil", "tempfile", "glob", "fileinput",
+    "subprocess", "huggingface_hub", "requests",
+    "kvplan.files", "kvplan.hub", "kvplan.hostmem", "kvplan.gpus", "kvplan.data", "kvplan.sources",
+)
+UNREAD_BUILTINS = ("open", "input", "__file__")
+# module attributes that read a file or the process's environment (json.loads of a text is parsing)
+UNREAD_ATTRIBUTES = {"json": ("load", "dump"), "sys": ("path", "argv", "stdin", "stdout", "stderr")}
+UNREAD_METHODS = ("read_text", "read_bytes", "write_text", "write_bytes", "iterdir", "open")
+
+
+def reads_of(name: str, path: Path, modules: set[str]) -> list[str]:
+    """What the module does that reads or writes outside its arguments, in line order."""
+    found = [(edge.line, 0, f"imports {edge.target}") for edge in imports_of(name, path, modules)
+             if any(edge.target == unread or edge.target.startswith(unread + ".") for unread in UNREAD_MODULES)]
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Name) and node.id in UNREAD_BUILTINS:
+            found.append((node.lineno, node.col_offset, f"uses {node.id}"))
+        elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and \
+                node.attr in UNREAD_ATTRIBUTES.get(node.value.id, ()):
+            found.append((node.lineno, node.col_offset, f"uses {node.value.id}.{node.attr}"))
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            found += [(node.lineno, node.col_offset, f"imports {node.module}.{alias.name}") for alias in node.names
+                      if alias.name in UNREAD_ATTRIBUTES.get(node.module or "", ())]
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in UNREAD_METHODS:
+            found.append((node.lineno, node.col_offset, f"calls .{node.func.attr}()"))
+    return [f"{name}:{line} {what}" for line, _, what in sorted(set(found))]
+
+
+def test_the_semantics_read_no_file_environment_or_network():
+    modules = _modules()
+    names = set(modules)
+    found = [read for name, path in sorted(modules.items()) if name == "kvplan.semantics" or
+             name.startswith("kvplan.semantics.") for read in reads_of(name, path, names)]
+    assert not found, "\n".join(found)
+
+
+def test_what_the_semantics_read_before_kvplan_sources_is_refused(tmp_path):
+    # the reads the semantics made before kvplan.sources held them (models.resolve, models.catalog,
+    # engine.trace, releases, weights), in one probe
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        "import os\n"
+        "from pathlib import Path\n"
+        "from kvplan.files import parse_json\n"
+        "from kvplan import hub\n"
+        "import json, sys\n"
+        "from json import dumps, load\n"
+        "HERE = Path(__file__).parent\n"
+        "def installed(path):\n"
+        "    import importlib.metadata\n"
+        "    with open(path) as headers:\n"
+        "        return json.load(headers), sys.path, HERE.read_text(), os.environ\n")
+    found = reads_of("kvplan.semantics.probe", probe, {"kvplan.semantics.probe", "kvplan.files", "kvplan.hub"})
+    assert [line.split(" ", 1)[1] for line in found] == [
+        "imports os", "imports pathlib", "imports kvplan.files", "imports kvplan.hub", "imports json.load",
+        "uses __file__",
+        "imports importlib", "uses open", "uses json.load", "uses sys.path", "calls .read_text()"]
 
 
 # --- the checker finds what it is meant to find --------------------------------------------------

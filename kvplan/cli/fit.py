@@ -21,7 +21,8 @@ from kvplan.semantics.config.cache import check_kv_cache_dtype
 from kvplan.semantics.config.model import check_model_dtype
 from kvplan.semantics.engine.args import read_bytes, setting
 from kvplan.semantics.engine.trace_format import MODEL_LEN
-from kvplan.semantics.releases import DEFAULT_RELEASE, Release, release_named
+from kvplan.semantics.releases import Release, release_named
+from kvplan.sources.installed import DEFAULT_RELEASE
 from kvplan.usecases.fit.request import (
     MAX_CONFIGURATIONS,
     MAX_WORKLOAD_REQUESTS,

@@ -28,7 +28,8 @@ from kvplan.semantics.engine.args import MEMORY, MODEL, EngineArgs, Setting, che
 from kvplan.semantics.engine.args import setting as engine_setting
 from kvplan.semantics.engine.args import settings as engine_settings
 from kvplan.semantics.engine.trace_format import POOL_BLOCKS, SCHEDULING_MODE, VLLM_VERSION
-from kvplan.semantics.releases import NEWEST_RELEASE, RELEASES, Release, Scheduling, default_release, release_named
+from kvplan.semantics.releases import NEWEST_RELEASE, RELEASES, Release, Scheduling, release_named
+from kvplan.sources.installed import default_release
 from kvplan.usecases.plan_settings import GPU
 from kvplan.usecases.step_time_methods import STEP_TIME_METHODS
 
@@ -76,7 +77,7 @@ class EngineOptions:
         return None if self.vllm_version is None else release_named(self.vllm_version)
 
     def release_or_default(self) -> Release:
-        """The release --vllm-version names, else the default (`semantics.releases.default_release`)."""
+        """The release --vllm-version names, else the default (`sources.installed.default_release`)."""
         return self.release() or default_release()
 
     def plan_request(self, command: str = "plan") -> PlanRequest:

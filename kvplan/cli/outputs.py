@@ -20,7 +20,7 @@ from pathlib import Path
 from kvplan.errors import KvplanError
 from kvplan.files import creation_refusal, output_refusal, same_file
 from kvplan.schema import text_problem
-from kvplan.semantics.models.resolve import local_model_path
+from kvplan.sources.models import local_model_path
 
 
 def _shown(path: Path) -> str:

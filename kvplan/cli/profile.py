@@ -15,7 +15,7 @@ from kvplan.errors import EXIT_STALLED, require_profile_extra
 from kvplan.limits import MAX_BYTES
 from kvplan.report.jsonout import emit_json
 from kvplan.schema import ByteSize, Integer
-from kvplan.semantics.models.resolve import local_model_path
+from kvplan.sources.models import local_model_path
 from kvplan.usecases.check.quick import QUICK_ASSERTS, parse_quick_asserts, profile_report, quick_help
 
 DEVICE_INDEX = Integer(0, 1023)

@@ -9,7 +9,8 @@ import kvplan
 from kvplan import __version__
 from kvplan.cli.root import JSON, app
 from kvplan.report.jsonout import emit_json
-from kvplan.semantics.releases import RELEASES, default_release, default_release_reason, installed_vllm_version
+from kvplan.semantics.releases import RELEASES
+from kvplan.sources.installed import default_release, default_release_reason, installed_vllm_version
 
 VERSION_SCHEMA_VERSION = 1
 

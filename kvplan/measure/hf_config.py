@@ -10,10 +10,11 @@ from pathlib import Path
 from typing import Any
 
 from kvplan.errors import KvplanError, MissingExtraError
+from kvplan.semantics.models.config_file import ResolvedConfig
 from kvplan.semantics.models.reader import UnknownArchitecture, shape_from_config, shape_from_hf_config
-from kvplan.semantics.models.resolve import ResolvedConfig
 from kvplan.semantics.models.shape import ModelShape
-from kvplan.semantics.releases import DEFAULT_RELEASE, Release
+from kvplan.semantics.releases import Release
+from kvplan.sources.installed import DEFAULT_RELEASE
 
 
 def config_directory(resolved: ResolvedConfig) -> str | None:

@@ -13,11 +13,14 @@ from typing import Any
 
 from kvplan.errors import KvplanError, require_profile_extra
 from kvplan.measure.hf_config import config_directory, hf_config_from, model_shape
+from kvplan.semantics.models.config_file import ResolvedConfig
 from kvplan.semantics.models.reader import architecture_of
-from kvplan.semantics.models.resolve import ResolvedConfig, resolve_config
 from kvplan.semantics.models.shape import ModelShape
-from kvplan.semantics.weights import ParamGroup, WeightEstimate, WeightLayout, catalog_layouts, estimate, quant_scheme
+from kvplan.semantics.weights import ParamGroup, WeightEstimate, WeightLayout, estimate, quant_scheme
 from kvplan.semantics.weights_from_config import SOURCE, layout_from_config
+from kvplan.sources.catalog import catalog_layouts
+from kvplan.sources.installed import DEFAULT_RELEASE
+from kvplan.sources.models import resolve_config
 
 _REPEATED = re.compile(r"^(?P<prefix>.*?)\.(?P<stack>layers|blocks|h)\.(?P<index>\d+)\.(?P<rest>.+)$")
 
@@ -109,7 +112,7 @@ def weights_for(
     source = "catalog: meta-device build, precomputed"
     # a model's own configuration code (--trust-remote-code) may read config.json its own way
     if layout is None and not (trust_remote_code and resolved.config.get("auto_map")):
-        layout = layout_from_config(resolved)
+        layout = layout_from_config(resolved, DEFAULT_RELEASE)
         source = SOURCE
     if layout is None:
         layout = build_layout(resolved, trust_remote_code=trust_remote_code)

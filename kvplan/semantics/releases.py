@@ -4,9 +4,11 @@ every policy that differs between releases. Code reads the policy from the `Rele
 the code that applies them, in a table keyed by the policy's value, so a new release is a new row
 here plus, where its behaviour is new, one more entry in such a table.
 
-Which release applies is one rule, here: --vllm-version, else the input file's `vllm_version`, else
-`default_release()`: the release of the `vllm` package installed beside kvplan (read from its package
-metadata, never imported) when kvplan reproduces it, otherwise the newest (`NEWEST_RELEASE`).
+Which release applies is one rule: --vllm-version, else the input file's `vllm_version`, else the
+release of the `vllm` package installed beside kvplan when kvplan reproduces it, otherwise the newest
+(`NEWEST_RELEASE`). The last step maps a version string here (`release_for_installed`); reading the
+installed version is `kvplan.sources.installed.default_release()`, as this layer reads nothing.
+Where semantics take a release and none is given (tests, one-off calls), it is `NEWEST_RELEASE`.
 
 Where each policy is applied (docs/versions.md gives every value and its effect on a number):
 
@@ -75,11 +77,7 @@ when its reachable blocks fit."""
 
 from __future__ import annotations
 
-import os
-import sys
-from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from functools import cache
 from typing import Literal
 
 from kvplan.errors import KvplanError
@@ -358,47 +356,9 @@ def _version_key(release: Release) -> tuple[int, ...]:
     return tuple(int(part) for part in release.version.split("."))
 
 
-# The newest release of the table, by version: the default when no supported vllm is installed
+# The newest release of the table, by version: the default when no supported vllm is installed, and
+# the release of the semantics' own defaults (a caller that knows the command's release passes it)
 NEWEST_RELEASE = max(RELEASES.values(), key=_version_key)
-
-
-def installed_vllm_version(search_path: Sequence[str] | None = None) -> str | None:
-    """The version of the `vllm` distribution installed beside kvplan, from its package metadata
-    (vllm itself is never imported); None when there is none. Found as importlib.metadata finds
-    it, the first `vllm-*.dist-info` (or `vllm*.egg-info`) on `sys.path`, without importing
-    importlib.metadata: 40 ms of every command's start."""
-    for entry in sys.path if search_path is None else search_path:
-        folder = entry or "."
-        try:
-            names = sorted(os.listdir(folder))
-        except OSError:  # a zip file or a missing folder on the path
-            continue
-        for name in names:
-            lower = name.lower()
-            if lower.startswith("vllm-") and lower.endswith(".dist-info"):
-                version = _metadata_version(os.path.join(folder, name, "METADATA"))
-            elif lower.startswith(("vllm-", "vllm.")) and lower.endswith(".egg-info"):
-                version = _metadata_version(os.path.join(folder, name, "PKG-INFO"))
-            else:
-                continue
-            if version is not None:
-                return version
-    return None
-
-
-def _metadata_version(path: str) -> str | None:
-    """The `Version:` header of a METADATA / PKG-INFO file (the headers end at the first blank line)."""
-    try:
-        with open(path, encoding="utf-8", errors="replace") as headers:
-            for line in headers:
-                if not line.strip():
-                    break
-                key, _, value = line.partition(":")
-                if key.strip().lower() == "version":
-                    return value.strip() or None
-    except OSError:
-        return None
-    return None
 
 
 def release_for_installed(installed: str | None) -> Release:
@@ -406,27 +366,6 @@ def release_for_installed(installed: str | None) -> Release:
     suffix such as `+cu128` is ignored), otherwise the newest release kvplan reproduces."""
     public = None if installed is None else installed.split("+", 1)[0]
     return RELEASES.get(public or "", NEWEST_RELEASE)
-
-
-@cache
-def default_release() -> Release:
-    """The release a command follows when neither --vllm-version nor the input file names one."""
-    return release_for_installed(installed_vllm_version())
-
-
-# The default rule's release in this process, for parameters that default to it
-DEFAULT_RELEASE = default_release()
-
-
-def default_release_reason() -> str:
-    """Why `default_release()` is what it is, in words (`kvplan version`)."""
-    installed = installed_vllm_version()
-    chosen = default_release().version
-    if installed is None:
-        return f"no vllm package is installed, so the newest release kvplan reproduces ({chosen})"
-    if release_for_installed(installed) is not NEWEST_RELEASE or installed.split("+", 1)[0] == chosen:
-        return f"the installed vllm is {installed}"
-    return f"the installed vllm {installed} is not a release kvplan reproduces, so the newest ({chosen})"
 
 
 def release_named(version: str) -> Release:

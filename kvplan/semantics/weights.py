@@ -2,7 +2,8 @@
 
 The parameter list comes from a meta-device build of the Hugging Face model (no memory, tied weights
 counted once). For the catalog it is precomputed by scripts/compute_catalog_weights.py and stored in
-kvplan/data/weights.json, so planning a catalog model needs neither torch nor transformers. Per-rank
+kvplan/data/weights.json (read by `kvplan.sources.catalog.catalog_layouts`, in `layout_to_json`'s
+form), so planning a catalog model needs neither torch nor transformers. Per-rank
 bytes follow vLLM's sharding: column- and row-parallel linears, vocab-parallel embedding and lm_head
 (vocab padded to a multiple of 64), replicated norms and routers, KV projections replicated when there
 are fewer KV heads than ranks, MoE experts split along their intermediate size, Mamba mixers split by
@@ -11,13 +12,10 @@ lm_head and the final norm on the last. Quantized checkpoints are counted from t
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from functools import cache
 from math import prod
-from pathlib import Path
 from typing import Any
 
 from kvplan.errors import KvplanError
@@ -25,8 +23,6 @@ from kvplan.semantics.config.parallel import pp_layer_ranges
 from kvplan.semantics.dtypes import dtype_size, normalize_dtype
 from kvplan.units import cdiv, round_up
 
-WEIGHTS_FILE = Path(__file__).resolve().parents[1] / "data" / "weights.json"
-WEIGHTS_SCHEMA_VERSION = 1
 VOCAB_PADDING = 64   # vLLM's DEFAULT_VOCAB_PADDING_SIZE
 
 
@@ -342,15 +338,3 @@ def _ranges(indices: tuple[int, ...]) -> list[list[int]]:
         else:
             ranges.append([index, index])
     return ranges
-
-
-@cache
-def catalog_layouts() -> dict[str, WeightLayout]:
-    """The precomputed layouts, keyed by the sha256 of the config.json they were built from."""
-    if not WEIGHTS_FILE.is_file():
-        return {}
-    data = json.loads(WEIGHTS_FILE.read_text())
-    if data.get("schema_version") != WEIGHTS_SCHEMA_VERSION:
-        return {}
-    layouts = (layout_from_json(entry) for entry in data["models"].values())
-    return {layout.config_sha256: layout for layout in layouts}

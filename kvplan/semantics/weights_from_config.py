@@ -12,8 +12,9 @@ from dataclasses import dataclass
 
 from kvplan.semantics.models.architectures import head_size, num_kv_heads
 from kvplan.semantics.models.config_fields import ConfigView
+from kvplan.semantics.models.config_file import ResolvedConfig
 from kvplan.semantics.models.reader import architecture_of, shape_from_config
-from kvplan.semantics.models.resolve import ResolvedConfig
+from kvplan.semantics.releases import NEWEST_RELEASE, Release
 from kvplan.semantics.weights import ParamGroup, WeightLayout
 
 TRANSFORMERS_LAYOUT = "5.24"    # the transformers release whose model classes these layouts follow
@@ -52,9 +53,10 @@ DENSE_DECODERS: dict[str, DenseDecoder] = {
 }
 
 
-def layout_from_config(resolved: ResolvedConfig) -> WeightLayout | None:
+def layout_from_config(resolved: ResolvedConfig, release: Release = NEWEST_RELEASE) -> WeightLayout | None:
     """The layout a meta-device build would give, or None where config.json alone cannot say it
-    exactly (an architecture not in DENSE_DECODERS, a model_type other than its class's)."""
+    exactly (an architecture not in DENSE_DECODERS, a model_type other than its class's); `release`
+    reads the config (its config classes' refusals)."""
     architecture = architecture_of(resolved.config)
     decoder = DENSE_DECODERS.get(architecture)
     if decoder is None or resolved.config.get("model_type") != decoder.model_type:
@@ -62,7 +64,7 @@ def layout_from_config(resolved: ResolvedConfig) -> WeightLayout | None:
     view = ConfigView.of(resolved.config, decoder.model_type)
     if "head_dim" in view.raw and view.raw["head_dim"] is None and not decoder.null_head_dim_derived:
         return None
-    shape = shape_from_config(resolved.config, resolved.model_id)
+    shape = shape_from_config(resolved.config, resolved.model_id, release)
     tied = bool(view.get("tie_word_embeddings"))
     vocab, hidden = view.integer("vocab_size"), view.integer("hidden_size")
     groups = [ParamGroup("model.embed_tokens.weight", (vocab, hidden), decoder.embedding)]

@@ -9,7 +9,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kvplan.semantics.engine.args import EngineArgs, setting
-from kvplan.semantics.releases import DEFAULT_RELEASE, Release, Scheduling
+from kvplan.semantics.releases import Release, Scheduling
+from kvplan.sources.installed import DEFAULT_RELEASE
 from kvplan.usecases.plan import PlanRequest, PlanSummary
 from kvplan.usecases.simulate.driver import PreparedWorkload, SimOptions, prepare
 from kvplan.usecases.simulate.engine_source import EngineOverrides

@@ -36,10 +36,12 @@ from kvplan.semantics.kv.sizing import (
 from kvplan.semantics.kv.specs import KVCacheConfig, KVCacheSpec
 from kvplan.semantics.memory.measured import MeasuredSizing, SizingPath, default_utilization, sizing_path
 from kvplan.semantics.memory.weights_fit import weights_alone
-from kvplan.semantics.models.resolve import ResolvedConfig, resolve_config
+from kvplan.semantics.models.config_file import ResolvedConfig
 from kvplan.semantics.models.shape import ModelShape
-from kvplan.semantics.releases import Release, default_release
+from kvplan.semantics.releases import Release
 from kvplan.semantics.weights import WeightEstimate
+from kvplan.sources.installed import default_release
+from kvplan.sources.models import resolve_config
 
 # Request lengths (prompt + output tokens) a plan gives concurrency at when --prompt-len is not given:
 # a chat turn, a long chat or RAG prompt, a long document (issue 24, item 6).
@@ -499,7 +501,7 @@ def gpu_batch_defaults(gpus: list[GpuSpec], release: Release) -> list[BatchLimit
 def catalog_entries(release: Release) -> list[CatalogEntry]:
     from collections import Counter
 
-    from kvplan.semantics.models.catalog import catalog_ids
+    from kvplan.sources.catalog import catalog_ids
 
     entries = []
     for model_id in catalog_ids():

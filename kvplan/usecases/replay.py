@@ -14,8 +14,9 @@ from kvplan.hostmem import require_memory
 from kvplan.semantics.engine.args import EngineArgs
 from kvplan.semantics.engine.config import EngineConfig
 from kvplan.semantics.engine.replay import ReplaySummary, StepObserver, replay
-from kvplan.semantics.engine.trace import CONFIG_KEYS, RELEASE_KEY, Trace, load_trace
+from kvplan.semantics.engine.trace import CONFIG_KEYS, RELEASE_KEY, Trace
 from kvplan.semantics.releases import Release, Scheduling
+from kvplan.sources.traces import load_trace
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ import pytest
 
 from kvplan.errors import KvplanError
 from kvplan.hub import HubAccess, fetch_config
-from kvplan.semantics.models.catalog import close_catalog_ids
+from kvplan.sources.catalog import close_catalog_ids
 
 pytest.importorskip("huggingface_hub")
 

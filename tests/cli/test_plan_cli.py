@@ -11,8 +11,8 @@ import warnings
 
 import pytest
 
-from kvplan.semantics.models import resolve_config
 from kvplan.semantics.weights import QuantScheme, estimate
+from kvplan.sources.models import resolve_config
 from tests.uncountable import BLOCK_TORCH, model_dir, warning_lines
 
 LLAMA = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "num_hidden_layers": 6, "hidden_size": 256,

@@ -10,7 +10,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from kvplan.semantics.releases import default_release
+from kvplan.sources.installed import default_release
 
 REQUIRED = (
     "schema_version", "weights_bytes", "activation_peak_bytes", "non_torch_bytes", "requested_bytes",

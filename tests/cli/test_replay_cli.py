@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from kvplan.cli import run_app
-from kvplan.semantics.releases import default_release
+from kvplan.sources.installed import default_release
 from tests.golden import GOLDEN_CASES, GoldenCase
 
 

@@ -5,7 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from kvplan.semantics.releases import default_release
+from kvplan.sources.installed import default_release
 from tests.no_torch import kvplan_process
 from tests.usecases.simulate.factories import mix
 

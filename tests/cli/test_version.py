@@ -2,7 +2,7 @@ import json
 import subprocess
 import sys
 
-from kvplan.semantics.releases import default_release
+from kvplan.sources.installed import default_release
 
 
 def test_version_json_is_data_only():

@@ -25,7 +25,7 @@ from kvplan.measure.hf import (
 )
 from kvplan.measure.tracker import CUDA_ALLOCATOR_ROUNDING, LiveBytes
 from kvplan.semantics.memory.profile_batch import profile_batch
-from kvplan.semantics.models.catalog import CATALOG_DIR
+from kvplan.sources.catalog import CATALOG_DIR
 from tests.measure.conftest import tiny_qwen2_config
 
 

@@ -12,7 +12,7 @@ from kvplan.measure.cpu import CpuBackend
 from kvplan.measure.fake import CHECK_POOL_BLOCKS, FakeBackend
 from kvplan.semantics.kv.specs import FullAttentionSpec, KVCacheConfig, KVCacheGroupSpec, KVCacheTensor
 from kvplan.semantics.memory.profile_batch import profile_batch
-from kvplan.semantics.models.catalog import CATALOG_DIR
+from kvplan.sources.catalog import CATALOG_DIR
 from kvplan.units import round_up
 
 H100 = 85_045_477_376

@@ -51,10 +51,10 @@ def test_a_config_class_refusing_the_config_is_bad_input(monkeypatch):
 def test_catalog_planning_imports_neither_torch_nor_transformers():
     code = (
         "import sys\n"
-        "from kvplan.semantics.models import catalog_ids\n"
+        "from kvplan.sources.catalog import catalog_ids\n"
         "from kvplan.measure.hf_config import model_shape\n"
         "from kvplan.measure.meta_build import weights_for\n"
-        "from kvplan.semantics.models import resolve_config\n"
+        "from kvplan.sources.models import resolve_config\n"
         "for model in catalog_ids():\n"
         "    resolved = resolve_config(model)\n"
         "    weights_for(model_shape(resolved.config, resolved.model_id), 'bfloat16', 2, 2)\n"

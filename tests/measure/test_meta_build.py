@@ -13,11 +13,12 @@ import pytest
 
 from kvplan.measure.hf_config import config_directory, model_shape
 from kvplan.measure.meta_build import weights_for
-from kvplan.semantics.models import catalog_ids, resolve_config
-from kvplan.semantics.models.resolve import ResolvedConfig
+from kvplan.semantics.models.config_file import ResolvedConfig
 from kvplan.semantics.models.shape import ModelShape
-from kvplan.semantics.weights import QuantScheme, WeightLayout, catalog_layouts, estimate
+from kvplan.semantics.weights import QuantScheme, WeightLayout, estimate
 from kvplan.semantics.weights_from_config import layout_from_config
+from kvplan.sources.catalog import catalog_ids, catalog_layouts
+from kvplan.sources.models import resolve_config
 from tests.semantics.factories import BF16, bf16, tiny_layout
 
 

@@ -18,8 +18,8 @@ from kvplan.measure.backend import ModelSource
 from kvplan.measure.fake import FakeBackend
 from kvplan.measure.shard import RankShard
 from kvplan.semantics.memory.profile_batch import profile_batch
-from kvplan.semantics.models.catalog import catalog_config_path, catalog_ids
 from kvplan.semantics.releases import release_named
+from kvplan.sources.catalog import catalog_config_path, catalog_ids
 from kvplan.usecases.plan import PlanRequest, plan
 
 RELEASE = release_named("0.33.0")

@@ -12,7 +12,7 @@ from kvplan.measure.backend import ModelSource
 from kvplan.measure.fake import FakeBackend
 from kvplan.measure.shard import RankShard, shard_config
 from kvplan.semantics.memory.profile_batch import profile_batch
-from kvplan.semantics.models.catalog import CATALOG_DIR
+from kvplan.sources.catalog import CATALOG_DIR
 
 
 def catalog(name: str) -> dict:

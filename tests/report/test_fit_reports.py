@@ -17,7 +17,7 @@ from kvplan.report.fit_console import render_fit
 from kvplan.report.fit_html import render_fit_html
 from kvplan.report.fit_json import fit_document
 from kvplan.semantics.engine.args import EngineArgs
-from kvplan.semantics.releases import default_release
+from kvplan.sources.installed import default_release
 from kvplan.usecases.configuration import Configuration
 from kvplan.usecases.fit.request import FitRequest, SearchSpace, SloBound
 from kvplan.usecases.fit.result import FitConfiguration, FitCounts, FitResult, PlannedPoint, RateCheck, RejectedFamily

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from kvplan.semantics.models.catalog import CATALOG_DIR
 from kvplan.semantics.models.shape import HOOK_SSM_DTYPE, LayerShape, MambaState, ModelShape
 from kvplan.semantics.releases import Release, release_named
+from kvplan.sources.catalog import CATALOG_DIR
 
 SIZING_DIR = Path(__file__).resolve().parents[1] / "data" / "sizing"
 CASES_FILE = SIZING_DIR / "vllm-0.17.1-cases.json"

@@ -22,7 +22,6 @@ from kvplan.semantics.engine.mamba_manager import RETIRES_PAST_NULLS
 from kvplan.semantics.engine.replay import replay
 from kvplan.semantics.engine.scheduler import BATCHES_IN_FLIGHT, MAMBA_CHUNK_END, WHOLE_PROMPT_FIRST
 from kvplan.semantics.engine.single_type_manager import CACHES_REACHABLE_ONLY
-from kvplan.semantics.engine.trace import load_trace
 from kvplan.semantics.kv.grouping import PAGE_UNIFICATION, SPEC_BUCKETS
 from kvplan.semantics.kv.layer_specs import CacheSettings, resolve_cache_layout
 from kvplan.semantics.kv.sizing import (
@@ -78,10 +77,10 @@ from kvplan.semantics.releases import (
     Scheduling,
     SpecBuckets,
     WindowFrees,
-    default_release,
     release_for_installed,
     release_named,
 )
+from kvplan.sources.traces import load_trace
 from kvplan.usecases.plan import PlanRequest
 from tests.golden import GOLDEN_CASES, normalised
 
@@ -104,40 +103,6 @@ def test_the_table_holds_the_three_releases_and_the_newest_is_0_34_0():
 ])
 def test_the_default_is_the_installed_release_when_supported_else_the_newest(installed, expected):
     assert release_for_installed(installed) is expected
-
-
-def test_the_default_reads_package_metadata_without_importing_vllm(monkeypatch, tmp_path):
-    import sys
-    from importlib import metadata
-
-    from kvplan.semantics import releases
-
-    site = tmp_path / "site-packages"
-    (site / "vllm-0.17.1.dist-info").mkdir(parents=True)
-    (site / "vllm-0.17.1.dist-info" / "METADATA").write_text(
-        "Metadata-Version: 2.1\nName: vllm\nVersion: 0.17.1\n\nVersion: not a header\n")
-    (site / "vllm_flash_attn-9.9.dist-info").mkdir()
-    # the same answer importlib.metadata gives for this path
-    assert [d.version for d in metadata.distributions(path=[str(site)]) if d.name == "vllm"] == ["0.17.1"]
-    assert releases.installed_vllm_version([str(tmp_path / "missing"), str(site)]) == "0.17.1"
-    assert releases.installed_vllm_version([str(tmp_path / "missing")]) is None
-
-    monkeypatch.setattr(sys, "path", [str(site), *sys.path])
-    default_release.cache_clear()
-    try:
-        assert default_release() is VLLM_0_17_1
-        assert releases.default_release_reason() == "the installed vllm is 0.17.1"
-    finally:
-        default_release.cache_clear()
-    assert "vllm" not in sys.modules
-
-
-def test_an_egg_info_checkout_is_read_too(tmp_path):
-    from kvplan.semantics import releases
-
-    (tmp_path / "vllm.egg-info").mkdir()
-    (tmp_path / "vllm.egg-info" / "PKG-INFO").write_text("Name: vllm\nVersion: 0.33.0+cu128\n")
-    assert releases.installed_vllm_version([str(tmp_path)]) == "0.33.0+cu128"
 
 
 # every table that implements a release policy, beside the policy's type: one entry per value

@@ -9,13 +9,13 @@ from kvplan.semantics.weights import (
     ParamGroup,
     QuantScheme,
     WeightLayout,
-    catalog_layouts,
     group_bytes,
     layout_from_json,
     layout_to_json,
     quant_scheme,
     shard_rule,
 )
+from kvplan.sources.catalog import catalog_layouts
 from tests.semantics.factories import BF16, LAYERS, bf16, tiny_layout
 
 

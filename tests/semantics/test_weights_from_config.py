@@ -10,11 +10,12 @@ from functools import cache
 
 import pytest
 
-from kvplan.semantics.models import catalog_ids, resolve_config
+from kvplan.semantics.models.config_file import ResolvedConfig
 from kvplan.semantics.models.reader import architecture_of
-from kvplan.semantics.models.resolve import ResolvedConfig
-from kvplan.semantics.weights import QuantScheme, WeightLayout, catalog_layouts, estimate
+from kvplan.semantics.weights import QuantScheme, WeightLayout, estimate
 from kvplan.semantics.weights_from_config import DENSE_DECODERS, layout_from_config
+from kvplan.sources.catalog import catalog_ids, catalog_layouts
+from kvplan.sources.models import resolve_config
 
 DENSE_CATALOG = [model for model in catalog_ids() if architecture_of(resolve_config(model).config) in DENSE_DECODERS]
 OTHER_CATALOG = [model for model in catalog_ids() if model not in DENSE_CATALOG]

@@ -13,7 +13,8 @@ import pytest
 
 from kvplan.errors import ConfigRejected
 from kvplan.report.plan_json import plan_record
-from kvplan.semantics.releases import VLLM_0_17_1, VLLM_0_33_0, VLLM_0_34_0, Release, default_release
+from kvplan.semantics.releases import VLLM_0_17_1, VLLM_0_33_0, VLLM_0_34_0, Release
+from kvplan.sources.installed import default_release
 from kvplan.usecases.plan import PlanRequest, plan
 from tests.conftest import DATA
 from tests.uncountable import break_weight_count, model_dir

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import get_args
 
 from kvplan.errors import KvplanError
 from kvplan.semantics.engine.groups import KVCacheGroup, resolve_groups
-from kvplan.semantics.releases import Release, Scheduling, default_release
+from kvplan.semantics.releases import NEWEST_RELEASE, Release, Scheduling
 
 # `PrefixCachingHashAlgo` in 0.17.1. The hash function never changes hit/miss behaviour, so every
 # name selects kvplan's own exact hash; the name is still validated as vLLM would.
@@ -37,7 +37,7 @@ class EngineConfig:
     hash_seed: str = "0"
     kv_cache_groups: tuple[KVCacheGroup, ...] | None = None
     # the release whose engine policies apply (free-queue order, admission, prefix-cache statistics)
-    release: Release = field(default_factory=default_release)
+    release: Release = NEWEST_RELEASE
     # "async" (two batches in flight) or "sync" (`--no-async-scheduling`); None: the release's
     # default, what `vllm serve` does
     scheduling: Scheduling | None = None

@@ -26,7 +26,7 @@ from kvplan.semantics.kv.specs import (
     MambaSpec,
     SlidingWindowSpec,
 )
-from kvplan.semantics.releases import DEFAULT_RELEASE, Release
+from kvplan.semantics.releases import NEWEST_RELEASE, Release
 
 if TYPE_CHECKING:
     from kvplan.semantics.engine.request import Request
@@ -51,7 +51,7 @@ class KVCacheCoordinator:
     window groups."""
 
     def __init__(self, groups: tuple[KVCacheGroup, ...], num_gpu_blocks: int, hash_block_size: int,
-                 enable_caching: bool, release: Release = DEFAULT_RELEASE, max_in_flight_tokens: int | None = None,
+                 enable_caching: bool, release: Release = NEWEST_RELEASE, max_in_flight_tokens: int | None = None,
                  max_model_len: int | None = None) -> None:
         self.groups = groups
         self.enable_caching = enable_caching

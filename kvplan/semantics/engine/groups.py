@@ -22,7 +22,7 @@ from kvplan.semantics.kv.specs import (
     UniformTypeKVCacheSpecs,
     group_type,
 )
-from kvplan.semantics.releases import DEFAULT_RELEASE, RELEASES, HybridBlockSizes, MambaPrefillCheckpoints, Release
+from kvplan.semantics.releases import NEWEST_RELEASE, RELEASES, HybridBlockSizes, MambaPrefillCheckpoints, Release
 
 # A group type by its spelling in traces, workload files and outputs.
 GROUP_TYPE_OF_KIND: dict[str, type[KVCacheSpec]] = {spec.kind: spec for spec in GROUP_TYPES}
@@ -119,7 +119,7 @@ def spec_layout(type_name: str, attention: tuple[int, int, str] | None = None,
 def engine_group(spec: type[KVCacheSpec] | str, block_size: int, num_layers: int, layout: str, *,
                  sliding_window: int | None = None, attention_chunk_size: int | None = None,
                  mamba_cache_mode: str | None = None, mamba_type: str | None = None,
-                 release: Release = DEFAULT_RELEASE) -> KVCacheGroup:
+                 release: Release = NEWEST_RELEASE) -> KVCacheGroup:
     """The engine's group for one of vLLM's spec classes (or its name). A Mamba group of a layer type
     that exports prefill checkpoints in `release` (`CHECKPOINTING_MAMBA_TYPES`) gets its checkpoint
     block, as the layer's `get_kv_cache_spec` gives it."""
@@ -144,7 +144,7 @@ def engine_group(spec: type[KVCacheSpec] | str, block_size: int, num_layers: int
 
 
 def groups_from_kv_cache_config(groups: Sequence[KVCacheGroupSpec],
-                                release: Release = DEFAULT_RELEASE) -> tuple[KVCacheGroup, ...]:
+                                release: Release = NEWEST_RELEASE) -> tuple[KVCacheGroup, ...]:
     """The engine's groups for a worker's KV cache groups (`kvplan.semantics.kv`), as vLLM's
     scheduler receives them: a group of unequal pages (`UniformTypeKVCacheSpecs`) runs with its
     first layer's spec (`generate_scheduler_kv_cache_config`); Mamba groups take the prefill
@@ -170,7 +170,7 @@ def groups_from_kv_cache_config(groups: Sequence[KVCacheGroupSpec],
 
 def resolve_groups(groups: tuple[KVCacheGroup, ...] | None, block_size: int, enable_caching: bool,
                    max_model_len: int, enable_chunked_prefill: bool = True,
-                   release: Release = DEFAULT_RELEASE) -> tuple[KVCacheGroup, ...]:
+                   release: Release = NEWEST_RELEASE) -> tuple[KVCacheGroup, ...]:
     """The groups with vLLM's derived values filled in, checked against the rules the release
     enforces (KvplanError, exit 2, where vLLM would refuse or assert). None: one full-attention
     group of `block_size`."""

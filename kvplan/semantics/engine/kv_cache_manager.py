@@ -13,7 +13,7 @@ from kvplan.semantics.engine.coordinator import GroupBlocks, KVCacheCoordinator
 from kvplan.semantics.engine.groups import KVCacheGroup, resolve_groups
 from kvplan.semantics.engine.single_type_manager import FullAttentionManager, SingleTypeKVCacheManager, num_evictable
 from kvplan.semantics.engine.stats import NO_LOOKUPS, PrefixCacheStats
-from kvplan.semantics.releases import PrefixStats, Release, WindowFrees, default_release
+from kvplan.semantics.releases import NEWEST_RELEASE, PrefixStats, Release, WindowFrees
 from kvplan.units import cdiv
 
 if TYPE_CHECKING:
@@ -41,7 +41,7 @@ class KVCacheManager:
         self.block_size = block_size
         self.max_model_len = max_model_len
         self.enable_caching = enable_caching
-        release = release or default_release()
+        release = release or NEWEST_RELEASE
         # Whether `get_computed_blocks` records its lookup (else the scheduler does, on admission).
         self._stats_at_lookup = STATS_AT_LOOKUP[release.prefix_stats]
         self._frees_processed_only = FREES_PROCESSED_ONLY[release.window_frees]

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from kvplan.semantics.engine.block_pool import BlockHash, BlockPool, KVCacheBlock
 from kvplan.semantics.engine.groups import KVCacheGroup
 from kvplan.semantics.engine.single_type_manager import HitLists, SingleTypeKVCacheManager, num_evictable
-from kvplan.semantics.releases import DEFAULT_RELEASE, MambaRetirement, Release
+from kvplan.semantics.releases import NEWEST_RELEASE, MambaRetirement, Release
 from kvplan.units import cdiv
 
 if TYPE_CHECKING:
@@ -61,7 +61,7 @@ class MambaManager(SingleTypeKVCacheManager):
     hits_are_sparse = True
 
     def __init__(self, group: KVCacheGroup, block_pool: BlockPool, enable_caching: bool = True,
-                 group_id: int = 0, hash_block_size: int | None = None, release: Release = DEFAULT_RELEASE) -> None:
+                 group_id: int = 0, hash_block_size: int | None = None, release: Release = NEWEST_RELEASE) -> None:
         super().__init__(group, block_pool, enable_caching, group_id, hash_block_size, release)
         self.align = group.mamba_cache_mode == "align"
         self.retires_past_nulls = self.align and RETIRES_PAST_NULLS[release.mamba_retirement]

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, ClassVar
 from kvplan.semantics.engine.block_pool import BlockHash, BlockPool, KVCacheBlock
 from kvplan.semantics.engine.groups import KVCacheGroup
 from kvplan.semantics.engine.hashing import block_hashes_at_size
-from kvplan.semantics.releases import DEFAULT_RELEASE, PrefixCacheRetention, Release
+from kvplan.semantics.releases import NEWEST_RELEASE, PrefixCacheRetention, Release
 from kvplan.units import cdiv
 
 if TYPE_CHECKING:
@@ -38,7 +38,7 @@ class SingleTypeKVCacheManager:
     hits_are_sparse: ClassVar[bool] = False
 
     def __init__(self, group: KVCacheGroup, block_pool: BlockPool, enable_caching: bool = True,
-                 group_id: int = 0, hash_block_size: int | None = None, release: Release = DEFAULT_RELEASE) -> None:
+                 group_id: int = 0, hash_block_size: int | None = None, release: Release = NEWEST_RELEASE) -> None:
         assert group.block_size is not None, "resolve the group first (resolve_groups)"
         self.group = group
         self.block_size = group.block_size

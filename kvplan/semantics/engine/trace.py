@@ -1,4 +1,5 @@
-"""The replay trace format (docs/vllm/replay-contract.md §1): reading, validation and token-id rules.
+"""The replay trace format (docs/vllm/replay-contract.md §1): a parsed trace document's validation and
+token-id rules (`kvplan.sources.traces.load_trace` reads the file).
 
 Every mistake is a KvplanError naming the trace, the place and the fix, so that the CLI prints
 one line and exits with code 2."""
@@ -8,12 +9,9 @@ from __future__ import annotations
 from array import array
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from os import PathLike
-from pathlib import Path
 from typing import Any
 
 from kvplan.errors import KvplanError
-from kvplan.files import parse_json, read_input_text
 from kvplan.parsing import FieldError
 from kvplan.schema import Field, Record, check_document
 from kvplan.semantics.engine.config import EngineConfig
@@ -21,7 +19,7 @@ from kvplan.semantics.engine.groups import GROUP_TYPE_OF_KIND, WINDOW_FIELDS, KV
 from kvplan.semantics.engine.request import Request
 from kvplan.semantics.engine.trace_format import GROUPS, SCHEDULER_SETTINGS, TOKENS_PER_ID, TRACE
 from kvplan.semantics.kv.specs import MambaSpec
-from kvplan.semantics.releases import release_named
+from kvplan.semantics.releases import NEWEST_RELEASE, Release, release_named
 
 PREFIX_TOKEN_BASE = 1_000_000_000
 UNIQUE_TOKEN_BASE = 2_000_000_000
@@ -96,20 +94,14 @@ class Trace:
         return max((r.arrival_step for r in self.requests), default=-1)
 
 
-def load_trace(path: str | PathLike[str], overrides: Mapping[str, Any] | None = None) -> Trace:
-    """Read and validate a trace file; `overrides` (command-line options) replace config keys."""
-    path = Path(path)
-    shown = str(path)
-    hint = "a trace is one JSON object with 'config' and 'requests'"
-    document = parse_json(read_input_text(path, shown), shown, hint)
-    return parse_trace(document, overrides, source=shown)
-
-
-def parse_trace(document: Any, overrides: Mapping[str, Any] | None = None, source: str = "trace") -> Trace:
-    """A trace document, validated against `TRACE` (types and ranges), then against vLLM's rules."""
+def parse_trace(document: Any, overrides: Mapping[str, Any] | None = None, source: str = "trace", *,
+                release: Release = NEWEST_RELEASE) -> Trace:
+    """A trace document, validated against `TRACE` (types and ranges), then against vLLM's rules.
+    `release` applies when neither `overrides` nor the trace's config names one (`RELEASE_KEY`)."""
     check_document(TRACE, document, source)
     raw_config = document.get("config", {})
-    merged = {**raw_config, **{k: v for k, v in (overrides or {}).items() if v is not None}}
+    merged = {RELEASE_KEY: release.version, **raw_config,
+              **{k: v for k, v in (overrides or {}).items() if v is not None}}
     config = parse_config(merged, source)
     requests = tuple(_parse_request(raw, ordinal, config, source) for ordinal, raw in enumerate(document["requests"]))
     seen: set[str] = set()

@@ -1,7 +1,7 @@
 """The trace-replay format (docs/vllm/replay-contract.md §1), described once: the engine settings of a
 trace's `config` (also a workload's `engine` and `kvplan replay`'s options take them), a request,
-and the whole trace. `kvplan.semantics.engine.trace` validates every trace against `TRACE` before
-reading it; docs/schemas/input/trace.json is `TRACE` published."""
+and the whole trace. `kvplan.semantics.engine.trace.parse_trace` validates every trace against `TRACE`
+before reading it; docs/schemas/input/trace.json is `TRACE` published."""
 
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from kvplan.semantics.engine.block_pool import BlockHash, BlockPool
 from kvplan.semantics.engine.groups import KVCacheGroup
 from kvplan.semantics.engine.single_type_manager import HitLists, SingleTypeKVCacheManager, trim_to_alignment
-from kvplan.semantics.releases import DEFAULT_RELEASE, Release
+from kvplan.semantics.releases import NEWEST_RELEASE, Release
 from kvplan.units import cdiv
 
 if TYPE_CHECKING:
@@ -21,7 +21,7 @@ class SlidingWindowManager(SingleTypeKVCacheManager):
     hits_are_sparse = True
 
     def __init__(self, group: KVCacheGroup, block_pool: BlockPool, enable_caching: bool = True,
-                 group_id: int = 0, hash_block_size: int | None = None, release: Release = DEFAULT_RELEASE) -> None:
+                 group_id: int = 0, hash_block_size: int | None = None, release: Release = NEWEST_RELEASE) -> None:
         super().__init__(group, block_pool, enable_caching, group_id, hash_block_size, release)
         assert group.sliding_window is not None
         self.sliding_window = group.sliding_window
@@ -83,7 +83,7 @@ class ChunkedLocalAttentionManager(SingleTypeKVCacheManager):
     skips_tokens = True
 
     def __init__(self, group: KVCacheGroup, block_pool: BlockPool, enable_caching: bool = True,
-                 group_id: int = 0, hash_block_size: int | None = None, release: Release = DEFAULT_RELEASE) -> None:
+                 group_id: int = 0, hash_block_size: int | None = None, release: Release = NEWEST_RELEASE) -> None:
         super().__init__(group, block_pool, enable_caching, group_id, hash_block_size, release)
         assert group.attention_chunk_size is not None
         self.attention_chunk_size = group.attention_chunk_size

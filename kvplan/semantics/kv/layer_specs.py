@@ -15,7 +15,7 @@ Public API:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Literal
 
 from kvplan.errors import ConfigRejected
@@ -44,7 +44,7 @@ from kvplan.semantics.kv.specs import (
     SlidingWindowSpec,
 )
 from kvplan.semantics.models.shape import HOOK_SSM_DTYPE, LayerShape, MambaState, ModelShape
-from kvplan.semantics.releases import Release, default_release
+from kvplan.semantics.releases import NEWEST_RELEASE, Release
 
 
 @dataclass(frozen=True)
@@ -68,7 +68,7 @@ class CacheSettings:
     mamba_block_size: int | None = None
     gpu_capability: tuple[int, int] | None = None
     attention_backend: str | None = None
-    release: Release = field(default_factory=default_release)
+    release: Release = NEWEST_RELEASE
 
 
 @dataclass(frozen=True)

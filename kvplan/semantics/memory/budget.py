@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from kvplan.semantics.releases import KvSizing, LogFormat, NonKvMemory, Release, default_release
+from kvplan.semantics.releases import NEWEST_RELEASE, KvSizing, LogFormat, NonKvMemory, Release
 from kvplan.units import format_gib
 
 # vLLM's margin in its --kv-cache-memory suggestion: "memory profiling may slightly underestimate"
@@ -64,7 +64,7 @@ class MemoryBudget:
     activation_peak_bytes: int
     non_torch_bytes: int
     kv_cache_memory_override: int | None = None
-    release: Release = field(default_factory=default_release)
+    release: Release = NEWEST_RELEASE
     cuda_graph_bytes: int = 0
     retained_bytes: int = 0
     consumed_bytes: int | None = None

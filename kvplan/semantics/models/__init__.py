@@ -1,9 +1,9 @@
-"""Model configs -> ModelShape (kvplan's view of a model's KV layout) and the bundled catalog.
-Importing this package never imports torch or transformers."""
+"""Model configs -> ModelShape (kvplan's view of a model's KV layout). The configs come already read
+(`kvplan.sources.models` finds them, `kvplan.sources.catalog` holds the bundled ones). Importing this
+package never imports torch or transformers."""
 
-from kvplan.semantics.models.catalog import catalog_ids
+from kvplan.semantics.models.config_file import ResolvedConfig
 from kvplan.semantics.models.reader import shape_from_config
-from kvplan.semantics.models.resolve import ResolvedConfig, resolve_config
 from kvplan.semantics.models.shape import LayerShape, MambaState, ModelShape
 
 __all__ = [
@@ -11,7 +11,5 @@ __all__ = [
     "MambaState",
     "ModelShape",
     "ResolvedConfig",
-    "catalog_ids",
-    "resolve_config",
     "shape_from_config",
 ]

@@ -2,9 +2,9 @@
 
 A config.json holds many keys kvplan never reads, so the record is open: only the keys below are
 checked (at the root and in `text_config`), null standing for "not given" as transformers keeps it.
-`resolve_config` checks every config against `MODEL_CONFIG` before any shape is derived, so that
-zero heads, a NaN hidden size or a billion layers are one line naming the key, not a division by
-zero, a ValueError or a hang."""
+`kvplan.sources.models.resolve_config` checks every config against `MODEL_CONFIG` before any shape
+is derived, so that zero heads, a NaN hidden size or a billion layers are one line naming the key,
+not a division by zero, a ValueError or a hang."""
 
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ from kvplan.semantics.models.config_fields import ConfigView, config_dtype, rope
 from kvplan.semantics.models.maxlen import derive_max_model_len
 from kvplan.semantics.models.shape import LayerShape, ModelShape
 from kvplan.semantics.models.validation import check_config_classes
-from kvplan.semantics.releases import DEFAULT_RELEASE, Release
+from kvplan.semantics.releases import NEWEST_RELEASE, Release
 
 
 def architecture_of(config: Mapping[str, Any]) -> str:
@@ -32,7 +32,7 @@ class UnknownArchitecture(KvplanError):
         self.architecture = architecture
 
 
-def shape_from_config(config: Mapping[str, Any], model_id: str, release: Release = DEFAULT_RELEASE) -> ModelShape:
+def shape_from_config(config: Mapping[str, Any], model_id: str, release: Release = NEWEST_RELEASE) -> ModelShape:
     """The ModelShape of an architecture kvplan knows, as `release` reads its config;
     `UnknownArchitecture` for any other."""
     architecture = architecture_of(config)

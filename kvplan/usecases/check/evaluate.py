@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kvplan.errors import EXIT_FINDING, EXIT_OK
-from kvplan.semantics.releases import Release, default_release
+from kvplan.semantics.releases import Release
+from kvplan.sources.installed import default_release
 from kvplan.usecases.check.assertions import Assertion, AssertionResult
 from kvplan.usecases.check.capacity_checks import evaluate_capacity
 from kvplan.usecases.check.spec import CheckSpec
@@ -81,7 +82,7 @@ def evaluate_on(assertions: tuple[Assertion, ...], target: Target, source: str) 
 def spec_inputs(spec: CheckSpec) -> tuple[Path, ...]:
     """Every file evaluating the spec reads: the spec, its profile, the model config or directory it
     plans (its own, or the one the profile names), each workload and the files that workload reads."""
-    from kvplan.semantics.models.resolve import local_model_path
+    from kvplan.sources.models import local_model_path
     from kvplan.usecases.profile_summary import load_profile
     from kvplan.usecases.simulate.workload import load_workload
 

@@ -23,8 +23,9 @@ from kvplan.files import parse_json, parse_toml, read_input_text
 from kvplan.parsing import first_unknown_key
 from kvplan.schema import check_document
 from kvplan.semantics.config.cache import utilization_problem
-from kvplan.semantics.models.resolve import model_named_in_file
-from kvplan.semantics.releases import Release, default_release, release_named
+from kvplan.semantics.releases import Release, release_named
+from kvplan.sources.installed import default_release
+from kvplan.sources.models import model_named_in_file
 from kvplan.units import parse_bytes, parse_duration
 from kvplan.usecases.check.assertions import KINDS, OBJECTIVE_NAMES, SECONDS, Assertion, AssertionKind, Concurrency
 from kvplan.usecases.check.spec_format import SPEC

@@ -141,7 +141,7 @@ def _saved_profile(spec: TargetSpec, shown: str, release: Release, trust_remote_
     document = load_profile(spec.profile, f"{shown}: target.profile ({spec.profile.name})")
     expected_sha = spec.config_sha256
     if spec.model is not None:
-        from kvplan.semantics.models.resolve import resolve_config
+        from kvplan.sources.models import resolve_config
 
         resolved_sha = resolve_config(spec.model).sha256
         if expected_sha is not None and expected_sha != resolved_sha:

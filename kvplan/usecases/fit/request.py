@@ -11,7 +11,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 from kvplan.errors import KvplanError
-from kvplan.semantics.releases import DEFAULT_RELEASE, Release
+from kvplan.semantics.releases import Release
+from kvplan.sources.installed import DEFAULT_RELEASE
 from kvplan.units import format_duration, parse_duration
 from kvplan.usecases.simulate.metrics import RunMetrics, Summary
 from kvplan.usecases.simulate.workload import Workload

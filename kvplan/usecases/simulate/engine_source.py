@@ -20,7 +20,8 @@ from kvplan.semantics.engine.groups import KVCacheGroup
 from kvplan.semantics.engine.trace import CONFIG_KEYS, RELEASE_KEY, parse_config
 from kvplan.semantics.kv.sizing import kv_cache_tokens
 from kvplan.semantics.kv.specs import FullAttentionSpec
-from kvplan.semantics.releases import RELEASES, Release, default_release, release_named
+from kvplan.semantics.releases import RELEASES, Release, release_named
+from kvplan.sources.installed import default_release
 from kvplan.usecases.plan import PlanRequest, PlanSummary, plan
 from kvplan.usecases.profile_summary import load_profile, release_mismatch
 from kvplan.usecases.replay import EngineSettings

@@ -37,8 +37,8 @@ from kvplan.semantics.engine.args import EngineArgs, setting
 from kvplan.semantics.engine.groups import KVCacheGroup
 from kvplan.semantics.engine.trace import GROUPS_KEY, parse_groups
 from kvplan.semantics.engine.trace_format import TRACE
-from kvplan.semantics.models.resolve import local_model_path, model_named_in_file
 from kvplan.semantics.releases import Scheduling
+from kvplan.sources.models import local_model_path, model_named_in_file
 from kvplan.units import parse_bytes
 from kvplan.usecases.simulate.arrivals import ArrivalProcess, arrival_times, parse_arrival
 from kvplan.usecases.simulate.distributions import Distribution, parse_distribution

@@ -33,8 +33,9 @@ from kvplan.schema import check_document
 from kvplan.semantics.config.cache import check_kv_cache_dtype, utilization_problem
 from kvplan.semantics.config.model import check_model_dtype
 from kvplan.semantics.engine.args import EngineArgs
-from kvplan.semantics.models.resolve import local_model_path, model_named_in_file
-from kvplan.semantics.releases import DEFAULT_RELEASE, RELEASES, release_named
+from kvplan.semantics.releases import RELEASES, release_named
+from kvplan.sources.installed import DEFAULT_RELEASE
+from kvplan.sources.models import local_model_path, model_named_in_file
 from kvplan.units import parse_bytes
 from kvplan.usecases.configuration import Configuration
 from kvplan.usecases.simulate.workload import Workload, load_workload

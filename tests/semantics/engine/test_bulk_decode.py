@@ -14,8 +14,9 @@ from hypothesis import strategies as st
 from kvplan.semantics.engine.config import EngineConfig
 from kvplan.semantics.engine.replay import ReplaySummary, replay
 from kvplan.semantics.engine.scheduler import Scheduler, StepResult
-from kvplan.semantics.engine.trace import Trace, TraceRequest, load_trace
+from kvplan.semantics.engine.trace import Trace, TraceRequest
 from kvplan.semantics.releases import RELEASES
+from kvplan.sources.traces import load_trace
 from tests.golden import GOLDEN_CASES, GoldenCase
 from tests.semantics.engine.strategies import engine_knobs
 

@@ -12,7 +12,7 @@ import pytest
 from kvplan.report.replay_records import RecordEncoder, step_record, summary_record
 from kvplan.semantics.engine.replay import replay
 from kvplan.semantics.engine.scheduler import Scheduler, StepResult
-from kvplan.semantics.engine.trace import load_trace
+from kvplan.sources.traces import load_trace
 from tests.golden import GOLDEN_CASES, PENDING_CASES, PENDING_RELEASES, GoldenCase, normalised
 
 CASES = [*GOLDEN_CASES, *(pytest.param(case, marks=pytest.mark.xfail(reason=PENDING_RELEASES[case.vllm_version],

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from kvplan.errors import KvplanError
-from kvplan.semantics.engine.trace import OUTPUT_TOKEN_BASE, load_trace, parse_trace
-from kvplan.semantics.releases import default_release
+from kvplan.semantics.engine.trace import OUTPUT_TOKEN_BASE, parse_trace
+from kvplan.semantics.releases import NEWEST_RELEASE, VLLM_0_17_1, VLLM_0_33_0
 
 CONFIG = {"num_gpu_blocks": 14, "max_num_batched_tokens": 64, "max_num_seqs": 4, "max_model_len": 512}
 
@@ -33,7 +31,7 @@ def test_defaults_and_token_id_rules() -> None:
     config = trace.config
     # the block size is the release's default (16 until 0.33.0, 64 in 0.34.0: docs/vllm/changes-0.34.md §2.1)
     assert (config.block_size, config.max_num_batched_tokens, config.max_num_seqs, config.max_model_len) == (
-        default_release().default_block_size, 2048, 128, 4096)
+        NEWEST_RELEASE.default_block_size, 2048, 128, 4096)
     assert config.enable_prefix_caching and config.enable_chunked_prefill and config.hash_seed == "0"
     a, b = trace.requests
     assert list(a.prompt()) == [1_002_000_000, 1_002_000_001, 2_000_000_000, 2_000_000_001]
@@ -46,8 +44,15 @@ def test_overrides_replace_the_trace_config() -> None:
     overrides = {"num_gpu_blocks": 99, "enable_prefix_caching": False, "block_size": None}
     trace = parse_trace(doc(req()), overrides)
     assert trace.config.num_gpu_blocks == 99 and not trace.config.enable_prefix_caching
-    assert trace.config.block_size == default_release().default_block_size
+    assert trace.config.block_size == NEWEST_RELEASE.default_block_size
 
+
+
+def test_the_release_given_applies_where_neither_the_trace_nor_the_overrides_name_one() -> None:
+    assert parse_trace(doc(req())).config.release is NEWEST_RELEASE
+    assert parse_trace(doc(req()), release=VLLM_0_17_1).config.release is VLLM_0_17_1
+    assert parse_trace(doc(req(), vllm_version="0.33.0"), release=VLLM_0_17_1).config.release is VLLM_0_33_0
+    assert parse_trace(doc(req()), {"vllm_version": "0.33.0"}, release=VLLM_0_17_1).config.release is VLLM_0_33_0
 
 @pytest.mark.parametrize(("document", "message"), [
     (doc(req(max_token=4)), "requests[0].max_token: unknown key; did you mean max_tokens?"),
@@ -84,14 +89,3 @@ def test_invalid_traces_are_one_clear_error(document: Any, message: str) -> None
     text = str(error.value)
     assert message in text and "\n" not in text and text.startswith("t.json")
 
-
-def test_unreadable_files(tmp_path: Path) -> None:
-    with pytest.raises(KvplanError, match=r"missing\.json: file not found"):
-        load_trace(tmp_path / "missing.json")
-    broken = tmp_path / "broken.json"
-    broken.write_text('{"config": {"num_gpu_blocks": 4},')
-    with pytest.raises(KvplanError, match=r"not valid JSON \(line 1"):
-        load_trace(broken)
-    good = tmp_path / "good.json"
-    good.write_text(json.dumps(doc(req())))
-    assert load_trace(good).requests[0].request_id == "r0"

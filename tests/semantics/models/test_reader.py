@@ -11,10 +11,11 @@ from pathlib import Path
 import pytest
 
 from kvplan.errors import EXIT_BAD_INPUT, ConfigRejected, KvplanError
-from kvplan.semantics.models import catalog_ids, resolve_config, shape_from_config
-from kvplan.semantics.models.catalog import CATALOG_DIR
+from kvplan.semantics.models import shape_from_config
 from kvplan.semantics.models.shape import HOOK_SSM_DTYPE
 from kvplan.semantics.releases import VLLM_0_17_1, VLLM_0_33_0
+from kvplan.sources.catalog import CATALOG_DIR, catalog_ids
+from kvplan.sources.models import resolve_config
 
 SIZING = Path(__file__).resolve().parents[2] / "data" / "sizing" / "vllm-0.17.1-cases.json"
 SPEC_KINDS = {"FullAttentionSpec": "full", "SlidingWindowSpec": "sliding_window", "MLAAttentionSpec": "mla",

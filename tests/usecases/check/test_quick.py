@@ -11,7 +11,8 @@ import pytest
 
 from kvplan.cli.quick_asserts import verdict_exit_code
 from kvplan.errors import KvplanError
-from kvplan.semantics.releases import VLLM_0_17_1, default_release
+from kvplan.semantics.releases import VLLM_0_17_1
+from kvplan.sources.installed import default_release
 from kvplan.usecases.check.assertions import Concurrency
 from kvplan.usecases.check.quick import parse_quick_asserts, plan_report, profile_report, simulation_report
 from kvplan.usecases.plan import PlanRequest, plan

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from kvplan.errors import KvplanError
-from kvplan.semantics.releases import default_release
+from kvplan.sources.installed import default_release
 from kvplan.usecases.check.evaluate import evaluate
 from tests.usecases.check.factories import QWEN, tiny_workload
 

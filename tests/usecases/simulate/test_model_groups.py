@@ -9,7 +9,8 @@ import pytest
 from kvplan.report.plan_json import plan_record
 from kvplan.report.simulate_json import result_document
 from kvplan.semantics.engine.args import EngineArgs
-from kvplan.semantics.releases import VLLM_0_17_1, VLLM_0_33_0, Release, default_release
+from kvplan.semantics.releases import VLLM_0_17_1, VLLM_0_33_0, Release
+from kvplan.sources.installed import default_release
 from kvplan.usecases.check.workload_checks import on_target_pool
 from kvplan.usecases.plan import PlanRequest, plan
 from kvplan.usecases.simulate.driver import SimOptions, prepare

@@ -2,38 +2,28 @@
 Hugging Face cache, then the hub. The hub is asked last, only when the command may use the network
 (`kvplan.hub.current_access`: never for `check` unless --allow-network, never with --offline or
 HF_HUB_OFFLINE), and through huggingface_hub, so that HF_TOKEN, the saved login, --revision and the
-hub cache work as they do for transformers."""
+hub cache work as they do for transformers. What is found is a `ResolvedConfig`
+(`semantics/models/config_file.py`), checked against `MODEL_CONFIG` before any shape is derived."""
 
 from __future__ import annotations
 
 import hashlib
 import os
 import re
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from kvplan.errors import KvplanError
 from kvplan.files import parse_json, read_input_bytes
 from kvplan.hub import current_access, fetch_config
 from kvplan.schema import check_document
-from kvplan.semantics.models.catalog import catalog_config_path, close_catalog_ids
+from kvplan.semantics.models.config_file import ResolvedConfig, Source
 from kvplan.semantics.models.config_format import MODEL_CONFIG, rope_problem
-
-Source = Literal["catalog", "local", "hf-cache", "hub"]
+from kvplan.sources.catalog import catalog_config_path, close_catalog_ids
 
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*(/[\w.\-]+)?$")
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
 MAX_CONFIG_BYTES = 64 << 20     # a config.json is a few KiB; the largest known are under 1 MiB
-
-
-@dataclass(frozen=True)
-class ResolvedConfig:
-    model_id: str
-    source: Source
-    path: str                 # file path, or where the hub download was cached
-    config: dict[str, Any]
-    sha256: str               # of the file's bytes
 
 
 def local_model_path(model: str) -> Path | None:

@@ -10,9 +10,9 @@ import pytest
 
 from kvplan.errors import EXIT_BAD_INPUT, KvplanError
 from kvplan.hub import HubAccess, hub_access
-from kvplan.semantics.models import catalog_ids, resolve
-from kvplan.semantics.models.catalog import CATALOG_DIR
-from kvplan.semantics.models.resolve import resolve_config
+from kvplan.sources import models
+from kvplan.sources.catalog import CATALOG_DIR, catalog_ids
+from kvplan.sources.models import resolve_config
 
 TINY = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "num_hidden_layers": 2, "hidden_size": 64,
         "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 1000}
@@ -31,7 +31,7 @@ def no_hub(monkeypatch):
     """Any attempt to reach the hub fails the test."""
     def refuse(model_id: str, access: HubAccess, **_: object) -> tuple[bytes, str]:
         raise AssertionError(f"the hub was asked for {model_id}")
-    monkeypatch.setattr(resolve, "fetch_config", refuse)
+    monkeypatch.setattr(models, "fetch_config", refuse)
 
 
 def test_catalog_lists_every_bundled_config_unchanged(data_dir):
@@ -143,10 +143,10 @@ def test_a_command_without_network_access_never_fetches(hf_home, no_hub):
 
 
 def test_hub_answer_is_parsed_and_validated(hf_home, monkeypatch):
-    monkeypatch.setattr(resolve, "fetch_config", lambda model_id, access, **_: (json.dumps(TINY).encode(), "cached"))
+    monkeypatch.setattr(models, "fetch_config", lambda model_id, access, **_: (json.dumps(TINY).encode(), "cached"))
     resolved = resolve_config("acme/tiny")
     assert (resolved.source, resolved.config) == ("hub", TINY)
     broken = {**TINY, "num_attention_heads": 0}
-    monkeypatch.setattr(resolve, "fetch_config", lambda model_id, access, **_: (json.dumps(broken).encode(), "cached"))
+    monkeypatch.setattr(models, "fetch_config", lambda model_id, access, **_: (json.dumps(broken).encode(), "cached"))
     with pytest.raises(KvplanError, match=r"cached: num_attention_heads: 0 is out of range"):
         resolve_config("acme/tiny")

@@ -1,11 +1,19 @@
 """The bundled catalog: genuine Hugging Face `config.json` files shipped inside the package, so that
-a hub id in it resolves without the network. Provenance is in data/models/SOURCES.md."""
+a hub id in it resolves without the network (provenance: kvplan/data/models/SOURCES.md), and the
+weight layouts of their meta-device builds, precomputed by scripts/compute_catalog_weights.py into
+kvplan/data/weights.json, so that planning a catalog model needs neither torch nor transformers."""
 
 from __future__ import annotations
 
+import json
+from functools import cache
 from pathlib import Path
 
-CATALOG_DIR = Path(__file__).resolve().parents[2] / "data" / "models"
+from kvplan.semantics.weights import WeightLayout, layout_from_json
+
+CATALOG_DIR = Path(__file__).resolve().parents[1] / "data" / "models"
+WEIGHTS_FILE = Path(__file__).resolve().parents[1] / "data" / "weights.json"
+WEIGHTS_SCHEMA_VERSION = 1
 
 
 def _dir_to_id(name: str) -> str:
@@ -43,3 +51,15 @@ def close_catalog_ids(model_id: str, limit: int = 3) -> tuple[str, ...]:
     by_name = {canonical.lower().rsplit("/", 1)[-1]: canonical.lower() for canonical in ids}
     close += [by_name[hit] for hit in difflib.get_close_matches(name, list(by_name), n=limit, cutoff=0.8)]
     return tuple(dict.fromkeys(by_lower[hit] for hit in close))[:limit]
+
+
+@cache
+def catalog_layouts() -> dict[str, WeightLayout]:
+    """The precomputed layouts, keyed by the sha256 of the config.json they were built from."""
+    if not WEIGHTS_FILE.is_file():
+        return {}
+    data = json.loads(WEIGHTS_FILE.read_text())
+    if data.get("schema_version") != WEIGHTS_SCHEMA_VERSION:
+        return {}
+    layouts = (layout_from_json(entry) for entry in data["models"].values())
+    return {layout.config_sha256: layout for layout in layouts}
