@@ -203,6 +203,10 @@ class EngineArgs:
         flags=("--enable-chunked-prefill/--no-enable-chunked-prefill",), kind=Boolean(),
         hidden_flags=("--chunked-prefill/--no-chunked-prefill",),
         default=lambda release: True, help="vLLM's chunked prefill (default on).")
+    disable_hybrid_kv_cache_manager: bool | None = _setting(
+        flags=("--disable-hybrid-kv-cache-manager/--no-disable-hybrid-kv-cache-manager",), kind=Boolean(),
+        help="vLLM's --disable-hybrid-kv-cache-manager: one KV cache group for every layer type. Default: vLLM "
+        "decides (the hybrid manager, except for chunked local attention where the environment turns it off).")
     enable_extensible_kv_cache: bool | None = _setting(
         flags=("--enable-extensible-kv-cache/--no-enable-extensible-kv-cache",), kind=Boolean(),
         help="vLLM 0.34.0's extensible KV cache: sized from the memory measured after warmup and CUDA-graph "

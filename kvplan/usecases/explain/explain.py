@@ -11,7 +11,7 @@ build leaves the logged terms unreconciled, with the reason."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from kvplan.errors import KvplanError
@@ -96,7 +96,7 @@ def explain(request: ExplainRequest) -> ExplainResult:
         log, resolved.total_bytes, float(logged_utilization) if isinstance(logged_utilization, int | float)
         else plan_request.utilization, resolved.release)
     predicted = Predicted(predicted_budget, predicted_plan, sized,
-                          1 if plan_request is None else plan_request.tensor_parallel_size,
+                          1 if plan_request is None else plan_request.value("tensor_parallel_size"),
                           not_predicted[-1] if not_predicted else None, _rounding_range(sized))
     rows = term_rows(log, predicted)
     context = FixContext(plan_request, budget or predicted_budget, "log" if budget is not None else "predicted",
@@ -119,7 +119,7 @@ def _size_logged_memory(log: StartupLog, request: PlanRequest) -> tuple[PlanResu
         return None, None
     try:
         # with the weights: a profile saved from the log gives simulate's step-time estimate its bytes
-        return plan(replace(request, kv_cache_memory_bytes=available, with_weights=True)), None
+        return plan(request.with_settings(kv_cache_memory_bytes=available, with_weights=True)), None
     except KvplanError as error:
         return None, f"the pool: kvplan cannot plan this model with these settings: {error}"
 
@@ -129,16 +129,16 @@ def _rounding_range(sized: PlanResult | None) -> tuple[PlanResult, PlanResult] |
     if sized is None:
         return None
     request = sized.request
-    memory = request.kv_cache_memory_bytes or 0
-    return (plan(replace(request, kv_cache_memory_bytes=max(memory - GIB_RESOLUTION, 1), with_weights=False)),
-            plan(replace(request, kv_cache_memory_bytes=memory + GIB_RESOLUTION, with_weights=False)))
+    memory = request.args.kv_cache_memory_bytes or 0
+    return (plan(request.with_settings(kv_cache_memory_bytes=max(memory - GIB_RESOLUTION, 1), with_weights=False)),
+            plan(request.with_settings(kv_cache_memory_bytes=memory + GIB_RESOLUTION, with_weights=False)))
 
 
 def _sized_at(request: PlanRequest | None, budget: MemoryBudget | None) -> PlanResult | None:
     if request is None or budget is None:
         return None
     try:
-        return plan(replace(request, kv_cache_memory_bytes=budget.available_kv_bytes, with_weights=False))
+        return plan(request.with_settings(kv_cache_memory_bytes=budget.available_kv_bytes, with_weights=False))
     except KvplanError:
         return None
 
