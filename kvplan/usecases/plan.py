@@ -399,6 +399,7 @@ def settle(request: PlanRequest) -> SettledConfig:
         pp_layer_partition=os.environ.get("VLLM_PP_LAYER_PARTITION"),
         enable_prefix_caching=request.args.enable_prefix_caching,
         enable_chunked_prefill=request.value("enable_chunked_prefill"),
+        mamba_ssm_cache_dtype=request.value("mamba_ssm_cache_dtype"),
         gpu_capability=device.capability,
         release=request.release,
     )
