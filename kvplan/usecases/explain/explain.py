@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kvplan.errors import KvplanError
+from kvplan.semantics.engine.args import setting
 from kvplan.semantics.memory.budget import MemoryBudget
 from kvplan.semantics.memory.startup_log import GIB_RESOLUTION
 from kvplan.semantics.releases import Release
@@ -162,17 +163,13 @@ def _predict(request: PlanRequest) -> tuple[MemoryBudget | None, PlanResult | No
     return profile.budget, profile.plan, None, profile.warnings
 
 
-# the `vllm serve` flag of a setting
-SERVE_FLAGS = {
-    "dtype": "--dtype", "max_model_len": "--max-model-len", "tensor_parallel_size": "--tensor-parallel-size",
-    "pipeline_parallel_size": "--pipeline-parallel-size", "gpu_memory_utilization": "--gpu-memory-utilization",
-    "block_size": "--block-size", "kv_cache_dtype": "--kv-cache-dtype", "max_num_batched_tokens":
-    "--max-num-batched-tokens", "max_num_seqs": "--max-num-seqs", "kv_cache_memory_bytes": "--kv-cache-memory-bytes",
-    "num_gpu_blocks_override": "--num-gpu-blocks-override", "quantization": "--quantization",
-    "data_parallel_size": "--data-parallel-size",
-}
-_SWITCHES = {"enable_prefix_caching": "prefix-caching", "enable_chunked_prefill": "chunked-prefill",
-             "enforce_eager": "enforce-eager", "async_scheduling": "async-scheduling"}
+# the log's settings a `vllm serve` line repeats: engine arguments by the flag `EngineArgs` declares (a
+# switch by its on or off half), and one kvplan does not plan with by vLLM's flag
+SERVE_VALUES = ("dtype", "max_model_len", "tensor_parallel_size", "pipeline_parallel_size", "gpu_memory_utilization",
+                "block_size", "kv_cache_dtype", "max_num_batched_tokens", "max_num_seqs", "kv_cache_memory_bytes",
+                "num_gpu_blocks_override", "quantization")
+SERVE_SWITCHES = ("enable_prefix_caching", "enable_chunked_prefill", "enforce_eager", "async_scheduling")
+OTHER_SERVE_FLAGS = {"data_parallel_size": "--data-parallel-size"}
 
 
 def _command(log: StartupLog, resolved: ResolvedSettings) -> str | None:
@@ -183,11 +180,11 @@ def _command(log: StartupLog, resolved: ResolvedSettings) -> str | None:
     words = ["vllm", "serve", model]
     for name in log.non_default_args:
         value = log.setting(name)
-        if name in SERVE_FLAGS:
-            words += [SERVE_FLAGS[name], str(value)]
-        elif name in _SWITCHES and isinstance(value, bool):
-            words.append(("--enable-" if value else "--no-enable-") + _SWITCHES[name]
-                         if name.startswith("enable_") else ("--" if value else "--no-") + _SWITCHES[name])
+        if name in SERVE_VALUES or name in OTHER_SERVE_FLAGS:
+            words += [OTHER_SERVE_FLAGS.get(name) or setting(name).flag, str(value)]
+        elif name in SERVE_SWITCHES and isinstance(value, bool):
+            on_flag, off_flag = setting(name).flags[0].split("/")
+            words.append(on_flag if value else off_flag)
     return " ".join(words)
 
 
