@@ -1,7 +1,8 @@
 """Command-line interface: each command lives in its own module and only parses, calls, renders.
 
 `kvplan.cli.root` is the whole application with every command registered. A run imports only the
-command it runs, and `kvplan plan` with plain flags runs without typer at all (`plan_plain`)."""
+command it runs, and `kvplan plan` runs without typer at all: its one parser is `plan_args`, from
+the declarations typer renders its help from (typer runs for `kvplan plan --help` only)."""
 
 from __future__ import annotations
 
@@ -93,9 +94,9 @@ def _run(args: list[str]) -> None:
 
     command = commands.command_of(args)
     if command == "plan":
-        from kvplan.cli.plan_plain import run_plain
+        from kvplan.cli.plan_args import run_plan_command
 
-        code = run_plain(args[1:])
+        code = run_plan_command(args[1:])
         if code is not None:
             raise SystemExit(code)
     if command is None:

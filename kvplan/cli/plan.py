@@ -1,33 +1,38 @@
-"""`kvplan plan`: the KV cache sized from a model config, exactly as vLLM would."""
+"""`kvplan plan`: the KV cache sized from a model config, exactly as vLLM would.
+
+typer only renders `kvplan plan --help` from these declarations: every command line is read by
+`kvplan.cli.plan_args`, also when the app is run directly (`PlanCommand`)."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import typer
+from typer.core import TyperCommand
 
 from kvplan.cli.options import PLANNING, EngineOptions, engine_options
-from kvplan.cli.plan_plain import run_plan
+from kvplan.cli.plan_args import PROFILE, run_plan_command
 from kvplan.cli.root import JSON, app
-from kvplan.usecases.check.quick import QUICK_ASSERTS, parse_quick_asserts, quick_help
-
-PROFILE = typer.Option(
-    None, "--profile", metavar="P.json",
-    help="Size the cache from a saved profile's measured terms (`kvplan profile --save`, `kvplan explain LOG "
-    "--save-profile`) at the settings given here: another --gpu-memory-utilization, --max-model-len or "
-    "--kv-cache-dtype, as if the GPU had been measured. The rest of the settings are the profile's.")
+from kvplan.usecases.check.quick import quick_help
 
 
-@app.command("plan", context_settings=QUICK_ASSERTS, epilog=quick_help("plan"))
+class PlanCommand(TyperCommand):
+    """The command whose help typer renders and whose words `plan_args` reads."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:   # ctx: the click Context typer vendors
+        code = run_plan_command(args)
+        if code is None:
+            return super().parse_args(ctx, ["--help"])
+        raise typer.Exit(code)
+
+
+@app.command("plan", cls=PlanCommand, epilog=quick_help("plan"))
 @engine_options(*PLANNING, positional_model=True)
-def plan_command(ctx: typer.Context, engine: EngineOptions, profile: Path | None = PROFILE,
+def plan_command(engine: EngineOptions, profile: Path | None = PROFILE.typer_option(),
                  json_output: bool = JSON) -> None:
     """Size the KV cache from a model config, exactly as the chosen vLLM release would.
 
     With --kv-cache-memory it needs no torch and answers in well under a second; with only --gpu
     (or --gpu-memory) the non-KV memory is predicted by the profile run on the fake backend; with
     --profile it is the saved profile's."""
-    code = run_plan(engine, json_output, parse_quick_asserts(ctx.args, "plan"), profile=profile,
-                    model_given=engine.model is not None)
-    if code:
-        raise typer.Exit(code)

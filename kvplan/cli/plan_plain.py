@@ -1,118 +1,17 @@
-"""`kvplan plan` without typer: typer validates every value through pydantic, whose import alone
-takes longer than the plan, and typer itself is too slow even without it: with typer's pydantic
-coercion replaced by a plain int()/float()/str() (an experiment, issue 19), the plan parsed by typer
-took a median of 377 ms beside this path's 235 ms (`python -c pass` 39 ms; 7 cold runs each, back to
-back), over the 300 ms of `make bench` (benchmarks/targets.py).
-
-A command line of plain engine flags (`--model X --kv-cache-memory 24GiB --json`) is read here from
-the same declarations typer gets (`kvplan.cli.options`); anything else (help, `--assert-*`, a value
-that is not a plain number, a flag given twice, an unknown word) goes to typer, which says what is
-wrong. Both paths end in `run_plan`."""
+"""`kvplan plan` once its command line is read (`kvplan.cli.plan_args`): the plan, printed, and
+the verdict of its `--assert-*` flags."""
 
 from __future__ import annotations
 
-import re
-import types
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Union, get_args, get_origin
+from typing import TYPE_CHECKING
 
-from kvplan.cli.options import (
-    JSON_FLAG,
-    PLANNING,
-    EngineOptions,
-    Flag,
-    engine_access,
-    engine_flags,
-    fold_model_argument,
-    read_engine_options,
-)
-from kvplan.hub import hub_access
-from kvplan.limits import MAX_DIGITS
+from kvplan.cli.options import EngineOptions
 from kvplan.report.stderr import warn_once
 
 if TYPE_CHECKING:
     from kvplan.usecases.check.assertions import Assertion
     from kvplan.usecases.plan import PlanRequest, PlanResult
-
-MODEL_WORD = "model_argument"
-_INT = re.compile(r"(0|[1-9][0-9]*)")
-_FLOAT = re.compile(r"[0-9]+(\.[0-9]+)?|\.[0-9]+")
-
-
-def run_plain(args: list[str]) -> int | None:
-    """Run `kvplan plan ARGS` if ARGS are plain engine flags; None to leave them to typer."""
-    parsed = parse_plain(args)
-    if parsed is None:
-        return None
-    engine, json_output = parsed
-    with hub_access(engine_access(engine)):        # as `engine_options` gives the typer path
-        return run_plan(engine, json_output, ())
-
-
-def parse_plain(args: list[str]) -> tuple[EngineOptions, bool] | None:
-    """(the engine settings, --json) as typer would parse them, or None when typer must decide."""
-    flags = engine_flags(PLANNING)
-    values: dict[str, Any] = {}
-    switches: dict[str, tuple[str, bool]] = {JSON_FLAG: ("json_output", True)}
-    takes_value: dict[str, str] = {}
-    for name, flag in flags.items():
-        if _value_type(flag) is bool:
-            for decl in flag.decls:
-                positive, _, negative = decl.partition("/")
-                switches[positive] = (name, True)
-                if negative:
-                    switches[negative] = (name, False)
-        else:
-            for decl in flag.decls:
-                takes_value[decl] = name
-    index = 0
-    while index < len(args):
-        word = args[index]
-        index += 1
-        decl, has_value, value = word.partition("=") if word.startswith("--") else (word, "", "")
-        if decl in switches and not has_value:
-            name, on = switches[decl]
-            given: Any = on
-        elif decl in takes_value:
-            name = takes_value[decl]
-            if not has_value:
-                if index == len(args) or args[index].startswith("-"):
-                    return None
-                value = args[index]
-                index += 1
-            given = _convert(value, _value_type(flags[name]))
-            if given is None:
-                return None
-        elif not word.startswith("-"):
-            name, given = MODEL_WORD, word        # `kvplan plan MODEL`, as `vllm serve MODEL`
-        else:
-            return None
-        if name in values:
-            return None
-        values[name] = given
-    json_output = bool(values.pop("json_output", False))
-    positional = values.pop(MODEL_WORD, None)
-    engine = read_engine_options({name: values.get(name, flag.default) for name, flag in flags.items()})
-    return fold_model_argument(engine, positional), json_output
-
-
-def _value_type(flag: Flag) -> type:
-    annotation = flag.annotation
-    if get_origin(annotation) in (Union, types.UnionType):
-        annotation = next(arg for arg in get_args(annotation) if arg is not type(None))
-    return annotation
-
-
-def _convert(text: str, kind: type) -> Any:
-    """The value typer would give for `text`, where that is beyond doubt; else None."""
-    if kind is str:
-        return text
-    if kind is int:
-        # thousands of digits are beyond int() (and any range): typer says what is wrong with them
-        return int(text) if _INT.fullmatch(text) and len(text) <= MAX_DIGITS else None
-    if kind is float:
-        return float(text) if _FLOAT.fullmatch(text) else None
-    return None
 
 
 def run_plan(engine: EngineOptions, json_output: bool, assertions: tuple[Assertion, ...],

@@ -21,7 +21,7 @@ from kvplan.errors import KvplanError
 from kvplan.files import atomic_output, read_input_text
 from kvplan.report.jsonout import dumps, to_jsonable
 from kvplan.report.plan_json import plan_record
-from kvplan.report.simulate_json import describe_engine, rounded
+from kvplan.report.simulate_json import describe_engine, describe_kv_usage, rounded
 from kvplan.report.sizing_path import path_record, states_path
 from kvplan.semantics.memory.budget import peak_activation_bytes
 from kvplan.usecases.profile import ProfileResult
@@ -273,7 +273,7 @@ def workload_check_record(check: WorkloadCheck) -> dict[str, Any]:
             "num_finished": metrics.num_finished,
             "num_rejected": check.num_rejected,
             "num_conversations_cut": check.num_conversations_cut,
-            "kv_usage": to_jsonable(metrics.kv),
+            "kv_usage": describe_kv_usage(metrics.kv),
             "preemptions": to_jsonable(metrics.preemptions),
             "prefix_cache": to_jsonable(metrics.prefix_cache),
             "throughput": to_jsonable(metrics.throughput),

@@ -36,6 +36,5 @@ def render_replay_summary(summary: ReplaySummary, trace_name: str) -> None:
 
 
 def _group_label(group: KVCacheGroup) -> str:
-    detail = {"sliding_window": group.sliding_window, "chunked_local_attention": group.attention_chunk_size,
-              "mamba": group.mamba_cache_mode}[group.kind] if group.kind != "full_attention" else None
-    return group.kind.replace("_", " ") + (f" {detail}" if detail is not None else "")
+    """"sliding window 4096": the group's type and its window, chunk or Mamba cache mode."""
+    return " ".join([group.spec.kind.replace("_", " "), *map(str, group.parameters.values())])

@@ -51,16 +51,15 @@ def groups_summary(config: EngineConfig) -> dict[str, Any]:
     assert config.kv_cache_groups is not None
     given = []
     for group in config.kv_cache_groups:
-        entry: dict[str, Any] = {"type": group.kind}
-        for name in ("sliding_window", "attention_chunk_size", "mamba_cache_mode", "block_size"):
-            if getattr(group, name) is not None:
-                entry[name] = getattr(group, name)
+        entry: dict[str, Any] = {"type": group.spec.kind, **group.parameters}
+        if group.block_size is not None:
+            entry["block_size"] = group.block_size
         if group.prefill_checkpoint_alignment is not None:
             entry.update(checkpoint_fields(group))
         given.append(entry)
     fields: dict[str, Any] = {
         "kv_cache_groups": given,
-        "kv_cache_group_specs": [{"spec": g.spec_name, "block_size": g.block_size,
+        "kv_cache_group_specs": [{"spec": g.spec.__name__, "block_size": g.block_size,
                                   **(checkpoint_fields(g) if g.num_prefill_checkpoint_blocks else {})}
                                  for g in config.groups],
     }

@@ -16,6 +16,7 @@ from rich.text import Text
 
 from kvplan.report.simulate_json import SeriesRow, round_floats, series_rows
 from kvplan.report.text import plain, valid_text
+from kvplan.semantics.kv.specs import KVCacheSpec
 from kvplan.units import format_duration, significant
 from kvplan.usecases.simulate.capacity_search import Capacity
 from kvplan.usecases.simulate.measured_step import KernelStepTime
@@ -154,7 +155,7 @@ def _config(result: SimResult) -> Table:
     rows = [("pool", pool)]
     if setup.engine.planned_groups or config.kv_cache_groups is not None:
         layers = bool(setup.engine.planned_groups)
-        rows.append(("KV cache groups", "; ".join(group_label(g.kind, g.block_size, g.sliding_window,
+        rows.append(("KV cache groups", "; ".join(group_label(g.spec, g.block_size, g.sliding_window,
                                                                g.attention_chunk_size, g.num_layers if layers else None)
                                                    for g in groups)
                      + f"  (GPU KV cache size {setup.engine.gpu_kv_cache_tokens:,} tokens)"))
@@ -176,10 +177,10 @@ def _config(result: SimResult) -> Table:
     return _pairs(rows)
 
 
-def group_label(kind: str, block_size: int | None, window: int | None, chunk: int | None,
+def group_label(spec: type[KVCacheSpec], block_size: int | None, window: int | None, chunk: int | None,
                 num_layers: int | None) -> str:
     """One KV cache group in words: "sliding window 4096, 21 layers, block 16"."""
-    text = kind.replace("_", " ")
+    text = spec.kind.replace("_", " ")
     if window is not None:
         text += f" {window:,}"
     if chunk is not None:
@@ -229,7 +230,7 @@ def _outcome(metrics: RunMetrics) -> Table:
                          f"peak {kv.peak_cached_blocks:,} hashed blocks"),
     ]
     for number, group in enumerate(kv.groups):
-        label = group_label(group.type, group.block_size, group.sliding_window, group.attention_chunk_size,
+        label = group_label(group.spec, group.block_size, group.sliding_window, group.attention_chunk_size,
                             group.num_layers)
         rows.append((f"group {number}", f"{label}: peak {group.peak_used_blocks:,} blocks, mean "
                                         f"{_num(group.mean_used_blocks)} ({_pct(group.mean_share)} of the pool)"))

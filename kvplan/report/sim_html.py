@@ -218,7 +218,7 @@ def _config_table(result: SimResult) -> str:
     rows = [
         ["pool", f"{config.num_gpu_blocks:,} blocks ({config.num_usable_blocks:,} usable) × {config.block_size} "
                  f"tokens, from {setup.engine.source}"],
-        ["KV cache groups", "; ".join(group_label(g.kind, g.block_size, g.sliding_window, g.attention_chunk_size,
+        ["KV cache groups", "; ".join(group_label(g.spec, g.block_size, g.sliding_window, g.attention_chunk_size,
                                                  g.num_layers if layers else None) for g in groups)
          + f" (GPU KV cache size {setup.engine.gpu_kv_cache_tokens:,} tokens)"],
         ["model / GPU", f"{facts.model or '-'} / {facts.gpu or '-'}"],
@@ -235,7 +235,7 @@ def _config_table(result: SimResult) -> str:
 
 def _group_table(metrics: RunMetrics) -> str:
     """Usage per KV cache group, where several share the pool."""
-    rows = [[number, group_label(g.type, g.block_size, g.sliding_window, g.attention_chunk_size, g.num_layers),
+    rows = [[number, group_label(g.spec, g.block_size, g.sliding_window, g.attention_chunk_size, g.num_layers),
              f"{g.peak_used_blocks:,}", _num(g.mean_used_blocks), _pct(g.mean_share)]
             for number, g in enumerate(metrics.kv.groups)]
     return _table(["group", "KV cache group", "peak blocks", "mean blocks", "mean share of the pool"], rows)

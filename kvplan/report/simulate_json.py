@@ -20,7 +20,7 @@ from kvplan.usecases.simulate.arrivals import ArrivalProcess
 from kvplan.usecases.simulate.distributions import Distribution
 from kvplan.usecases.simulate.driver import PreparedWorkload
 from kvplan.usecases.simulate.measured_step import KernelStepTime
-from kvplan.usecases.simulate.metrics import SERIES_NAMES, RunMetrics
+from kvplan.usecases.simulate.metrics import SERIES_NAMES, KvUsage, RunMetrics
 from kvplan.usecases.simulate.simulation import SimResult
 from kvplan.usecases.simulate.timing import CalibratedStepTime, ConstantStepTime, RooflineStepTime, StepTimeModel
 
@@ -123,7 +123,7 @@ def result_document(result: SimResult) -> dict[str, Any]:
         "num_steps": metrics.num_steps,
         "num_requests": metrics.num_requests,
         "num_finished": metrics.num_finished,
-        "kv_usage": to_jsonable(metrics.kv),
+        "kv_usage": describe_kv_usage(metrics.kv),
         "preemptions": to_jsonable(metrics.preemptions),
         "prefix_cache": to_jsonable(metrics.prefix_cache),
         "queues": to_jsonable(metrics.queues),
@@ -256,14 +256,21 @@ def describe_setup(setup: PreparedWorkload) -> dict[str, Any]:
     return out
 
 
+def describe_kv_usage(kv: KvUsage) -> dict[str, Any]:
+    """`kv_usage` as documents hold it: a group's type under the key "type", spelt as its spec's `kind`
+    (docs/schemas/simulate.json)."""
+    document: dict[str, Any] = to_jsonable(kv)
+    document["groups"] = [{"type": group.spec.kind, **{key: value for key, value in entry.items() if key != "spec"}}
+                          for group, entry in zip(kv.groups, document["groups"], strict=True)]
+    return document
+
+
 def describe_groups(groups: tuple[KVCacheGroup, ...], layers_known: bool) -> list[dict[str, Any]]:
     """The engine's KV cache groups as vLLM names them, with their layers where a plan says."""
     described = []
     for group in groups:
-        entry: dict[str, Any] = {"type": group.kind, "spec": group.spec_name, "block_size": group.block_size}
-        for name in ("sliding_window", "attention_chunk_size", "mamba_cache_mode"):
-            if getattr(group, name) is not None:
-                entry[name] = getattr(group, name)
+        entry: dict[str, Any] = {"type": group.spec.kind, "spec": group.spec.__name__, "block_size": group.block_size,
+                                 **group.parameters}
         entry["num_layers"] = group.num_layers if layers_known else None
         described.append(entry)
     return described

@@ -36,6 +36,7 @@ from kvplan.parsing import (
 )
 from kvplan.schema import Boolean, Checked, Field, Integer, ListOf, Number, Record, Text, check_document
 from kvplan.semantics.engine.groups import KVCacheGroup, engine_group, spec_layout
+from kvplan.semantics.kv.specs import LAYER_SPECS, MambaSpec
 from kvplan.semantics.releases import RELEASES, VLLM_0_17_1, Release
 from kvplan.usecases.plan import PlanSummary
 from kvplan.usecases.plan_settings import CALIBRATION, PLANNING_SETTINGS
@@ -302,7 +303,7 @@ def _engine_groups(raw: Any, path: str, release: Release) -> tuple[KVCacheGroup,
             spec = as_object(next(iter(members.values()), None), spec_path)
         type_name = get(spec, "type", spec_path, as_str)
         mamba_type = None
-        if type_name == "MambaSpec":
+        if LAYER_SPECS.get(type_name) is MambaSpec:
             mamba_type = get(spec, "mamba_type", spec_path, as_str)
             layout = spec_layout(type_name, mamba=(mamba_type,
                                                    as_list(spec.get("shapes"), child(spec_path, "shapes")),

@@ -52,7 +52,7 @@ def test_the_spellings_plan_the_same(kvplan):
     for args in (
         (LLAMA, "--kv-cache-memory-bytes", "20GiB", "-tp", "2"),           # as `vllm serve` is given them
         ("--kv-cache-memory-bytes=20GiB", "--tp", "2", LLAMA),
-        ("-m", LLAMA, "--kv-cache-memory", "20GiB", "--tp=2", "--assert-fits=true"),   # the typer path
+        ("-m", LLAMA, "--kv-cache-memory", "20GiB", "--tp=2", "--assert-fits=true"),   # with an assertion
         ("--assert-min-kv-tokens", "10", LLAMA, "--kv-cache-memory", "20GiB", "-tp", "2"),
     ):
         assert _plan(kvplan, *args) == reference, args

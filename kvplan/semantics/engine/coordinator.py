@@ -11,7 +11,7 @@ from math import lcm
 from typing import TYPE_CHECKING
 
 from kvplan.semantics.engine.block_pool import BlockHash, BlockPool, KVCacheBlock
-from kvplan.semantics.engine.groups import CHUNKED_LOCAL_ATTENTION, FULL_ATTENTION, MAMBA, SLIDING_WINDOW, KVCacheGroup
+from kvplan.semantics.engine.groups import KVCacheGroup
 from kvplan.semantics.engine.mamba_manager import MambaManager
 from kvplan.semantics.engine.single_type_manager import (
     CACHES_REACHABLE_ONLY,
@@ -19,6 +19,13 @@ from kvplan.semantics.engine.single_type_manager import (
     SingleTypeKVCacheManager,
 )
 from kvplan.semantics.engine.window_managers import ChunkedLocalAttentionManager, SlidingWindowManager
+from kvplan.semantics.kv.specs import (
+    ChunkedLocalAttentionSpec,
+    FullAttentionSpec,
+    KVCacheSpec,
+    MambaSpec,
+    SlidingWindowSpec,
+)
 from kvplan.semantics.releases import DEFAULT_RELEASE, Release
 
 if TYPE_CHECKING:
@@ -27,11 +34,13 @@ if TYPE_CHECKING:
 # One block list per group.
 GroupBlocks = tuple[list[KVCacheBlock], ...]
 
-MANAGERS: dict[str, type[SingleTypeKVCacheManager]] = {
-    FULL_ATTENTION: FullAttentionManager,
-    SLIDING_WINDOW: SlidingWindowManager,
-    CHUNKED_LOCAL_ATTENTION: ChunkedLocalAttentionManager,
-    MAMBA: MambaManager,
+# A group's manager by its type, the spec class (vLLM's `spec_manager_map`, docs/vllm/kv-semantics.md
+# section 9): one row per class of `GROUP_TYPES`.
+MANAGERS: dict[type[KVCacheSpec], type[SingleTypeKVCacheManager]] = {
+    FullAttentionSpec: FullAttentionManager,
+    SlidingWindowSpec: SlidingWindowManager,
+    ChunkedLocalAttentionSpec: ChunkedLocalAttentionManager,
+    MambaSpec: MambaManager,
 }
 
 
@@ -52,14 +61,14 @@ class KVCacheCoordinator:
         self._passes_prefill_end = CACHES_REACHABLE_ONLY[release.prefix_cache_retention]
         self.block_pool = BlockPool(num_gpu_blocks, enable_caching, len(groups), release.freed_unhashed_blocks)
         self.managers = tuple(
-            MANAGERS[group.kind](group, self.block_pool, enable_caching, group_id, hash_block_size, release)
+            MANAGERS[group.spec](group, self.block_pool, enable_caching, group_id, hash_block_size, release)
             for group_id, group in enumerate(groups)
         )
         # Groups of one spec are looked up together; full attention first (it bounds the others).
         kinds: dict[KVCacheGroup, list[int]] = {}
         for group_id, group in enumerate(groups):
             kinds.setdefault(group.lookup_key, []).append(group_id)
-        self.lookup_order = sorted(kinds.values(), key=lambda ids: groups[ids[0]].kind != FULL_ATTENTION)
+        self.lookup_order = sorted(kinds.values(), key=lambda ids: groups[ids[0]].spec is not FullAttentionSpec)
         self.alignment = lcm(*(group.block_size or 1 for group in groups))
         # the managers that keep state per step (Mamba): the others' new_step_starts does nothing,
         # and the scheduler calls it at every step
@@ -139,14 +148,14 @@ class KVCacheCoordinator:
         pass that shortened it is repeated, except for exactly one full-attention kind plus one
         other (one pass suffices). Full attention is searched once and later only cut."""
         hits_by_group: list[list[KVCacheBlock] | None] = [None] * len(self.managers)
-        single_pass = (len(self.lookup_order) == 2 and self.groups[self.lookup_order[0][0]].kind == FULL_ATTENTION)
+        single_pass = (len(self.lookup_order) == 2 and self.groups[self.lookup_order[0][0]].spec is FullAttentionSpec)
         hit_length = max_length
         longest = 0
         while True:
             length = hit_length
             for group_ids in self.lookup_order:
                 manager = self.managers[group_ids[0]]
-                if manager.group.kind == FULL_ATTENTION and hits_by_group[group_ids[0]] is not None:
+                if manager.group.spec is FullAttentionSpec and hits_by_group[group_ids[0]] is not None:
                     length = length // manager.block_size * manager.block_size
                     continue
                 hits = manager.find_longest_cache_hit(block_hashes, length, group_ids, self.alignment)
@@ -160,7 +169,7 @@ class KVCacheCoordinator:
             if single_pass:
                 break
         first = self.lookup_order[0]
-        if self.groups[first[0]].kind == FULL_ATTENTION:
+        if self.groups[first[0]].spec is FullAttentionSpec:
             keep = hit_length // self.managers[first[0]].block_size
             for group_id in first:
                 full_hits = hits_by_group[group_id]

@@ -1,6 +1,8 @@
-"""KV cache groups as the block manager sees them (vLLM's `KVCacheGroupSpec`): a kind of attention,
-its block size and its window, chunk or Mamba cache mode. Every group takes its blocks from the one
-shared pool; `resolve_groups` fills in what vLLM derives from the engine config and the release."""
+"""KV cache groups as the block manager sees them (vLLM's `KVCacheGroupSpec`): the spec class that is
+the group's type (one of `GROUP_TYPES`, which the coordinator's managers are keyed by, as vLLM keys
+its own), its block size and its window, chunk or Mamba cache mode. Every group takes its blocks from
+the one shared pool; `resolve_groups` fills in what vLLM derives from the engine config and the
+release. A type's spelling in traces and outputs is its spec class's `kind`."""
 
 from __future__ import annotations
 
@@ -10,17 +12,24 @@ from math import lcm
 
 from kvplan.errors import KvplanError
 from kvplan.semantics.kv.specs import (
+    GROUP_TYPES,
+    LAYER_SPECS,
+    ChunkedLocalAttentionSpec,
+    FullAttentionSpec,
     KVCacheGroupSpec,
+    KVCacheSpec,
     MambaSpec,
     UniformTypeKVCacheSpecs,
+    group_type,
 )
 from kvplan.semantics.releases import DEFAULT_RELEASE, RELEASES, HybridBlockSizes, MambaPrefillCheckpoints, Release
 
-FULL_ATTENTION = "full_attention"
-SLIDING_WINDOW = "sliding_window"
-CHUNKED_LOCAL_ATTENTION = "chunked_local_attention"
-MAMBA = "mamba"
-GROUP_KINDS = (FULL_ATTENTION, SLIDING_WINDOW, CHUNKED_LOCAL_ATTENTION, MAMBA)
+# A group type by its spelling in traces, workload files and outputs.
+GROUP_TYPE_OF_KIND: dict[str, type[KVCacheSpec]] = {spec.kind: spec for spec in GROUP_TYPES}
+# The group fields that bound what a type's layers read (the types' `window_field`s).
+WINDOW_FIELDS: tuple[str, ...] = tuple(dict.fromkeys(spec.window_field for spec in GROUP_TYPES if spec.window_field))
+# A group's type-specific fields, in the order outputs write them (each None on the other types).
+GROUP_PARAMETERS = (*WINDOW_FIELDS, "mamba_cache_mode")
 # "none" (one state block per request) is forced when prefix caching is off; given with caching
 # on it means "vLLM's default", which is "align" ("all" only for models that opt in, in releases
 # that have it: the release's `mamba_cache_modes`).
@@ -37,19 +46,18 @@ CHECKPOINTING_MAMBA_TYPES: dict[MambaPrefillCheckpoints, dict[str, int | None]] 
     "none": {},
     "mamba2_and_gdn": {"mamba2": 1, "gdn_attention": None},
 }
-SPEC_NAMES = {FULL_ATTENTION: "FullAttentionSpec", SLIDING_WINDOW: "SlidingWindowSpec",
-              CHUNKED_LOCAL_ATTENTION: "ChunkedLocalAttentionSpec", MAMBA: "MambaSpec"}
 
 
 @dataclass(frozen=True)
 class KVCacheGroup:
-    """One KV cache group. `block_size` None means the engine's block size (the hash block size);
-    `layout` stands for the rest of vLLM's spec (heads, head size, dtype, Mamba state shapes):
-    groups equal in everything but `num_layers` are looked up together for prefix hits.
+    """One KV cache group. `spec` is its type, a spec class of `GROUP_TYPES`; `block_size` None means
+    the engine's block size (the hash block size); `layout` stands for the rest of vLLM's spec (heads,
+    head size, dtype, Mamba state shapes): groups equal in everything but `num_layers` are looked up
+    together for prefix hits.
     `num_prefill_checkpoint_blocks` and `prefill_checkpoint_alignment` are vLLM 0.33.0's MambaSpec
     fields (a Mamba-2 or gated-delta-net layer's 1 and its alignment; 0 and None: a Mamba-1 layer's)."""
 
-    kind: str = FULL_ATTENTION
+    spec: type[KVCacheSpec] = FullAttentionSpec
     sliding_window: int | None = None
     attention_chunk_size: int | None = None
     mamba_cache_mode: str | None = None
@@ -60,19 +68,22 @@ class KVCacheGroup:
     prefill_checkpoint_alignment: int | None = None
 
     def validate(self) -> None:
-        if self.kind not in GROUP_KINDS:
-            raise KvplanError(f"KV cache group type must be one of {', '.join(GROUP_KINDS)}, got {self.kind!r}")
-        required = {SLIDING_WINDOW: "sliding_window", CHUNKED_LOCAL_ATTENTION: "attention_chunk_size"}
-        for name in ("sliding_window", "attention_chunk_size"):
+        if self.spec not in GROUP_TYPES:
+            raise KvplanError(f"KV cache group type must be one of {', '.join(GROUP_TYPE_OF_KIND)}, "
+                              f"got {getattr(self.spec, '__name__', self.spec)!r}")
+        kind = self.spec.kind
+        for name in WINDOW_FIELDS:
             value = getattr(self, name)
-            if required.get(self.kind) == name:
+            if name == self.spec.window_field:
                 if type(value) is not int or value < 1:
-                    raise KvplanError(f"a {self.kind} group needs {name}, a positive integer; got {value!r}")
+                    raise KvplanError(f"a {kind} group needs {name}, a positive integer; got {value!r}")
             elif value is not None:
-                raise KvplanError(f"{name} applies only to {required_kind(name)} groups, not {self.kind}")
-        if self.mamba_cache_mode is not None and (self.kind != MAMBA or self.mamba_cache_mode not in MAMBA_CACHE_MODES):
+                owners = " or ".join(spec.kind for spec in GROUP_TYPES if spec.window_field == name)
+                raise KvplanError(f"{name} applies only to {owners} groups, not {kind}")
+        if self.mamba_cache_mode is not None and (self.spec is not MambaSpec
+                                                  or self.mamba_cache_mode not in MAMBA_CACHE_MODES):
             raise KvplanError(f"mamba_cache_mode is one of {', '.join(MAMBA_CACHE_MODES)} and applies to mamba "
-                              f"groups only; got {self.mamba_cache_mode!r} on a {self.kind} group")
+                              f"groups only; got {self.mamba_cache_mode!r} on a {kind} group")
         for name in ("block_size", "num_layers", "prefill_checkpoint_alignment"):
             value = getattr(self, name)
             if value is not None and (type(value) is not int or value < 1):
@@ -80,23 +91,18 @@ class KVCacheGroup:
         blocks = self.num_prefill_checkpoint_blocks
         if type(blocks) is not int or blocks < 0:
             raise KvplanError(f"num_prefill_checkpoint_blocks must be a non-negative integer, got {blocks!r}")
-        if self.kind != MAMBA and (blocks or self.prefill_checkpoint_alignment is not None):
-            raise KvplanError(f"prefill checkpoint blocks apply to mamba groups only, not {self.kind}")
+        if self.spec is not MambaSpec and (blocks or self.prefill_checkpoint_alignment is not None):
+            raise KvplanError(f"prefill checkpoint blocks apply to mamba groups only, not {kind}")
 
     @property
-    def spec_name(self) -> str:
-        return SPEC_NAMES[self.kind]
+    def parameters(self) -> dict[str, int | str]:
+        """The type-specific fields this group sets (`GROUP_PARAMETERS`), by name."""
+        return {name: value for name in GROUP_PARAMETERS if (value := getattr(self, name)) is not None}
 
     @property
     def lookup_key(self) -> KVCacheGroup:
         """What vLLM compares to batch groups in the prefix lookup: the spec without its layers."""
         return replace(self, num_layers=1)
-
-
-# vLLM's spec classes -> the engine's group kinds (MLA is full attention too)
-SPEC_KINDS = {"FullAttentionSpec": FULL_ATTENTION, "MLAAttentionSpec": FULL_ATTENTION,
-              "SlidingWindowSpec": SLIDING_WINDOW, "ChunkedLocalAttentionSpec": CHUNKED_LOCAL_ATTENTION,
-              "MambaSpec": MAMBA}
 
 
 def spec_layout(type_name: str, attention: tuple[int, int, str] | None = None,
@@ -110,25 +116,29 @@ def spec_layout(type_name: str, attention: tuple[int, int, str] | None = None,
     return f"{type_name} {heads}x{head_size} {dtype}"
 
 
-def engine_group(type_name: str, block_size: int, num_layers: int, layout: str, *, sliding_window: int | None = None,
-                 attention_chunk_size: int | None = None, mamba_cache_mode: str | None = None,
-                 mamba_type: str | None = None, release: Release = DEFAULT_RELEASE) -> KVCacheGroup:
-    """The engine's group for one of vLLM's spec classes. A Mamba group of a layer type that exports
-    prefill checkpoints in `release` (`CHECKPOINTING_MAMBA_TYPES`) gets its checkpoint block, as the
-    layer's `get_kv_cache_spec` gives it."""
-    kind = SPEC_KINDS.get(type_name)
-    if kind is None:
-        raise KvplanError(f"the engine has no manager for {type_name} groups")
+def engine_group(spec: type[KVCacheSpec] | str, block_size: int, num_layers: int, layout: str, *,
+                 sliding_window: int | None = None, attention_chunk_size: int | None = None,
+                 mamba_cache_mode: str | None = None, mamba_type: str | None = None,
+                 release: Release = DEFAULT_RELEASE) -> KVCacheGroup:
+    """The engine's group for one of vLLM's spec classes (or its name). A Mamba group of a layer type
+    that exports prefill checkpoints in `release` (`CHECKPOINTING_MAMBA_TYPES`) gets its checkpoint
+    block, as the layer's `get_kv_cache_spec` gives it."""
+    found = LAYER_SPECS.get(spec) if isinstance(spec, str) else spec
+    group_spec = group_type(found) if found is not None else None
+    if group_spec is None:
+        raise KvplanError(f"the engine has no manager for {getattr(spec, '__name__', spec)} groups")
     checkpointing = CHECKPOINTING_MAMBA_TYPES[release.mamba_prefill_checkpoints]
     checkpoint_blocks, checkpoint_alignment = 0, None
-    if kind == MAMBA and mamba_type in checkpointing:
+    if group_spec is MambaSpec and mamba_type in checkpointing:
         alignment = checkpointing[mamba_type]
         checkpoint_blocks, checkpoint_alignment = 1, block_size if alignment is None else alignment
+    # a group keeps only its own type's window field (a full-attention spec records one for merging only)
+    window = group_spec.window_field
     return KVCacheGroup(
-        kind=kind, block_size=block_size, num_layers=num_layers, layout=layout,
-        sliding_window=sliding_window if kind == SLIDING_WINDOW else None,
-        attention_chunk_size=attention_chunk_size if kind == CHUNKED_LOCAL_ATTENTION else None,
-        mamba_cache_mode=mamba_cache_mode if kind == MAMBA else None,
+        spec=group_spec, block_size=block_size, num_layers=num_layers, layout=layout,
+        sliding_window=sliding_window if window == "sliding_window" else None,
+        attention_chunk_size=attention_chunk_size if window == "attention_chunk_size" else None,
+        mamba_cache_mode=mamba_cache_mode if group_spec is MambaSpec else None,
         num_prefill_checkpoint_blocks=checkpoint_blocks, prefill_checkpoint_alignment=checkpoint_alignment,
     )
 
@@ -149,17 +159,13 @@ def groups_from_kv_cache_config(groups: Sequence[KVCacheGroupSpec],
         else:
             layout = spec_layout(spec.type_name, attention=(spec.num_kv_heads, spec.head_size, spec.dtype))
         engine_groups.append(engine_group(
-            spec.type_name, spec.block_size, len(group.layer_names), layout,
+            type(spec), spec.block_size, len(group.layer_names), layout,
             sliding_window=getattr(spec, "sliding_window", None),
             attention_chunk_size=getattr(spec, "attention_chunk_size", None),
             mamba_cache_mode=getattr(spec, "mamba_cache_mode", None),
             mamba_type=getattr(spec, "mamba_type", None), release=release,
         ))
     return tuple(engine_groups)
-
-
-def required_kind(field_name: str) -> str:
-    return SLIDING_WINDOW if field_name == "sliding_window" else CHUNKED_LOCAL_ATTENTION
 
 
 def resolve_groups(groups: tuple[KVCacheGroup, ...] | None, block_size: int, enable_caching: bool,
@@ -181,7 +187,7 @@ def resolve_groups(groups: tuple[KVCacheGroup, ...] | None, block_size: int, ena
                               f"(its Mamba layers take no prefill checkpoint blocks): drop it, or use "
                               f"vllm_version {others}")
     resolved = tuple(_resolve(g, block_size, enable_caching, max_model_len, release) for g in groups)
-    modes = {g.mamba_cache_mode for g in resolved if g.kind == MAMBA}
+    modes = {g.mamba_cache_mode for g in resolved if g.spec is MambaSpec}
     if len(modes) > 1:
         raise KvplanError(f"Mamba groups share vLLM's one mamba_cache_mode; got {', '.join(sorted(map(str, modes)))}")
     if "align" in modes and not enable_chunked_prefill:
@@ -194,7 +200,7 @@ def resolve_groups(groups: tuple[KVCacheGroup, ...] | None, block_size: int, ena
                           f"prefill {fix}")
     for group in resolved:
         if group.mamba_cache_mode != "none" and group.block_size % block_size:  # type: ignore[operator]
-            raise KvplanError(f"a {group.kind} group's block size ({group.block_size}) must be a multiple of "
+            raise KvplanError(f"a {group.spec.kind} group's block size ({group.block_size}) must be a multiple of "
                               f"the block size ({block_size}), which is the prefix-cache hash block size")
     if ONE_BLOCK_SIZE[release.hybrid_block_sizes] and len(resolved) > 1:
         sizes = sorted({g.block_size or block_size for g in resolved if g.mamba_cache_mode != "none"})
@@ -211,7 +217,7 @@ def resolve_groups(groups: tuple[KVCacheGroup, ...] | None, block_size: int, ena
 
 def _resolve(group: KVCacheGroup, block_size: int, enable_caching: bool, max_model_len: int,
              release: Release) -> KVCacheGroup:
-    if group.kind != MAMBA:
+    if group.spec is not MambaSpec:
         return replace(group, block_size=group.block_size or block_size)
     if not enable_caching:
         # vLLM keeps one state per request: a Mamba block spans the whole model length.
@@ -233,6 +239,6 @@ def _check_lookup(groups: tuple[KVCacheGroup, ...], block_size: int) -> None:
                           "two kinds of group at least (give one group, or groups that differ)")
     alignment = lcm(*(g.block_size for g in groups if g.block_size))
     for group in groups:
-        if group.kind == CHUNKED_LOCAL_ATTENTION and group.block_size != alignment:
+        if group.spec is ChunkedLocalAttentionSpec and group.block_size != alignment:
             raise KvplanError("chunked local attention needs every KV cache group to use its block size "
                               f"({group.block_size}) with prefix caching on; the groups' lcm is {alignment}")

@@ -21,12 +21,12 @@ from dataclasses import dataclass
 from kvplan.errors import KvplanError
 from kvplan.semantics.engine.config import EngineConfig
 from kvplan.semantics.engine.cruise import Cruise
-from kvplan.semantics.engine.groups import MAMBA
 from kvplan.semantics.engine.hashing import RequestBlockHasher
 from kvplan.semantics.engine.kv_cache_manager import KVCacheManager, prefill_end
 from kvplan.semantics.engine.mamba_manager import prefill_checkpoint_is_valid, prefill_checkpoint_position
 from kvplan.semantics.engine.request import Request, RequestStatus
 from kvplan.semantics.engine.stats import NO_LOOKUPS, PrefixCacheStats
+from kvplan.semantics.kv.specs import MambaSpec
 from kvplan.semantics.releases import Admission, MambaChunkEnds, Scheduling
 
 # Whether a waiting request's whole prompt must fit before its chunk is allocated, by the release's
@@ -130,7 +130,7 @@ class Scheduler:
         # docs/vllm/changes-0.34.md section 6.1); async already does it for every model
         self._cache_at_sync_output = (release.mamba_sync_output_caching and not self._async
                                       and config.enable_prefix_caching
-                                      and any(group.kind == MAMBA for group in config.groups))
+                                      and any(group.spec is MambaSpec for group in config.groups))
         self.block_pool = self.kv_cache_manager.block_pool
         self.waiting: deque[Request] = deque()
         # The running requests that are not cruising, in running order (after the cruising ones).
@@ -561,7 +561,7 @@ def internal_checkpoint_alignment(config: EngineConfig) -> int | None:
     """The token alignment of the prefill checkpoints a Mamba "align" chunk can export from inside
     it (vLLM 0.33.0's scheduler: the first Mamba group's, and only when every Mamba group has
     prefill checkpoint blocks); None: every chunk stops where the state must be cached."""
-    mamba_groups = [group for group in config.groups if group.kind == MAMBA]
+    mamba_groups = [group for group in config.groups if group.spec is MambaSpec]
     if not mamba_groups or not all(group.num_prefill_checkpoint_blocks > 0 for group in mamba_groups):
         return None
     return mamba_groups[0].prefill_checkpoint_alignment

@@ -17,9 +17,10 @@ from kvplan.files import parse_json, read_input_text
 from kvplan.parsing import FieldError
 from kvplan.schema import Field, Record, check_document
 from kvplan.semantics.engine.config import EngineConfig
-from kvplan.semantics.engine.groups import MAMBA, KVCacheGroup
+from kvplan.semantics.engine.groups import GROUP_TYPE_OF_KIND, WINDOW_FIELDS, KVCacheGroup
 from kvplan.semantics.engine.request import Request
 from kvplan.semantics.engine.trace_format import GROUPS, SCHEDULER_SETTINGS, TOKENS_PER_ID, TRACE
+from kvplan.semantics.kv.specs import MambaSpec
 from kvplan.semantics.releases import release_named
 
 PREFIX_TOKEN_BASE = 1_000_000_000
@@ -159,13 +160,13 @@ def parse_groups(raw: list[dict[str, Any]], source: str) -> tuple[KVCacheGroup, 
 
 def _group(raw: dict[str, Any], where: str) -> KVCacheGroup:
     """One group of a validated `kv_cache_groups` list (`trace_format.GROUP`)."""
-    kind, block_size = raw["type"], raw.get("block_size")
-    if kind != MAMBA:
-        window = {key: raw[key] for key in ("sliding_window", "attention_chunk_size") if key in raw}
-        return KVCacheGroup(kind, **window, block_size=block_size)
+    spec, block_size = GROUP_TYPE_OF_KIND[raw["type"]], raw.get("block_size")
+    if spec is not MambaSpec:
+        window = {key: raw[key] for key in WINDOW_FIELDS if key in raw}
+        return KVCacheGroup(spec, **window, block_size=block_size)
     # The state shapes size the page only; they tell Mamba specs apart, as in vLLM.
     layout = f"{raw.get('mamba_type', 'mamba2')} conv {raw.get('conv_dim', 8)} ssm {raw.get('ssm_dim', 64)}"
-    return KVCacheGroup(kind, mamba_cache_mode=raw.get("mamba_cache_mode"), block_size=block_size, layout=layout,
+    return KVCacheGroup(spec, mamba_cache_mode=raw.get("mamba_cache_mode"), block_size=block_size, layout=layout,
                         **_checkpoint_fields(raw, where))
 
 

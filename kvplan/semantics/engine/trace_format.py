@@ -11,13 +11,8 @@ from kvplan import limits
 from kvplan.schema import Boolean, Checked, Field, Integer, ListOf, Record, Tagged, Text
 from kvplan.semantics.config.cache import ALLOWED_BLOCK_SIZES
 from kvplan.semantics.engine.config import HASH_ALGOS
-from kvplan.semantics.engine.groups import (
-    CHUNKED_LOCAL_ATTENTION,
-    FULL_ATTENTION,
-    MAMBA,
-    MAMBA_CACHE_MODES,
-    SLIDING_WINDOW,
-)
+from kvplan.semantics.engine.groups import MAMBA_CACHE_MODES
+from kvplan.semantics.kv.specs import GROUP_TYPES, KVCacheSpec, MambaSpec
 from kvplan.semantics.releases import NEWEST_RELEASE, RELEASES, Scheduling
 
 # the token-id rule gives each prefix and each request a million ids
@@ -64,22 +59,28 @@ GROUP_BLOCK_SIZE = Field(Integer(1, limits.MAX_TOKENS, "the group's own block si
                                                        "(vLLM's page-size unification)"))
 WINDOW = Integer(1, limits.MAX_TOKENS, "tokens")
 STATE_DIM = Integer(1, limits.MAX_WIDTH, "a Mamba state dimension")
-GROUP = Tagged("type", {
-    FULL_ATTENTION: Record({"type": Field(Text()), "block_size": GROUP_BLOCK_SIZE}),
-    SLIDING_WINDOW: Record({"type": Field(Text()), "sliding_window": Field(WINDOW, required=True),
-                            "block_size": GROUP_BLOCK_SIZE}),
-    CHUNKED_LOCAL_ATTENTION: Record({"type": Field(Text()), "attention_chunk_size": Field(WINDOW, required=True),
-                                     "block_size": GROUP_BLOCK_SIZE}),
-    MAMBA: Record({"type": Field(Text()), "mamba_cache_mode": Field(Text(choices=MAMBA_CACHE_MODES)),
-                   "conv_dim": Field(STATE_DIM), "ssm_dim": Field(STATE_DIM),
-                   "mamba_type": Field(Text(description="tells Mamba layouts apart")),
-                   "block_size": GROUP_BLOCK_SIZE,
-                   "num_prefill_checkpoint_blocks": Field(Integer(0, MAX_CHECKPOINT_BLOCKS, "vLLM 0.33.0's prefill "
-                                                                  "checkpoint blocks (1 for Mamba-2 and gated delta "
-                                                                  "net layers)")),
-                   "prefill_checkpoint_alignment": Field(Integer(1, limits.MAX_TOKENS, "tokens between prefill "
-                                                                 "checkpoints (default 1)"))}),
-}, description="one KV cache group: its attention type and what that type needs")
+# A group type's keys besides its `type` and its window field (required where the type has one):
+# its block size, and a Mamba group's cache mode, state and prefill checkpoints.
+TYPE_FIELDS: dict[type[KVCacheSpec], dict[str, Field]] = {
+    MambaSpec: {"mamba_cache_mode": Field(Text(choices=MAMBA_CACHE_MODES)),
+                "conv_dim": Field(STATE_DIM), "ssm_dim": Field(STATE_DIM),
+                "mamba_type": Field(Text(description="tells Mamba layouts apart")),
+                "block_size": GROUP_BLOCK_SIZE,
+                "num_prefill_checkpoint_blocks": Field(Integer(0, MAX_CHECKPOINT_BLOCKS, "vLLM 0.33.0's prefill "
+                                                               "checkpoint blocks (1 for Mamba-2 and gated delta "
+                                                               "net layers)")),
+                "prefill_checkpoint_alignment": Field(Integer(1, limits.MAX_TOKENS, "tokens between prefill "
+                                                              "checkpoints (default 1)"))},
+}
+
+
+def _group_record(spec: type[KVCacheSpec]) -> Record:
+    window = {spec.window_field: Field(WINDOW, required=True)} if spec.window_field else {}
+    return Record({"type": Field(Text()), **window, **TYPE_FIELDS.get(spec, {"block_size": GROUP_BLOCK_SIZE})})
+
+
+GROUP = Tagged("type", {spec.kind: _group_record(spec) for spec in GROUP_TYPES},
+               description="one KV cache group: its attention type and what that type needs")
 MAX_GROUPS = 1024
 GROUPS = ListOf(GROUP, 1, MAX_GROUPS, "the KV cache groups sharing the pool, in group-id order")
 

@@ -32,6 +32,7 @@ from kvplan.semantics.kv.specs import (
     MLAAttentionSpec,
     SlidingWindowSpec,
     UniformTypeKVCacheSpecs,
+    group_type,
 )
 from kvplan.semantics.releases import PageUnification, Release, SpecBuckets
 from kvplan.units import cdiv
@@ -152,25 +153,15 @@ def is_uniform_type(specs: Mapping[str, KVCacheSpec]) -> bool:
     if len({spec.block_size for spec in values}) > 1:
         return False
     one = values[0]
-    if isinstance(one, FullAttentionSpec):
-        return all(isinstance(spec, FullAttentionSpec) for spec in values)
-    if isinstance(one, SlidingWindowSpec):
-        return all(
-            isinstance(spec, SlidingWindowSpec) and spec.sliding_window == one.sliding_window
-            for spec in values
-        )
-    if isinstance(one, ChunkedLocalAttentionSpec):
-        return all(
-            isinstance(spec, ChunkedLocalAttentionSpec)
-            and spec.attention_chunk_size == one.attention_chunk_size
-            for spec in values
-        )
-    if isinstance(one, MambaSpec):
-        return all(
-            isinstance(spec, MambaSpec) and spec.num_speculative_blocks == one.num_speculative_blocks
-            for spec in values
-        )
-    raise GroupingError(f"Unsupported KV cache spec type: {one.type_name}")
+    kind = group_type(type(one))
+    if kind is None:
+        raise GroupingError(f"Unsupported KV cache spec type: {one.type_name}")
+    # one group type (MLA counts as full attention), agreeing on what the type needs of its tokens
+    return all(
+        group_type(type(spec)) is kind
+        and all(getattr(spec, name) == getattr(one, name) for name in kind.uniform_fields)
+        for spec in values
+    )
 
 
 def unify_hybrid_kv_cache_specs(

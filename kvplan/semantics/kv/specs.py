@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from math import prod
+from typing import ClassVar
 
 from kvplan.semantics.dtypes import dtype_size
 from kvplan.semantics.releases import KvTensorLayout
@@ -43,9 +44,17 @@ class SizingLimits:
 
 
 class _PaddablePage:
-    """`page_size_padded` (set by vLLM's hybrid hook) overrides the real page size, never below it."""
+    """`page_size_padded` (set by vLLM's hybrid hook) overrides the real page size, never below it.
+
+    A spec class is also a KV cache group's type (`GROUP_TYPES`): `kind` is how traces, workload
+    files and outputs spell it, `window_field` names the field that bounds what its layers read
+    (a window, a chunk; None: the whole sequence or a state), and `uniform_fields` the fields its
+    layers must agree on to share one group of unequal pages (`is_uniform_type`)."""
 
     page_size_padded: int | None
+    kind: ClassVar[str]
+    window_field: ClassVar[str | None] = None
+    uniform_fields: ClassVar[tuple[str, ...]] = ()
 
     @property
     def real_page_size_bytes(self) -> int:
@@ -82,6 +91,7 @@ class AttentionSpec(_PaddablePage):
 
 @dataclass(frozen=True)
 class FullAttentionSpec(AttentionSpec):
+    kind: ClassVar[str] = "full_attention"
     head_size_v: int | None = None
     # recorded only so that `merge` can tell unified sliding-window layers apart
     sliding_window: int | None = None
@@ -116,6 +126,9 @@ class MLAAttentionSpec(FullAttentionSpec):
 
 @dataclass(frozen=True)
 class SlidingWindowSpec(AttentionSpec):
+    kind: ClassVar[str] = "sliding_window"
+    window_field: ClassVar[str | None] = "sliding_window"
+    uniform_fields: ClassVar[tuple[str, ...]] = ("sliding_window",)
     sliding_window: int = 0
 
     def max_memory_usage_bytes(self, limits: SizingLimits) -> int:
@@ -126,6 +139,9 @@ class SlidingWindowSpec(AttentionSpec):
 
 @dataclass(frozen=True)
 class ChunkedLocalAttentionSpec(AttentionSpec):
+    kind: ClassVar[str] = "chunked_local_attention"
+    window_field: ClassVar[str | None] = "attention_chunk_size"
+    uniform_fields: ClassVar[tuple[str, ...]] = ("attention_chunk_size",)
     attention_chunk_size: int = 0
 
     def max_memory_usage_bytes(self, limits: SizingLimits) -> int:
@@ -135,6 +151,8 @@ class ChunkedLocalAttentionSpec(AttentionSpec):
 
 @dataclass(frozen=True)
 class MambaSpec(_PaddablePage):
+    kind: ClassVar[str] = "mamba"
+    uniform_fields: ClassVar[tuple[str, ...]] = ("num_speculative_blocks",)
     block_size: int
     shapes: tuple[tuple[int, ...], ...]
     dtypes: tuple[str, ...]
@@ -158,6 +176,22 @@ class MambaSpec(_PaddablePage):
 
 
 KVCacheSpec = AttentionSpec | MambaSpec
+# Every layer spec, by vLLM's class name (what plan and profile records spell).
+LAYER_SPECS: dict[str, type[KVCacheSpec]] = {
+    spec.__name__: spec
+    for spec in (FullAttentionSpec, MLAAttentionSpec, SlidingWindowSpec, ChunkedLocalAttentionSpec, MambaSpec)
+}
+# The specs that are a KV cache group's type, in the order traces and outputs list them: vLLM's
+# scheduler keys its block managers by these classes (`spec_manager_map`, docs/vllm/kv-semantics.md
+# section 9); a spec that subclasses one of them (MLA) runs as its group type (`group_type`).
+GROUP_TYPES: tuple[type[KVCacheSpec], ...] = (FullAttentionSpec, SlidingWindowSpec, ChunkedLocalAttentionSpec,
+                                              MambaSpec)
+
+
+def group_type(spec: type[KVCacheSpec]) -> type[KVCacheSpec] | None:
+    """The group type of a layer spec class: the class itself or the nearest of its bases that is one
+    (MLA is full attention, as vLLM's `spec_manager_map` and `is_uniform_type` treat it); None: none."""
+    return next((base for base in spec.__mro__ if base in GROUP_TYPES), None)
 
 
 @dataclass(frozen=True)

@@ -38,42 +38,47 @@ def quick_help(command: str) -> str:
 
 def parse_quick_asserts(args: list[str], command: str) -> tuple[Assertion, ...]:
     """The `--assert-*` flags among a command's extra arguments; anything else is a bad option (exit 2)."""
-    if not args:
-        return ()
+    assertions = []
+    index = 0
+    while index < len(args):
+        assertion, index = read_quick_assert(args, index, command)
+        assertions.append(assertion)
+    return tuple(assertions)
+
+
+def read_quick_assert(args: list[str], index: int, command: str) -> tuple[Assertion, int]:
+    """The `--assert-*` flag at `args[index]`, with its value (the next word unless given as
+    `--assert-k=VALUE`, or a yes/no one given alone); the index after it."""
     from kvplan.usecases.check.assertions import KINDS, Assertion
     from kvplan.usecases.check.spec import parse_required
 
     scope = COMMAND_SCOPES[command]
-    assertions = []
-    index = 0
-    while index < len(args):
-        token = args[index]
-        index += 1
-        if not token.startswith(PREFIX):
-            what = "no such option" if token.startswith("-") else "unexpected argument"
-            raise KvplanError(f"{what}: {token} (see `kvplan {command} --help`)")
-        flag, has_value, value = token.partition("=")
-        kind = KINDS.get(flag.removeprefix(PREFIX).replace("-", "_"))
-        if kind is None:
-            flags = [k.flag for k in KINDS.values() if k.scope == scope]
-            unknown = first_unknown_key([flag], flags)
-            close = unknown[1] if unknown else None
-            raise KvplanError(f"{flag}: no such assertion" + (f"; did you mean {close}?" if close else
-                                                               "; docs/check.md lists them"))
-        if kind.scope != scope:
-            applies = " and ".join(f"`kvplan {name}`" for name, s in COMMAND_SCOPES.items() if s == kind.scope)
-            raise KvplanError(f"{flag} applies to {applies}, not `kvplan {command}`"
-                              + (" (or to a workload in a `kvplan check` spec)" if kind.scope == "workload" else ""))
-        if not has_value:
-            if kind.value == "bool" and (index == len(args) or args[index].startswith("--")):
-                value = "true"
-            elif index == len(args):
-                raise KvplanError(f"{flag} needs a value, e.g. {flag}=VALUE")
-            else:
-                value = args[index]
-                index += 1
-        assertions.append(Assertion(kind, parse_required(kind, value, flag), flag))
-    return tuple(assertions)
+    token = args[index]
+    index += 1
+    if not token.startswith(PREFIX):
+        what = "no such option" if token.startswith("-") else "unexpected argument"
+        raise KvplanError(f"{what}: {token} (see `kvplan {command} --help`)")
+    flag, has_value, value = token.partition("=")
+    kind = KINDS.get(flag.removeprefix(PREFIX).replace("-", "_"))
+    if kind is None:
+        flags = [k.flag for k in KINDS.values() if k.scope == scope]
+        unknown = first_unknown_key([flag], flags)
+        close = unknown[1] if unknown else None
+        raise KvplanError(f"{flag}: no such assertion" + (f"; did you mean {close}?" if close else
+                                                           "; docs/check.md lists them"))
+    if kind.scope != scope:
+        applies = " and ".join(f"`kvplan {name}`" for name, s in COMMAND_SCOPES.items() if s == kind.scope)
+        raise KvplanError(f"{flag} applies to {applies}, not `kvplan {command}`"
+                          + (" (or to a workload in a `kvplan check` spec)" if kind.scope == "workload" else ""))
+    if not has_value:
+        if kind.value == "bool" and (index == len(args) or args[index].startswith("--")):
+            value = "true"
+        elif index == len(args):
+            raise KvplanError(f"{flag} needs a value, e.g. {flag}=VALUE")
+        else:
+            value = args[index]
+            index += 1
+    return Assertion(kind, parse_required(kind, value, flag), flag), index
 
 
 def plan_report(assertions: tuple[Assertion, ...], result: PlanResult) -> CheckReport:

@@ -22,7 +22,6 @@ from kvplan.errors import KvplanError
 from kvplan.limits import MAX_RECORDED_STEPS
 from kvplan.parsing import FieldError, as_number
 from kvplan.semantics.engine.config import EngineConfig
-from kvplan.semantics.engine.groups import MAMBA
 from kvplan.semantics.engine.replay import replay
 from kvplan.semantics.engine.request import Request, as_token_array
 from kvplan.semantics.engine.scheduler import ModelRunner, Scheduler, StepResult
@@ -34,6 +33,7 @@ from kvplan.semantics.engine.trace import (
     TraceRequest,
     parse_trace,
 )
+from kvplan.semantics.kv.specs import MambaSpec
 from kvplan.semantics.releases import Release
 from kvplan.usecases.replay import bulk_decode, require_pool_memory
 from kvplan.usecases.simulate.clients import Clients
@@ -499,7 +499,7 @@ def blocks_at_length(config: EngineConfig, tokens: int) -> int:
     blocks of its own size (a window or chunk holds fewer), a Mamba group's state block(s)."""
     total = 0
     for group in config.groups:
-        if group.kind == MAMBA and group.mamba_cache_mode in ("none", "align"):
+        if group.spec is MambaSpec and group.mamba_cache_mode in ("none", "align"):
             total += 1 if group.mamba_cache_mode == "none" else 2
         else:
             total += math.ceil(tokens / (group.block_size or config.block_size))

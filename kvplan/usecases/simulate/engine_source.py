@@ -16,9 +16,10 @@ from kvplan.errors import DoesNotFitError, KvplanError
 from kvplan.parsing import FieldError, as_int, child
 from kvplan.semantics.engine.args import EngineArgs
 from kvplan.semantics.engine.config import EngineConfig
-from kvplan.semantics.engine.groups import FULL_ATTENTION, KVCacheGroup
+from kvplan.semantics.engine.groups import KVCacheGroup
 from kvplan.semantics.engine.trace import CONFIG_KEYS, RELEASE_KEY, parse_config
 from kvplan.semantics.kv.sizing import kv_cache_tokens
+from kvplan.semantics.kv.specs import FullAttentionSpec
 from kvplan.semantics.releases import RELEASES, Release, default_release, release_named
 from kvplan.usecases.plan import PlanRequest, PlanSummary, plan
 from kvplan.usecases.profile_summary import load_profile, release_mismatch
@@ -105,7 +106,7 @@ class PlannedPool:
         groups = self.kv_cache_groups
         if block_size is not None and block_size != self.settings["block_size"]:
             groups = tuple(replace(group, block_size=None) for group in groups)
-        single = len(groups) == 1 and groups[0].kind == FULL_ATTENTION
+        single = len(groups) == 1 and groups[0].spec is FullAttentionSpec
         if not groups or (single and groups[0].block_size in (None, self.settings["block_size"])):
             return None
         return groups

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from kvplan.semantics.engine.groups import KVCacheGroup
 from kvplan.semantics.engine.scheduler import StepResult
 from kvplan.semantics.engine.stats import NO_LOOKUPS
+from kvplan.semantics.kv.specs import KVCacheSpec
 from kvplan.usecases.simulate.series import Downsampler, SeriesPoint
 from kvplan.usecases.simulate.timing import StepLoad
 
@@ -116,7 +117,7 @@ class GroupUsage:
     """What one KV cache group holds of the shared pool, at the end of each step (its blocks in use;
     a block that several requests of the group share counts once)."""
 
-    type: str                       # full_attention, sliding_window, chunked_local_attention, mamba
+    spec: type[KVCacheSpec]         # the group's type (`KVCacheGroup.spec`); outputs write its `kind`
     block_size: int | None
     sliding_window: int | None
     attention_chunk_size: int | None
@@ -501,7 +502,7 @@ class Recorder:
     def _group_usage(self, total: float) -> tuple[GroupUsage, ...]:
         return tuple(
             GroupUsage(
-                type=group.kind, block_size=group.block_size, sliding_window=group.sliding_window,
+                spec=group.spec, block_size=group.block_size, sliding_window=group.sliding_window,
                 attention_chunk_size=group.attention_chunk_size,
                 num_layers=group.num_layers if self.layers_known else None,
                 peak_used_blocks=self.group_peak[group_id], mean_used_blocks=self.group_weighted[group_id] / total,

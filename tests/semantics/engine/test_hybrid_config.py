@@ -17,9 +17,11 @@ from kvplan.semantics.engine.trace import parse_trace
 from kvplan.semantics.kv.layer_specs import CacheSettings, build_worker_specs
 from kvplan.semantics.kv.sizing import size_kv_cache
 from kvplan.semantics.kv.specs import (
+    ChunkedLocalAttentionSpec,
     FullAttentionSpec,
     KVCacheGroupSpec,
     MambaSpec,
+    MLAAttentionSpec,
     SizingLimits,
     SlidingWindowSpec,
     UniformTypeKVCacheSpecs,
@@ -27,7 +29,7 @@ from kvplan.semantics.kv.specs import (
 from kvplan.semantics.releases import VLLM_0_17_1, VLLM_0_33_0
 
 FULL = KVCacheGroup()
-WINDOW = KVCacheGroup("sliding_window", sliding_window=64)
+WINDOW = KVCacheGroup(SlidingWindowSpec, sliding_window=64)
 # The rules below are 0.17.1's unless a test names 0.33.0.
 HYBRID_RELEASE = {"release": VLLM_0_17_1}
 
@@ -48,33 +50,33 @@ def test_without_groups_the_engine_has_one_full_attention_group() -> None:
 
 
 def test_mamba_blocks_follow_the_caching_setting() -> None:
-    with_caching = config(FULL, KVCacheGroup("mamba"), max_model_len=512)
-    assert with_caching.groups[1] == KVCacheGroup("mamba", mamba_cache_mode="align", block_size=16)
+    with_caching = config(FULL, KVCacheGroup(MambaSpec), max_model_len=512)
+    assert with_caching.groups[1] == KVCacheGroup(MambaSpec, mamba_cache_mode="align", block_size=16)
     assert with_caching.mamba_cache_mode == "align"
     # Caching off: one state block per request, as long as the model length, whatever was asked.
-    without = config(FULL, KVCacheGroup("mamba", mamba_cache_mode="all"), max_model_len=512,
+    without = config(FULL, KVCacheGroup(MambaSpec, mamba_cache_mode="all"), max_model_len=512,
                      enable_prefix_caching=False)
-    assert without.groups[1] == KVCacheGroup("mamba", mamba_cache_mode="none", block_size=512)
+    assert without.groups[1] == KVCacheGroup(MambaSpec, mamba_cache_mode="none", block_size=512)
     # "none" with caching on stands for vLLM's default.
-    assert config(FULL, KVCacheGroup("mamba", mamba_cache_mode="none")).mamba_cache_mode == "align"
+    assert config(FULL, KVCacheGroup(MambaSpec, mamba_cache_mode="none")).mamba_cache_mode == "align"
     assert config(FULL, WINDOW).mamba_cache_mode is None
 
 
 @pytest.mark.parametrize(("groups", "settings", "message"), [
     ((), {}, "non-empty"),
-    ((KVCacheGroup("sliding_window"),), {}, "needs sliding_window"),
-    ((KVCacheGroup("chunked_local_attention", attention_chunk_size=0),), {}, "positive integer"),
+    ((KVCacheGroup(SlidingWindowSpec),), {}, "needs sliding_window"),
+    ((KVCacheGroup(ChunkedLocalAttentionSpec, attention_chunk_size=0),), {}, "positive integer"),
     ((KVCacheGroup(sliding_window=8),), {}, "only to sliding_window"),
-    ((KVCacheGroup("cross_attention"),), {}, "must be one of"),
+    ((KVCacheGroup(MLAAttentionSpec),), {}, "must be one of"),
     ((FULL, KVCacheGroup(mamba_cache_mode="all")), {}, "mamba groups only"),
-    ((FULL, KVCacheGroup("mamba")), {"enable_chunked_prefill": False, "max_num_batched_tokens": 4096},
+    ((FULL, KVCacheGroup(MambaSpec)), {"enable_chunked_prefill": False, "max_num_batched_tokens": 4096},
      "requires chunked prefill"),
-    ((FULL, KVCacheGroup("mamba", mamba_cache_mode="all"), KVCacheGroup("mamba", mamba_cache_mode="align")), {},
+    ((FULL, KVCacheGroup(MambaSpec, mamba_cache_mode="all"), KVCacheGroup(MambaSpec, mamba_cache_mode="align")), {},
      "one mamba_cache_mode"),
     ((WINDOW, WINDOW), {}, "two kinds of group"),
     ((KVCacheGroup(block_size=32),), {}, "single KV cache group"),
     ((FULL, KVCacheGroup(block_size=24)), {}, "multiple of the block size"),
-    ((FULL, KVCacheGroup(block_size=32), KVCacheGroup("chunked_local_attention", attention_chunk_size=64)), {},
+    ((FULL, KVCacheGroup(block_size=32), KVCacheGroup(ChunkedLocalAttentionSpec, attention_chunk_size=64)), {},
      "chunked local attention needs"),
 ])
 def test_configurations_vllm_refuses(groups, settings, message) -> None:
@@ -84,7 +86,7 @@ def test_configurations_vllm_refuses(groups, settings, message) -> None:
 
 def test_0_33_0_runs_mamba_all_as_align_and_keeps_one_block_size() -> None:
     # 0.33.0 has no "all": a model that ran it under 0.17.1 runs "align" (MambaModelConfig).
-    mamba_all = KVCacheGroup("mamba", mamba_cache_mode="all")
+    mamba_all = KVCacheGroup(MambaSpec, mamba_cache_mode="all")
     assert config(FULL, mamba_all).mamba_cache_mode == "all"
     assert config(FULL, mamba_all, release=VLLM_0_33_0).mamba_cache_mode == "align"
     with pytest.raises(KvplanError, match=r"the only Mamba cache mode with prefix caching in vLLM 0\.33\.0"):
@@ -93,8 +95,8 @@ def test_0_33_0_runs_mamba_all_as_align_and_keeps_one_block_size() -> None:
     assert [g.block_size for g in config(FULL, KVCacheGroup(block_size=32)).groups] == [16, 32]
     with pytest.raises(KvplanError, match=r"own block sizes \(16, 32\) are not reproduced for vLLM 0.33.0.*"
                                           r"or use vllm_version 0.17.1"):
-        config(FULL, KVCacheGroup("sliding_window", sliding_window=64, block_size=32), release=VLLM_0_33_0)
-    caching_off = config(FULL, KVCacheGroup("mamba"), release=VLLM_0_33_0, enable_prefix_caching=False)
+        config(FULL, KVCacheGroup(SlidingWindowSpec, sliding_window=64, block_size=32), release=VLLM_0_33_0)
+    caching_off = config(FULL, KVCacheGroup(MambaSpec), release=VLLM_0_33_0, enable_prefix_caching=False)
     assert caching_off.groups[1].block_size == caching_off.max_model_len
 
 
@@ -110,7 +112,7 @@ def test_a_trace_lists_groups_by_type() -> None:
         {"type": "chunked_local_attention", "attention_chunk_size": 128},
         {"type": "mamba", "mamba_cache_mode": "all", "conv_dim": 4, "ssm_dim": 32, "mamba_type": "mamba1"},
     ]))
-    assert [g.kind for g in parsed.config.groups] == [
+    assert [g.spec.kind for g in parsed.config.groups] == [
         "full_attention", "sliding_window", "chunked_local_attention", "mamba"]
     assert parsed.config.groups[2].attention_chunk_size == 128
     assert parsed.config.groups[3].layout == "mamba1 conv 4 ssm 32"
@@ -159,7 +161,7 @@ def test_a_planned_kv_cache_config_gives_the_engine_its_groups() -> None:
     gemma3 = [KVCacheGroupSpec(("l5", "l11"), full)] + [
         KVCacheGroupSpec((f"l{i}", f"l{i + 6}"), window) for i in range(5)]
     groups = groups_from_kv_cache_config(gemma3)
-    assert [g.kind for g in groups] == ["full_attention"] + ["sliding_window"] * 5
+    assert [g.spec.kind for g in groups] == ["full_attention"] + ["sliding_window"] * 5
     assert groups[1].sliding_window == 1024 and groups[1].num_layers == 2 and groups[1].block_size == 16
     # The five window groups share one spec: looked up together, as vLLM batches them.
     engine = EngineConfig(num_gpu_blocks=100, kv_cache_groups=groups, **HYBRID_RELEASE)
@@ -172,7 +174,7 @@ def test_a_planned_kv_cache_config_gives_the_engine_its_groups() -> None:
                                                               dtype="bfloat16")),
                   KVCacheGroupSpec(("l0",), state), KVCacheGroupSpec(("l1",), state)]
     planned = groups_from_kv_cache_config(qwen3_next, VLLM_0_17_1)
-    assert [(g.kind, g.mamba_cache_mode, g.block_size) for g in planned] == [
+    assert [(g.spec.kind, g.mamba_cache_mode, g.block_size) for g in planned] == [
         ("full_attention", None, 544), ("mamba", "align", 544), ("mamba", "align", 544)]
     assert EngineConfig(num_gpu_blocks=100, block_size=544, max_model_len=4096, **HYBRID_RELEASE,
                         kv_cache_groups=planned).mamba_cache_mode == "align"
@@ -181,7 +183,7 @@ def test_a_planned_kv_cache_config_gives_the_engine_its_groups() -> None:
     small = FullAttentionSpec(block_size=16, num_kv_heads=2, head_size=64, dtype="bfloat16")
     uniform = UniformTypeKVCacheSpecs(block_size=16, kv_cache_specs={"l0": full, "l1": small})
     (only,) = groups_from_kv_cache_config([KVCacheGroupSpec(("l0", "l1"), uniform)])
-    assert only.kind == "full_attention" and only.layout == "FullAttentionSpec 8x256 bfloat16" and only.num_layers == 2
+    assert only.spec is FullAttentionSpec and only.layout == "FullAttentionSpec 8x256 bfloat16" and only.num_layers == 2
 
 
 @pytest.mark.parametrize(("model", "alignment"), [("nvidia/Nemotron-H-56B-Base-8K", 1),
@@ -196,13 +198,13 @@ def test_planned_mamba2_and_gdn_groups_take_prefill_checkpoint_blocks_in_0_33_0(
     assert mamba_specs and all(spec.mamba_type in ("mamba2", "gdn_attention") for spec in mamba_specs)
 
     groups = groups_from_kv_cache_config(sized.groups, VLLM_0_33_0)
-    mamba = [g for g in groups if g.kind == "mamba"]
+    mamba = [g for g in groups if g.spec.kind == "mamba"]
     assert len(mamba) == len(mamba_specs)
     # MambaMixer2 exports any position (alignment 1); a gated delta net keeps its checkpoints on
     # the prefix-cache grid, the Mamba block size.
     assert {(g.num_prefill_checkpoint_blocks, g.prefill_checkpoint_alignment) for g in mamba} == {
         (1, g.block_size if alignment == "block size" else alignment) for g in mamba}
-    assert all(g.num_prefill_checkpoint_blocks == 0 for g in groups if g.kind != "mamba")
+    assert all(g.num_prefill_checkpoint_blocks == 0 for g in groups if g.spec.kind != "mamba")
     # vLLM 0.17.1's MambaSpec has no such field.
     old = groups_from_kv_cache_config(sized.groups, VLLM_0_17_1)
     assert all((g.num_prefill_checkpoint_blocks, g.prefill_checkpoint_alignment) == (0, None) for g in old)

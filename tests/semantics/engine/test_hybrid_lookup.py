@@ -8,6 +8,7 @@ from __future__ import annotations
 from kvplan.semantics.engine.coordinator import KVCacheCoordinator
 from kvplan.semantics.engine.groups import KVCacheGroup, resolve_groups
 from kvplan.semantics.engine.hashing import MergedBlockHashes
+from kvplan.semantics.kv.specs import SlidingWindowSpec
 from kvplan.semantics.releases import VLLM_0_17_1
 
 FULL = KVCacheGroup()
@@ -15,7 +16,7 @@ HASHES = [bytes([i]) * 32 for i in range(8)]
 
 
 def swa(window: int, block_size: int | None = None) -> KVCacheGroup:
-    return KVCacheGroup("sliding_window", sliding_window=window, block_size=block_size)
+    return KVCacheGroup(SlidingWindowSpec, sliding_window=window, block_size=block_size)
 
 
 def coordinator(*groups: KVCacheGroup) -> KVCacheCoordinator:

@@ -9,21 +9,22 @@ from kvplan.semantics.engine.groups import KVCacheGroup
 from kvplan.semantics.engine.hashing import RequestBlockHasher
 from kvplan.semantics.engine.kv_cache_manager import KVCacheManager
 from kvplan.semantics.engine.request import Request
+from kvplan.semantics.kv.specs import ChunkedLocalAttentionSpec, MambaSpec, SlidingWindowSpec
 from kvplan.semantics.releases import VLLM_0_17_1
 
 FULL = KVCacheGroup()
 
 
 def swa(window: int) -> KVCacheGroup:
-    return KVCacheGroup("sliding_window", sliding_window=window)
+    return KVCacheGroup(SlidingWindowSpec, sliding_window=window)
 
 
 def chunked(chunk: int) -> KVCacheGroup:
-    return KVCacheGroup("chunked_local_attention", attention_chunk_size=chunk)
+    return KVCacheGroup(ChunkedLocalAttentionSpec, attention_chunk_size=chunk)
 
 
 def mamba(mode: str | None = None) -> KVCacheGroup:
-    return KVCacheGroup("mamba", mamba_cache_mode=mode)
+    return KVCacheGroup(MambaSpec, mamba_cache_mode=mode)
 
 
 def manager(*groups: KVCacheGroup, num_gpu_blocks: int = 40, caching: bool = True,

@@ -19,6 +19,7 @@ from kvplan.semantics.engine.groups import KVCacheGroup
 from kvplan.semantics.engine.replay import replay
 from kvplan.semantics.engine.scheduler import Scheduler, StepResult
 from kvplan.semantics.engine.trace import Trace
+from kvplan.semantics.kv.specs import GROUP_TYPES, ChunkedLocalAttentionSpec, MambaSpec, SlidingWindowSpec
 from tests.semantics.engine.strategies import engine_knobs, trace_requests
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -26,15 +27,15 @@ SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[Heal
 
 @st.composite
 def groups(draw: st.DrawFn, block_size: int, mamba_mode: str | None) -> KVCacheGroup:
-    kind = draw(st.sampled_from(["full_attention", "sliding_window", "chunked_local_attention", "mamba"]))
+    spec = draw(st.sampled_from(GROUP_TYPES))
     # vLLM's page-size unification can give a group blocks of several hash blocks.
     own_size = draw(st.sampled_from([None, None, None, 2 * block_size]))
-    if kind == "sliding_window":
-        return KVCacheGroup(kind, sliding_window=draw(st.integers(1, 64)), block_size=own_size)
-    if kind == "chunked_local_attention":
-        return KVCacheGroup(kind, attention_chunk_size=draw(st.integers(1, 64)), block_size=own_size)
-    if kind == "mamba":
-        return KVCacheGroup(kind, mamba_cache_mode=mamba_mode, block_size=own_size)
+    if spec is SlidingWindowSpec:
+        return KVCacheGroup(spec, sliding_window=draw(st.integers(1, 64)), block_size=own_size)
+    if spec is ChunkedLocalAttentionSpec:
+        return KVCacheGroup(spec, attention_chunk_size=draw(st.integers(1, 64)), block_size=own_size)
+    if spec is MambaSpec:
+        return KVCacheGroup(spec, mamba_cache_mode=mamba_mode, block_size=own_size)
     return KVCacheGroup(block_size=own_size)
 
 

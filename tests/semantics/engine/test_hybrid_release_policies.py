@@ -11,13 +11,14 @@ from kvplan.semantics.engine.groups import KVCacheGroup
 from kvplan.semantics.engine.replay import replay
 from kvplan.semantics.engine.scheduler import Scheduler, StepResult
 from kvplan.semantics.engine.trace import Trace, TraceRequest
+from kvplan.semantics.kv.specs import MambaSpec, SlidingWindowSpec
 from kvplan.semantics.releases import release_named
 
 FULL = KVCacheGroup()
 
 
 def swa(window: int) -> KVCacheGroup:
-    return KVCacheGroup("sliding_window", sliding_window=window)
+    return KVCacheGroup(SlidingWindowSpec, sliding_window=window)
 
 
 def engine(version: str, scheduling: str, *groups: KVCacheGroup, **settings) -> EngineConfig:
@@ -84,7 +85,7 @@ def test_window_blocks_are_freed_once_their_batch_is_processed(version, scheduli
 def test_a_mamba_align_prefill_stops_at_the_last_boundary_before_its_last_token(version, chunks):
     """A 96-token prompt with a Mamba "align" group: 0.17.1 computes it whole (96 is a boundary);
     0.33.0 stops at 80, the last state a resent prompt (hit at most 95 tokens) can use."""
-    config = engine(version, "sync", FULL, KVCacheGroup("mamba"), num_gpu_blocks=20, max_num_batched_tokens=128)
+    config = engine(version, "sync", FULL, KVCacheGroup(MambaSpec), num_gpu_blocks=20, max_num_batched_tokens=128)
     seen = steps(config, TraceRequest("r0", 0, 0, 2, unique_len=96))
     assert [result.scheduled["r0"] for result, _ in seen] == chunks
     assert seen[0][1]["r0"][1][-1] != 0 and set(seen[0][1]["r0"][1][:-1]) == {0}
@@ -93,7 +94,7 @@ def test_a_mamba_align_prefill_stops_at_the_last_boundary_before_its_last_token(
 def test_0_33_0_has_no_mamba_all_mode() -> None:
     """A model that ran "all" under 0.17.1 runs "align" under 0.33.0: the same records."""
     def records(mode: str | None) -> list[StepResult]:
-        config = engine("0.33.0", "sync", FULL, KVCacheGroup("mamba", mamba_cache_mode=mode),
+        config = engine("0.33.0", "sync", FULL, KVCacheGroup(MambaSpec, mamba_cache_mode=mode),
                         num_gpu_blocks=20, max_num_batched_tokens=64)
         return [result for result, _ in steps(config, TraceRequest("a", 0, 0, 4, prefix_len=100, unique_len=7),
                                               TraceRequest("b", 1, 3, 4, prefix_len=100, unique_len=9))]

@@ -10,11 +10,12 @@ from kvplan.semantics.engine.config import EngineConfig
 from kvplan.semantics.engine.groups import KVCacheGroup
 from kvplan.semantics.engine.request import Request
 from kvplan.semantics.engine.scheduler import Scheduler, StepResult, mamba_aligned_chunk, mamba_checkpoint_chunk
+from kvplan.semantics.kv.specs import MambaSpec
 from kvplan.semantics.releases import VLLM_0_17_1, VLLM_0_33_0
 
 
 def mamba_scheduler(mode: str | None = None, budget: int = 40) -> Scheduler:
-    groups = (KVCacheGroup(), KVCacheGroup("mamba", mamba_cache_mode=mode))
+    groups = (KVCacheGroup(), KVCacheGroup(MambaSpec, mamba_cache_mode=mode))
     return Scheduler(EngineConfig(num_gpu_blocks=40, max_num_batched_tokens=budget, max_num_seqs=4,
                                   max_model_len=512, kv_cache_groups=groups, release=VLLM_0_17_1,
                                   scheduling="sync"))
@@ -115,7 +116,7 @@ def test_prefill_checkpoints_let_the_last_chunk_run_through(make_request, comput
 
 
 def test_a_checkpoint_chunk_takes_the_checkpoint_block_and_retires_it_cached(make_request) -> None:
-    groups = (KVCacheGroup(), KVCacheGroup("mamba", num_prefill_checkpoint_blocks=1, prefill_checkpoint_alignment=1))
+    groups = (KVCacheGroup(), KVCacheGroup(MambaSpec, num_prefill_checkpoint_blocks=1, prefill_checkpoint_alignment=1))
     scheduler = Scheduler(EngineConfig(num_gpu_blocks=40, max_num_batched_tokens=256, max_num_seqs=4,
                                        max_model_len=512, kv_cache_groups=groups, release=VLLM_0_33_0,
                                        scheduling="sync"))

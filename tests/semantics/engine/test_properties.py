@@ -19,6 +19,7 @@ from kvplan.semantics.engine.replay import replay
 from kvplan.semantics.engine.request import Request
 from kvplan.semantics.engine.scheduler import Scheduler, StepResult
 from kvplan.semantics.engine.trace import Trace
+from kvplan.semantics.kv.specs import SlidingWindowSpec
 from tests.references import hash_block_tokens
 from tests.semantics.engine.strategies import engine_knobs, trace_requests
 
@@ -29,7 +30,7 @@ SETTINGS = settings(max_examples=120, deadline=None, suppress_health_check=[Heal
 def traces(draw: st.DrawFn) -> Trace:
     knobs = draw(engine_knobs(40))
     groups = draw(st.one_of(st.none(), st.integers(1, 64).map(
-        lambda window: (KVCacheGroup("sliding_window", sliding_window=window),))))
+        lambda window: (KVCacheGroup(SlidingWindowSpec, sliding_window=window),))))
     config = EngineConfig(**knobs, kv_cache_groups=groups)
     return Trace(config, draw(trace_requests(config.max_model_len, 10)))
 

@@ -6,12 +6,13 @@ from kvplan.semantics.engine.groups import KVCacheGroup
 from kvplan.semantics.engine.hashing import RequestBlockHasher
 from kvplan.semantics.engine.kv_cache_manager import KVCacheManager
 from kvplan.semantics.engine.window_managers import SlidingWindowManager
+from kvplan.semantics.kv.specs import SlidingWindowSpec
 from kvplan.semantics.releases import VLLM_0_17_1
 from tests.references import block_ids
 
 
 def window(tokens: int, block_size: int | None = None) -> KVCacheGroup:
-    return KVCacheGroup("sliding_window", sliding_window=tokens, block_size=block_size)
+    return KVCacheGroup(SlidingWindowSpec, sliding_window=tokens, block_size=block_size)
 
 
 def hashed(request):

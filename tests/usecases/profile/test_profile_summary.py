@@ -92,5 +92,5 @@ def test_a_records_mamba_groups_take_the_checkpoint_blocks_of_its_release(tmp_pa
     if version is None:
         document.pop("vllm_semantics")
     summary = parse_plan(document, "plan")
-    mamba = [group for group in summary.kv_cache_groups if group.kind == "mamba"]
+    mamba = [group for group in summary.kv_cache_groups if group.spec.kind == "mamba"]
     assert mamba and {group.num_prefill_checkpoint_blocks for group in mamba} == checkpoint_blocks

@@ -120,10 +120,10 @@ def test_a_hybrid_model_is_written_and_read_group_by_group(tmp_path, workload):
         ("SlidingWindowSpec", 2), ("FullAttentionSpec", 2)]
     check = run_workload_check(profile, workload, verify_every=1)
     assert check.passed and check.metrics.num_finished == 40
-    assert [(g.kind, g.sliding_window) for g in check.prepared.config.groups] == [("sliding_window", 64),
+    assert [(g.spec.kind, g.sliding_window) for g in check.prepared.config.groups] == [("sliding_window", 64),
                                                                                   ("full_attention", None)]
     assert len(check.layers_verified) == 4 and check.tensors_written == 2
-    assert [g.type for g in check.metrics.kv.groups] == ["sliding_window", "full_attention"]
+    assert [g.spec.kind for g in check.metrics.kv.groups] == ["sliding_window", "full_attention"]
 
 
 def test_a_profile_without_a_real_pool_is_refused(tiny_profile, workload):

@@ -53,7 +53,7 @@ def test_a_planned_pool_runs_on_the_groups_and_the_tokens_of_the_plan(write_json
     assert {g["block_size"] for g in attention} == {record["block_size"]}
     metrics = result.metrics
     assert metrics.num_finished == metrics.num_requests == 24
-    assert [g.type for g in metrics.kv.groups] == [g["type"] for g in engine["kv_cache_groups"]]
+    assert [g.spec.kind for g in metrics.kv.groups] == [g["type"] for g in engine["kv_cache_groups"]]
     assert all(0 < g.peak_used_blocks <= metrics.kv.usable_blocks for g in metrics.kv.groups)
 
 
@@ -64,14 +64,14 @@ def test_gemma2_runs_the_pool_vllm_reports_not_a_full_attention_one(write_json):
     assert setup.engine.gpu_kv_cache_tokens == 12_480 == \
         planned("google/gemma-2-9b-it", VLLM_0_17_1)["gpu_kv_cache_tokens"]
     window, full = setup.config.groups
-    assert (window.kind, window.sliding_window, full.kind) == ("sliding_window", 4096, "full_attention")
+    assert (window.spec.kind, window.sliding_window, full.spec.kind) == ("sliding_window", 4096, "full_attention")
 
 
 def test_a_pool_given_by_hand_keeps_the_models_groups(write_json):
     setup = on_model(write_json, "Qwen/Qwen3-Next-80B-A3B-Thinking", EngineOverrides(num_gpu_blocks=100),
                      release=VLLM_0_33_0)
     assert setup.engine.source == "--num-gpu-blocks" and setup.config.num_gpu_blocks == 100
-    assert [g.kind for g in setup.config.groups] == ["mamba"] * 3 + ["full_attention"]
+    assert [g.spec.kind for g in setup.config.groups] == ["mamba"] * 3 + ["full_attention"]
     # four groups of 0.33.0's 544-token attention blocks (0.34.0 aligns them to 576): 100 // 4 x 544
     assert setup.engine.gpu_kv_cache_tokens == 25 * 544
     assert simulate(setup).metrics.num_finished == 24
@@ -80,7 +80,7 @@ def test_a_pool_given_by_hand_keeps_the_models_groups(write_json):
 def test_a_single_full_attention_group_runs_the_single_group_engine(write_json):
     setup = on_model(write_json, "meta-llama/Llama-3.1-8B-Instruct")
     assert setup.config.kv_cache_groups is None
-    assert [(g.kind, g.num_layers) for g in setup.engine.kv_cache_groups] == [("full_attention", 32)]
+    assert [(g.spec.kind, g.num_layers) for g in setup.engine.kv_cache_groups] == [("full_attention", 32)]
     assert setup.engine.gpu_kv_cache_tokens == planned("meta-llama/Llama-3.1-8B-Instruct")["gpu_kv_cache_tokens"]
 
 
@@ -102,7 +102,7 @@ def test_a_check_target_hands_its_groups_to_the_workload(write_json):
     workload = on_target_pool(load_workload(write_json(mix())), summary, target)
     setup = prepare(workload, SimOptions())
     assert setup.config.num_gpu_blocks == summary.num_blocks
-    assert [(g.kind, g.sliding_window) for g in setup.config.groups] == [("sliding_window", 128),
+    assert [(g.spec.kind, g.sliding_window) for g in setup.config.groups] == [("sliding_window", 128),
                                                                          ("full_attention", None)]
 
 
@@ -127,7 +127,7 @@ def test_the_zero_preemption_pool_is_found_on_the_groups_engine(write_json):
 def test_planned_mamba2_and_gdn_groups_take_0_33_0s_prefill_checkpoint_blocks(write_json, model, alignments):
     workload = load_workload(write_json(mix(engine={"model": model, **SIZING, "enable_prefix_caching": True})))
     setup = prepare(workload, SimOptions(release=VLLM_0_33_0))
-    mamba = [g for g in setup.config.groups if g.kind == "mamba"]
+    mamba = [g for g in setup.config.groups if g.spec.kind == "mamba"]
     assert mamba and {g.num_prefill_checkpoint_blocks for g in mamba} == {1}
     assert {g.prefill_checkpoint_alignment for g in mamba} == alignments
     assert simulate(setup).metrics.num_finished == 40
