@@ -83,38 +83,15 @@ class EngineOptions:
     def plan_request(self, command: str = "plan") -> PlanRequest:
         """The request `plan` and `profile` size the cache for: vLLM's defaults where unset; no model
         is bad input (exit 2) with the command's usage, never a model chosen for the user."""
-        from kvplan.usecases.plan import PlanRequest
+        from kvplan.usecases.plan import TYPICAL_PROMPT_LENS, PlanRequest
 
         model = self.model
         if model is None:
             raise KvplanError(f"no model given; usage: kvplan {command} MODEL [OPTIONS], as `vllm serve MODEL` "
                               "(or --model MODEL): a hub id, a model directory or a config.json")
-        defaults = PlanRequest(model=model)
-        args = self.args
-        return PlanRequest(
-            model=model,
-            kv_cache_memory_bytes=args.kv_cache_memory_bytes,
-            gpu=self.gpu,
-            gpu_memory_bytes=self.gpu_memory,
-            gpu_memory_utilization=args.gpu_memory_utilization,   # None: the release's default
-            block_size=args.block_size,
-            max_model_len=args.max_model_len,
-            max_num_batched_tokens=args.max_num_batched_tokens,
-            max_num_seqs=args.max_num_seqs,
-            kv_cache_dtype=_given(args.kv_cache_dtype, defaults.kv_cache_dtype),
-            dtype=_given(args.dtype, defaults.dtype),
-            tensor_parallel_size=_given(args.tensor_parallel_size, defaults.tensor_parallel_size),
-            pipeline_parallel_size=_given(args.pipeline_parallel_size, defaults.pipeline_parallel_size),
-            num_gpu_blocks_override=args.num_gpu_blocks_override,
-            trust_remote_code=self.trust_remote_code,
-            enable_prefix_caching=args.enable_prefix_caching,
-            enable_chunked_prefill=_given(args.enable_chunked_prefill, defaults.enable_chunked_prefill),
-            release=self.release_or_default(),
-            enable_extensible_kv_cache=args.enable_extensible_kv_cache,
-            enforce_eager=bool(args.enforce_eager),
-            quantization=args.quantization,
-            prompt_lens=_given(self.prompt_len, defaults.prompt_lens),
-        )
+        return PlanRequest(args=self.args, gpu=self.gpu, gpu_memory_bytes=self.gpu_memory,
+                           release=self.release_or_default(),
+                           prompt_lens=TYPICAL_PROMPT_LENS if self.prompt_len is None else self.prompt_len)
 
     def pick(self, settings: type[S]) -> S:
         """The options a use case's settings dataclass names, under the same names (an engine argument
@@ -125,12 +102,7 @@ class EngineOptions:
                            for field in fields(settings)})  # type: ignore[arg-type]
 
 
-T = TypeVar("T")
 S = TypeVar("S")
-
-
-def _given(value: T | None, default: T) -> T:
-    return default if value is None else value
 
 
 # --- the options, as typer declares them -------------------------------------------------------
@@ -271,7 +243,7 @@ PLANNING = (
     "max_num_batched_tokens", "max_num_seqs", "kv_cache_dtype", "dtype", "tensor_parallel_size",
     "pipeline_parallel_size", "num_gpu_blocks_override", "enable_prefix_caching", "enable_chunked_prefill",
     "trust_remote_code", "offline", "revision", "vllm_version", "enable_extensible_kv_cache", "enforce_eager",
-    "quantization", "prompt_len",
+    "quantization", "mamba_ssm_cache_dtype", "prompt_len",
 )
 SCHEDULING = (
     "num_gpu_blocks", "block_size", "enable_prefix_caching", "max_num_batched_tokens", "max_num_seqs",

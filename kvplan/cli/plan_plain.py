@@ -44,7 +44,7 @@ def _plan_from_profile(engine: EngineOptions, path: Path, model_given: bool) -> 
     from kvplan.usecases.profile_plan import plan_from_profile
     from kvplan.usecases.profile_summary import load_profile
 
-    given = {name: value for name, value in engine.args.given().items() if name in _PROFILE_ARGS}
+    given = {name: value for name, value in engine.args.given().items() if name not in _NOT_REDONE}
     given.update({_REQUEST_FIELDS[name]: getattr(engine, name) for name in _REQUEST_FIELDS
                   if getattr(engine, name) is not None})
     if not model_given:
@@ -54,14 +54,11 @@ def _plan_from_profile(engine: EngineOptions, path: Path, model_given: bool) -> 
     return plan_from_profile(load_profile(path, f"--profile {path}"), f"--profile {path}", given, engine.release())
 
 
-# the engine arguments a profile's plan is redone at (the PlanRequest field of the same name; one left out
-# keeps the profile's setting), and kvplan's own settings -> the PlanRequest field they set
-_PROFILE_ARGS = (
-    "model", "kv_cache_memory_bytes", "gpu_memory_utilization", "block_size", "max_model_len",
-    "max_num_batched_tokens", "max_num_seqs", "kv_cache_dtype", "dtype", "tensor_parallel_size",
-    "pipeline_parallel_size", "num_gpu_blocks_override", "enable_prefix_caching", "enable_chunked_prefill",
-    "trust_remote_code",
-)
+# a profile's plan is redone at every engine argument given (one not given keeps the profile's setting)
+# but these, which the replan does not take: the revision (the config is the profile's), the engine loop,
+# and the settings that change what the profile measured (the weights' method, 0.34.0's sizing path, the
+# CUDA graphs); kvplan's own settings -> the request's setting they set
+_NOT_REDONE = ("revision", "async_scheduling", "quantization", "enable_extensible_kv_cache", "enforce_eager")
 _REQUEST_FIELDS = {"gpu": "gpu", "gpu_memory": "gpu_memory_bytes"}
 
 

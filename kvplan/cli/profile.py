@@ -125,7 +125,7 @@ def profile_command(
         if save is not None:
             print(f"saved {save}")
     finding = not result.fits or (check is not None and check.finding is not None)
-    report = profile_report(assertions, result.summary, request.release, request.trust_remote_code) \
+    report = profile_report(assertions, result.summary, request.release, request.value("trust_remote_code")) \
         if assertions else None
     code = verdict_exit_code(report, finding=finding)
     if code:

@@ -7,7 +7,6 @@ writes: a kvplan profile (the format of `kvplan profile --save`, read back by
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 from kvplan import __version__
@@ -85,8 +84,7 @@ def explain_record(result: ExplainResult) -> dict[str, Any]:
 def _knobs(request: PlanRequest) -> dict[str, Any]:
     """The settings the profile stands for, as `kvplan profile --save` records them (the release is
     the provenance's `vllm_semantics`)."""
-    knobs = {field.name: getattr(request, field.name) for field in dataclasses.fields(PlanRequest)
-             if field.name != "release"}
+    knobs = {name: value for name, value in request.recorded().items() if name != "release"}
     knobs.update(backend=LOG_BACKEND)
     return knobs
 
@@ -101,7 +99,7 @@ def log_profile_record(result: ExplainResult) -> dict[str, Any]:
                    if budget is None else "kvplan could not size the logged KV memory for this model")
         raise KvplanError(f"--save-profile: nothing to save: {missing}")
     consumed = budget.release.non_kv_memory == "consumed_plus_transient_peak"
-    saved_request = dataclasses.replace(request, kv_cache_memory_bytes=None)
+    saved_request = request.with_args(kv_cache_memory_bytes=None)
     knobs = _knobs(saved_request)
     plan = plan_record(sized)
     summary = sized.summary

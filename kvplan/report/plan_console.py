@@ -43,7 +43,7 @@ def _settings_table(result: PlanResult) -> Table:
         ("block size", f"{layout.block_size} ({layout.block_size_rule})"),
         ("max_model_len", f"{summary.max_model_len:,}"),
         ("batch", f"{summary.max_num_batched_tokens:,} tokens, {summary.max_num_seqs} seqs"),
-        ("parallel", f"TP {request.tensor_parallel_size}, PP {request.pipeline_parallel_size}"),
+        ("parallel", f"TP {request.value('tensor_parallel_size')}, PP {request.value('pipeline_parallel_size')}"),
         ("prefix caching", "on" if summary.enable_prefix_caching else "off"),
         ("KV memory per GPU", _kv_memory(summary.kv_cache_memory_bytes)),
     ]
@@ -76,7 +76,7 @@ def spec_detail(spec: GroupSpec) -> str:
 
 def _groups_table(result: PlanResult) -> Table:
     # rank 0's groups, as vLLM logs them; with pipeline parallelism each stage holds its own layers
-    staged = result.request.pipeline_parallel_size > 1
+    staged = result.request.value("pipeline_parallel_size") > 1
     title = "KV cache groups (per GPU" + (", rank 0: the first pipeline stage)" if staged else ")")
     table = Table(title=title, title_justify="left")
     tensor_layout = result.request.release.kv_tensor_layout
@@ -135,7 +135,7 @@ def render_plan(result: PlanResult, console: Console | None = None) -> None:
     print_vllm_log(result, console)
     console.print(_settings_table(result))
     console.print(_groups_table(result))
-    if result.request.pipeline_parallel_size > 1:
+    if result.request.value("pipeline_parallel_size") > 1:
         console.print(_stages_table(result))
     config = sizing.config
     if summary.fits and config is not None:

@@ -105,11 +105,11 @@ def _breakdown(result: ProfileResult) -> Table:
         graphs = " (the capacity reserved: no CUDA-graph estimate, the size is measured after capture)"
     rows: list[Row] = [
         ("total", result.snapshot.total_bytes, ""),
-        (f"requested (x {result.options.plan.gpu_memory_utilization})",
+        (f"requested (x {result.options.plan.utilization})",
          None if budget is None else budget.requested_bytes, "ceil(total x gpu_memory_utilization)"),
         *BREAKDOWN_TERMS[release.non_kv_memory](result),
         ("KV cache available", None if budget is None else budget.available_kv_bytes,
-         "--kv-cache-memory as given" if result.options.plan.kv_cache_memory_bytes is not None
+         "--kv-cache-memory as given" if result.options.plan.args.kv_cache_memory_bytes is not None
          else f"requested - non-KV{graphs}"),
         ("KV cache allocated", None if config is None else config.pool_bytes,
          "" if num_blocks is None or plan is None or config is None else

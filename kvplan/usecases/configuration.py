@@ -19,14 +19,6 @@ from kvplan.usecases.simulate.workload import Workload
 # the engine arguments a workload's `engine` section may give (docs/workload.md) that size the pool too
 WORKLOAD_ARGS = ("block_size", "max_model_len", "max_num_seqs", "max_num_batched_tokens",
                  "enable_prefix_caching", "enable_chunked_prefill")
-# the engine arguments a plan takes (`PlanRequest`); of them, RESOLVED_ARGS are planned at the release's
-# default when unset, the rest are left for the plan to derive (the block size, the lengths and batch
-# limits, the utilization of the sizing path: docs/vllm/changes-0.34.md §1.2)
-PLAN_ARGS = ("gpu_memory_utilization", "kv_cache_memory_bytes", "tensor_parallel_size", "pipeline_parallel_size",
-             "kv_cache_dtype", "dtype", "block_size", "max_model_len", "max_num_seqs", "max_num_batched_tokens",
-             "enable_prefix_caching", "enable_chunked_prefill", "trust_remote_code")
-RESOLVED_ARGS = ("tensor_parallel_size", "pipeline_parallel_size", "kv_cache_dtype", "dtype",
-                 "enable_chunked_prefill", "trust_remote_code")
 # the `vllm serve` line: these flags when they differ from the release's default, then the memory, then
 # these given values, then these switches when given (their `--no-` half when off)
 SERVE_CHOICES = ("tensor_parallel_size", "pipeline_parallel_size", "dtype", "kv_cache_dtype")
@@ -66,9 +58,9 @@ class Configuration:
         return self.plan_request().utilization
 
     def plan_request(self) -> PlanRequest:
-        return PlanRequest(model=self.model, release=self.release, gpu=self.gpu,
-                           **{name: self.value(name) if name in RESOLVED_ARGS else getattr(self.args, name)
-                              for name in PLAN_ARGS})
+        """The request `plan` sizes: these engine arguments (the plan takes the release's defaults
+        where they are unset, `PlanRequest.value`) for this model on this GPU."""
+        return PlanRequest(args=replace(self.args, model=self.model), release=self.release, gpu=self.gpu)
 
     def with_workload_settings(self, workload: Workload) -> Configuration:
         """The workload's engine settings where this configuration leaves them unset, so that the

@@ -95,7 +95,7 @@ def measured_plan(request: PlanRequest, setup: SettledConfig, capacity: PlanResu
     per_worker = tuple(num_blocks * bytes_per_block(groups) for groups in capacity.sizing.worker_groups)
     refit = setup.auto_fit and refits_after_warmup(release, path)
     after = replace(setup, max_model_len=capacity.max_model_len, auto_fit=refit)
-    final = plan(replace(request, kv_cache_memory_bytes=per_worker[0], with_weights=False), after,
+    final = plan(request.with_settings(kv_cache_memory_bytes=per_worker[0], with_weights=False), after,
                  kv_cache_memory_per_worker=per_worker,
                  texts=measured_sizing_texts(release, request.utilization, after_warmup=True))
     before = capacity.sizing.log_lines

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
 
 from kvplan.errors import KvplanError
 from kvplan.gpus.catalog import GpuSpec, get_gpu
@@ -23,6 +24,7 @@ from kvplan.semantics.config.quantization import (
     requested_quantization,
 )
 from kvplan.semantics.config.scheduler import BatchLimits, batch_defaults, resolve_batch_limits, verify_batch_limits
+from kvplan.semantics.engine.args import EngineArgs
 from kvplan.semantics.engine.groups import KVCacheGroup, groups_from_kv_cache_config
 from kvplan.semantics.kv.layer_specs import CacheLayout, CacheSettings, build_worker_specs, resolve_cache_layout
 from kvplan.semantics.kv.sizing import (
@@ -48,56 +50,100 @@ from kvplan.sources.models import resolve_config
 TYPICAL_PROMPT_LENS = (1024, 4096, 16384)
 
 
+# kvplan's own settings of a plan, beside vLLM's engine arguments (`PlanRequest.of` reads both by name)
+REQUEST_SETTINGS = ("gpu", "gpu_memory_bytes", "with_weights", "release", "prompt_lens")
+# every setting a request takes by name (`PlanRequest.of`): vLLM's engine arguments and kvplan's own
+SETTING_NAMES = frozenset((*(spec.name for spec in fields(EngineArgs)), *REQUEST_SETTINGS))
+# a plan's settings as a saved profile records them (provenance.knobs, whose digest is over them), in the
+# order profiles have always had; an engine argument added since is recorded after them where it is given
+RECORDED = ("model", "kv_cache_memory_bytes", "gpu", "gpu_memory_bytes", "gpu_memory_utilization", "block_size",
+            "max_model_len", "max_num_batched_tokens", "max_num_seqs", "kv_cache_dtype", "dtype",
+            "tensor_parallel_size", "pipeline_parallel_size", "num_gpu_blocks_override", "trust_remote_code",
+            "enable_prefix_caching", "enable_chunked_prefill", "disable_hybrid_kv_cache_manager", "with_weights",
+            "release", "enable_extensible_kv_cache", "enforce_eager", "quantization", "prompt_lens")
+# engine arguments that do not change a plan, so a record leaves them out: the revision picks the config
+# (recorded as its digest, config_sha256), the engine loop is the simulation's
+NOT_RECORDED = ("revision", "async_scheduling")
+# engine arguments a plan leaves unset when they are not given, though the release names a default: the
+# block size is chosen by the attention backends and the hybrid alignment (`resolve_cache_layout`)
+DERIVED = ("block_size",)
+
+
 @dataclass(frozen=True)
 class PlanRequest:
-    """The user's settings, as `vllm serve` takes them, for one vLLM release. None means "left
-    unset": the release's default (an unset gpu_memory_utilization becomes the release's)."""
+    """The user's settings, as `vllm serve` takes them, for one vLLM release: vLLM's engine arguments
+    (`args`, declared once in `kvplan.semantics.engine.args`; None: unset, `value` gives the release's
+    default) and kvplan's own (the GPU, whether to count the weights, the lengths to give the
+    concurrency at). An unset gpu_memory_utilization is resolved here, once, to the release's default
+    for the request's sizing path: a request changed later (`with_args`) keeps it."""
 
-    model: str
-    kv_cache_memory_bytes: int | None = None
+    args: EngineArgs                           # args.model is required
     gpu: str | None = None
     gpu_memory_bytes: int | None = None
-    gpu_memory_utilization: float | None = None
-    block_size: int | None = None
-    max_model_len: int | None = None           # -1: auto-fit
-    max_num_batched_tokens: int | None = None
-    max_num_seqs: int | None = None
-    kv_cache_dtype: str = "auto"
-    dtype: str = "auto"
-    tensor_parallel_size: int = 1
-    pipeline_parallel_size: int = 1
-    num_gpu_blocks_override: int | None = None
-    trust_remote_code: bool = False
-    enable_prefix_caching: bool | None = None
-    enable_chunked_prefill: bool = True
-    disable_hybrid_kv_cache_manager: bool | None = None
     with_weights: bool = True
     release: Release = field(default_factory=default_release)
-    # --enable-extensible-kv-cache / --no-enable-extensible-kv-cache (vLLM 0.34.0); None: vLLM decides
-    enable_extensible_kv_cache: bool | None = None
-    enforce_eager: bool = False                # --enforce-eager: vLLM captures no CUDA graphs
-    quantization: str | None = None            # --quantization; None: the checkpoint's method
     # --prompt-len: request lengths to give vLLM's concurrency figure at, beside max_model_len's
     prompt_lens: tuple[int, ...] = TYPICAL_PROMPT_LENS
 
     def __post_init__(self) -> None:
-        if self.gpu_memory_utilization is None:
+        if self.args.model is None:
+            raise ValueError("a PlanRequest needs args.model")
+        if self.args.gpu_memory_utilization is None:
             # 0.34.0 resolves an unset value by the sizing path: 1.0 measured, 0.92 estimated
-            object.__setattr__(self, "gpu_memory_utilization", default_utilization(self.release, self.sizing_path))
+            object.__setattr__(self, "args", replace(
+                self.args, gpu_memory_utilization=default_utilization(self.release, self.sizing_path)))
+
+    @classmethod
+    def of(cls, **settings: Any) -> PlanRequest:
+        """A request from its settings by name, flat as a saved profile's knobs and a spec's [target]
+        give them: vLLM's engine arguments (`EngineArgs`' names) and kvplan's own (`REQUEST_SETTINGS`)."""
+        own = {name: settings.pop(name) for name in REQUEST_SETTINGS if name in settings}
+        return cls(args=EngineArgs(**settings), **own)
+
+    def with_settings(self, **changes: Any) -> PlanRequest:
+        """This request with settings replaced by name (engine arguments and kvplan's own alike)."""
+        own = {name: changes.pop(name) for name in REQUEST_SETTINGS if name in changes}
+        return replace(self, args=replace(self.args, **changes), **own)
+
+    def with_args(self, **changes: Any) -> PlanRequest:
+        """This request with these engine arguments replaced."""
+        return replace(self, args=replace(self.args, **changes))
+
+    @property
+    def model(self) -> str:
+        return str(self.args.model)
+
+    def value(self, name: str) -> Any:
+        """An engine argument as the plan takes it: the one given, else the release's default
+        (`EngineArgs.value`); unset where vLLM derives it (`DERIVED`, the lengths, the batch limits)."""
+        return getattr(self.args, name) if name in DERIVED else self.args.value(name, self.release)
+
+    def setting(self, name: str) -> Any:
+        """One setting by name: an engine argument as the plan takes it, or kvplan's own."""
+        return getattr(self, name) if name in REQUEST_SETTINGS else self.value(name)
+
+    def recorded(self) -> dict[str, Any]:
+        """The settings as a saved profile records them (`RECORDED`), then any other engine argument
+        given that changes a plan."""
+        record = {name: self.setting(name) for name in RECORDED}
+        record.update({name: value for name, value in self.args.given().items()
+                       if name not in record and name not in NOT_RECORDED})
+        return record
 
     @property
     def sizing_path(self) -> SizingPath:
         """Which path sizes the KV cache for these settings, and the flag that decides
         (`semantics/memory/measured.py`; every release before 0.34.0 sizes from the estimate)."""
-        return sizing_path(self.release, kv_cache_memory_given=self.kv_cache_memory_bytes is not None,
-                           blocks_override_given=self.num_gpu_blocks_override is not None,
-                           extensible=self.enable_extensible_kv_cache)
+        return sizing_path(self.release, kv_cache_memory_given=self.args.kv_cache_memory_bytes is not None,
+                           blocks_override_given=self.args.num_gpu_blocks_override is not None,
+                           extensible=self.args.enable_extensible_kv_cache)
 
     @property
     def utilization(self) -> float:
-        """gpu_memory_utilization, the release's default when it was left unset."""
-        return default_utilization(self.release, self.sizing_path) if self.gpu_memory_utilization is None \
-            else self.gpu_memory_utilization
+        """gpu_memory_utilization: the one given, else the release's default for the sizing path."""
+        utilization = self.args.gpu_memory_utilization
+        assert utilization is not None      # resolved in __post_init__
+        return utilization
 
 
 @dataclass(frozen=True)
@@ -252,7 +298,7 @@ def summarize(result: PlanResult) -> PlanSummary:
         max_num_batched_tokens=setup.batch.max_num_batched_tokens,
         max_num_seqs=setup.batch.max_num_seqs,
         enable_prefix_caching=setup.layout.enable_prefix_caching,
-        enable_chunked_prefill=result.request.enable_chunked_prefill,
+        enable_chunked_prefill=result.request.value("enable_chunked_prefill"),
         kv_cache_memory_bytes=result.kv_cache_memory_bytes,
         num_blocks=num_blocks,
         num_usable_blocks=None if num_blocks is None else max(num_blocks - 1, 0),
@@ -289,15 +335,15 @@ def check_request(request: PlanRequest) -> None:
     if problem is not None:
         raise KvplanError(f"--gpu-memory-utilization: {problem}")
     for flag, value in (
-        ("--tensor-parallel-size", request.tensor_parallel_size),
-        ("--pipeline-parallel-size", request.pipeline_parallel_size),
-        ("--max-num-batched-tokens", request.max_num_batched_tokens),
-        ("--max-num-seqs", request.max_num_seqs),
+        ("--tensor-parallel-size", request.value("tensor_parallel_size")),
+        ("--pipeline-parallel-size", request.value("pipeline_parallel_size")),
+        ("--max-num-batched-tokens", request.args.max_num_batched_tokens),
+        ("--max-num-seqs", request.args.max_num_seqs),
     ):
         if value is not None and value < 1:
             raise KvplanError(f"{flag} must be at least 1, got {value}")
-    if request.num_gpu_blocks_override is not None and request.num_gpu_blocks_override < 1:
-        raise KvplanError(f"--num-gpu-blocks-override must be at least 1, got {request.num_gpu_blocks_override}")
+    if request.args.num_gpu_blocks_override is not None and request.args.num_gpu_blocks_override < 1:
+        raise KvplanError(f"--num-gpu-blocks-override must be at least 1, got {request.args.num_gpu_blocks_override}")
 
 
 def settle(request: PlanRequest) -> SettledConfig:
@@ -305,23 +351,23 @@ def settle(request: PlanRequest) -> SettledConfig:
     check_request(request)
     resolved = resolve_config(request.model)
     shape = model_shape(
-        resolved.config, resolved.model_id, trust_remote_code=request.trust_remote_code,
+        resolved.config, resolved.model_id, trust_remote_code=request.value("trust_remote_code"),
         config_dir=config_directory(resolved), release=request.release,
     )
     online = requested_quantization(
         shape.quantization, quantization_method(shape.model_type, shape.quantization, request.release),
-        request.quantization)
+        request.args.quantization)
     if online is not None:
         # --quantization fp8 on an unquantized checkpoint: sized (weights and all) as its fp8 config
         resolved = replace(resolved, config={**resolved.config, "quantization_config": online})
         shape = model_shape(
-            resolved.config, resolved.model_id, trust_remote_code=request.trust_remote_code,
+            resolved.config, resolved.model_id, trust_remote_code=request.value("trust_remote_code"),
             config_dir=config_directory(resolved), release=request.release,
         )
     device = _device(request)
     logs: list[str] = []
     dtype = resolve_model_dtype(
-        request.dtype, shape.config_dtype, shape.model_type, device.capability,
+        request.value("dtype"), shape.config_dtype, shape.model_type, device.capability,
         gpu_name=device.name or "cuda",
     )
     logs.extend(dtype.logs)
@@ -332,34 +378,35 @@ def settle(request: PlanRequest) -> SettledConfig:
     derived: float = shape.max_model_len if "gemma3" in shape.model_type else float(shape.max_model_len)
     allow_long = os.environ.get("VLLM_ALLOW_LONG_MAX_MODEL_LEN", "").strip().lower() in ("1", "true")
     max_model_len = verify_max_model_len(
-        request.max_model_len, derived, "max_position_embeddings", allow_long=allow_long
+        request.args.max_model_len, derived, "max_position_embeddings", allow_long=allow_long
     )
     if max_model_len > derived:
         logs.append(long_max_model_len_warning(max_model_len, derived, "max_position_embeddings"))
-    verify_tensor_parallel(shape, request.tensor_parallel_size)
+    verify_tensor_parallel(shape, request.value("tensor_parallel_size"))
     batch = resolve_batch_limits(
-        max_model_len, request.max_num_batched_tokens, request.max_num_seqs,
+        max_model_len, request.args.max_num_batched_tokens, request.args.max_num_seqs,
         gpu_total_bytes=device.total_bytes, gpu_name=device.name, gpu_capability=device.capability,
-        enable_chunked_prefill=request.enable_chunked_prefill, release=request.release,
+        enable_chunked_prefill=request.value("enable_chunked_prefill"), release=request.release,
     )
     logs.extend(verify_batch_limits(
-        batch.max_num_batched_tokens, batch.max_num_seqs, max_model_len, request.enable_chunked_prefill
+        batch.max_num_batched_tokens, batch.max_num_seqs, max_model_len, request.value("enable_chunked_prefill")
     ))
     settings = CacheSettings(
         max_model_len=max_model_len,
         model_dtype=dtype.dtype,
-        block_size=request.block_size,
-        cache_dtype=request.kv_cache_dtype,
-        tensor_parallel_size=request.tensor_parallel_size,
-        pipeline_parallel_size=request.pipeline_parallel_size,
+        block_size=request.args.block_size,
+        cache_dtype=request.value("kv_cache_dtype"),
+        tensor_parallel_size=request.value("tensor_parallel_size"),
+        pipeline_parallel_size=request.value("pipeline_parallel_size"),
         pp_layer_partition=os.environ.get("VLLM_PP_LAYER_PARTITION"),
-        enable_prefix_caching=request.enable_prefix_caching,
-        enable_chunked_prefill=request.enable_chunked_prefill,
+        enable_prefix_caching=request.args.enable_prefix_caching,
+        enable_chunked_prefill=request.value("enable_chunked_prefill"),
+        mamba_ssm_cache_dtype=request.value("mamba_ssm_cache_dtype"),
         gpu_capability=device.capability,
         release=request.release,
     )
     hybrid_manager = resolve_disable_hybrid_kv_cache_manager(
-        request.disable_hybrid_kv_cache_manager, shape.attention_chunk_size is not None,
+        request.args.disable_hybrid_kv_cache_manager, shape.attention_chunk_size is not None,
         _env_flag("VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE", default=True),
     )
     logs.extend(hybrid_manager.logs)
@@ -368,7 +415,7 @@ def settle(request: PlanRequest) -> SettledConfig:
     worker_specs = tuple(build_worker_specs(shape, settings))
     return SettledConfig(
         resolved=resolved, shape=shape, device=device, model_dtype=dtype.dtype, max_model_len=max_model_len,
-        auto_fit=request.max_model_len == -1, batch=batch, cache=settings, layout=layout,
+        auto_fit=request.args.max_model_len == -1, batch=batch, cache=settings, layout=layout,
         worker_specs=worker_specs, logs=tuple(logs), disable_hybrid_kv_cache_manager=hybrid_manager.disabled,
         quantization=quantization,
     )
@@ -390,30 +437,31 @@ def predicts_kv_memory(request: PlanRequest) -> bool:
     no --kv-cache-memory, and a GPU named by --gpu or --gpu-memory; otherwise `plan` sizes the cache
     for the memory given (or says to give it). The one rule `kvplan plan`, `plan_for_device` and the
     `Planner` (fit, sweep) choose by."""
-    return request.kv_cache_memory_bytes is None and (request.gpu is not None or request.gpu_memory_bytes is not None)
+    return request.args.kv_cache_memory_bytes is None and (request.gpu is not None
+                                                           or request.gpu_memory_bytes is not None)
 
 
 def plan(request: PlanRequest, setup: SettledConfig | None = None,
          kv_cache_memory_per_worker: tuple[int, ...] | None = None, *, texts: SizingTexts | None = None,
          report_capacity: bool = True) -> PlanResult:
-    """Size the KV cache for `request.kv_cache_memory_bytes` per GPU, exactly as vLLM would; with
+    """Size the KV cache for `request.args.kv_cache_memory_bytes` per GPU, exactly as vLLM would; with
     `kv_cache_memory_per_worker` (the profile run of each pipeline stage), each stage's own. `texts`
     and `report_capacity` are `size_kv_cache`'s (0.34.0's measured path: its wording, and the
     capacity line only after warmup)."""
-    if request.kv_cache_memory_bytes is None:
+    if request.args.kv_cache_memory_bytes is None:
         raise KvplanError(
             "give --kv-cache-memory BYTES (KV-cache memory per GPU, e.g. 24GiB), or --gpu KEY / --gpu-memory "
             "to predict it with the profile run"
         )
     setup = setup or settle(request)
     limits = sizing_limits(setup.max_model_len, setup.batch.max_num_batched_tokens,
-                           request.pipeline_parallel_size, release=request.release)
-    per_worker = kv_cache_memory_per_worker or (request.kv_cache_memory_bytes,) * len(setup.worker_specs)
+                           request.value("pipeline_parallel_size"), release=request.release)
+    per_worker = kv_cache_memory_per_worker or (request.args.kv_cache_memory_bytes,) * len(setup.worker_specs)
     sizing = size_kv_cache(
         list(setup.worker_specs),
         list(per_worker),
         limits,
-        num_gpu_blocks_override=request.num_gpu_blocks_override,
+        num_gpu_blocks_override=request.args.num_gpu_blocks_override,
         auto_fit=setup.auto_fit,
         disable_hybrid_kv_cache_manager=setup.disable_hybrid_kv_cache_manager,
         release=request.release,
@@ -426,7 +474,7 @@ def plan(request: PlanRequest, setup: SettledConfig | None = None,
         (tokens, concurrency_at_length(config, limits, request.release, tokens))
         for tokens in request.prompt_lens if tokens <= setup.max_model_len)
     return PlanResult(
-        request=request, setup=setup, kv_cache_memory_bytes=request.kv_cache_memory_bytes, sizing=sizing,
+        request=request, setup=setup, kv_cache_memory_bytes=request.args.kv_cache_memory_bytes, sizing=sizing,
         weights=weights, warnings=setup.shape.warnings, kv_cache_memory_per_worker=tuple(per_worker),
         weights_unknown=weights_unknown, concurrency_at_lengths=at_lengths,
     )
@@ -445,8 +493,9 @@ def count_weights(request: PlanRequest, setup: SettledConfig) -> tuple[WeightEst
 
     try:
         weights = weights_for(
-            setup.resolved, setup.model_dtype, request.tensor_parallel_size, request.pipeline_parallel_size,
-            trust_remote_code=request.trust_remote_code, pp_layer_partition=setup.cache.pp_layer_partition,
+            setup.resolved, setup.model_dtype, request.value("tensor_parallel_size"),
+            request.value("pipeline_parallel_size"),
+            trust_remote_code=request.value("trust_remote_code"), pp_layer_partition=setup.cache.pp_layer_partition,
         )
     except KvplanError as error:
         return None, str(error)
@@ -505,7 +554,7 @@ def catalog_entries(release: Release) -> list[CatalogEntry]:
 
     entries = []
     for model_id in catalog_ids():
-        setup = settle(PlanRequest(model=model_id, release=release))
+        setup = settle(PlanRequest(args=EngineArgs(model=model_id), release=release))
         kinds: Counter[str] = Counter(layer.kind for layer in setup.shape.layers)
         entries.append(CatalogEntry(
             model_id=model_id, architecture=setup.shape.architecture,

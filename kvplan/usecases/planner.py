@@ -55,12 +55,12 @@ class Planner:
         per_rank = tuple(budget.available_kv_bytes for budget in budgets)
         path = request.sizing_path
         if not path.measured:
-            result = replace(plan(replace(request, kv_cache_memory_bytes=min(per_rank)), setup,
+            result = replace(plan(request.with_args(kv_cache_memory_bytes=min(per_rank)), setup,
                                   kv_cache_memory_per_worker=per_rank), path=path)
             source = PREDICTED_MEMORY
         else:
             # 0.34.0's measured path: the reservation on the capacity, then the blocks measured after capture
-            capacity = plan(replace(request, kv_cache_memory_bytes=min(per_rank)), setup,
+            capacity = plan(request.with_args(kv_cache_memory_bytes=min(per_rank)), setup,
                             kv_cache_memory_per_worker=per_rank, report_capacity=False,
                             texts=measured_sizing_texts(request.release, request.utilization, after_warmup=False))
             readings = [RankReadings(budget, pool) for budget, pool in zip(budgets, measured.graph_pools, strict=True)]
@@ -72,7 +72,7 @@ class Planner:
 
     def _measure(self, request: PlanRequest, max_num_batched_tokens: int, max_num_seqs: int) -> _Measured:
         # what the profile run depends on, and nothing else
-        key = replace(request, gpu_memory_utilization=1.0, kv_cache_dtype="auto", max_model_len=None,
+        key = request.with_args(gpu_memory_utilization=1.0, kv_cache_dtype="auto", max_model_len=None,
                       block_size=None, enable_prefix_caching=None, num_gpu_blocks_override=None,
                       max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs)
         if key not in self._measured:

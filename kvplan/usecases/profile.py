@@ -13,7 +13,6 @@ Public API:
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -259,7 +258,7 @@ def _outside(options: ProfileRequest, backend: str, snapshot: DeviceSnapshot, he
         context, context_source = None, f"not measured ({backend} backend); --cuda-context-bytes sets it"
     if options.plan.release.cuda_graphs_in_budget:
         graphs, graph_source = 0, "inside the budget: the release takes its estimate from the KV cache"
-    elif options.plan.enforce_eager:
+    elif options.plan.value("enforce_eager"):
         graphs, graph_source = 0, "--enforce-eager: vLLM captures no CUDA graphs"
     elif options.cuda_graph_bytes is not None:
         graphs, graph_source = options.cuda_graph_bytes, "--cuda-graph-bytes"
@@ -280,7 +279,7 @@ def run_profile(options: ProfileRequest, progress: Progress | None = None) -> Pr
 
     name = choose_backend(options.backend, cuda_usable)
     request = options.plan
-    sharded = request.tensor_parallel_size > 1 or request.pipeline_parallel_size > 1
+    sharded = request.value("tensor_parallel_size") > 1 or request.value("pipeline_parallel_size") > 1
     if sharded and options.backend == "auto":
         name = "fake"
     if sharded and name != "fake":
@@ -328,7 +327,7 @@ def run_profile(options: ProfileRequest, progress: Progress | None = None) -> Pr
     source = ModelSource(
         model_id=setup.shape.model_id, config=setup.resolved.config, dtype=setup.model_dtype,
         load_format=options.load_format,  # type: ignore[arg-type]
-        directory=_model_directory(setup), trust_remote_code=request.trust_remote_code,
+        directory=_model_directory(setup), trust_remote_code=request.value("trust_remote_code"),
     )
     if setup.shape.is_hybrid:
         warnings.append(
@@ -359,14 +358,14 @@ def run_profile(options: ProfileRequest, progress: Progress | None = None) -> Pr
     path = options.plan.sizing_path
     per_worker = tuple(rank.budget.available_kv_bytes for rank in ranks)
     if path.measured:
-        capacity = plan(replace(request, kv_cache_memory_bytes=budget.available_kv_bytes), setup,
+        capacity = plan(request.with_args(kv_cache_memory_bytes=budget.available_kv_bytes), setup,
                         kv_cache_memory_per_worker=per_worker, report_capacity=False,
                         texts=measured_sizing_texts(request.release, request.utilization, after_warmup=False))
         say("predicting the memory vLLM measures after warmup and CUDA-graph capture")
         result = measured_plan(request, setup, capacity, [_readings(rank) for rank in ranks],
                                init_free_bytes=snapshot.free_bytes, path=path)
     else:
-        result = replace(plan(replace(request, kv_cache_memory_bytes=budget.available_kv_bytes), setup,
+        result = replace(plan(request.with_args(kv_cache_memory_bytes=budget.available_kv_bytes), setup,
                               kv_cache_memory_per_worker=per_worker), path=path)
     allocation = None
     finding = result.sizing.finding
@@ -433,7 +432,7 @@ def _profile_rank(
         # a shard's bytes follow vLLM's sharding rules (a transformers build keeps every stage's
         # embeddings); a quantized checkpoint's follow its scheme (transformers builds it unquantized)
         estimate = weights_for(setup.resolved, setup.model_dtype, setup.cache.tensor_parallel_size,
-                               setup.cache.pipeline_parallel_size, trust_remote_code=request.trust_remote_code,
+                               setup.cache.pipeline_parallel_size, trust_remote_code=request.value("trust_remote_code"),
                                pp_layer_partition=setup.cache.pp_layer_partition)
         pp_rank = 0 if shard is None else rank_index(shard, setup)
         per_rank = estimate.per_stage_bytes[pp_rank]
@@ -480,7 +479,7 @@ def _profile_rank(
         kv_sizing=request.sizing_path.kv_sizing,
         total_bytes=snapshot.total_bytes, free_at_start_bytes=snapshot.free_bytes, utilization=request.utilization,
         weights_bytes=weights.weights_bytes, activation_peak_bytes=activations.activation_peak_bytes,
-        non_torch_bytes=non_torch, kv_cache_memory_override=options.plan.kv_cache_memory_bytes,
+        non_torch_bytes=non_torch, kv_cache_memory_override=options.plan.args.kv_cache_memory_bytes,
         release=release, cuda_graph_bytes=graphs.bytes if graphs else options.cuda_graph_bytes or 0,
         retained_bytes=activations.retained_bytes, consumed_bytes=activations.consumed_bytes,
         runner_state_bytes=runner_state,
@@ -522,7 +521,7 @@ def _cuda_graph_estimate(options: ProfileRequest, backend_name: str, backend: Me
         return None
     if options.cuda_graph_bytes is not None:
         return CudaGraphEstimate(options.cuda_graph_bytes, "given", "--cuda-graph-bytes")
-    if options.plan.enforce_eager:
+    if options.plan.value("enforce_eager"):
         # vLLM's --enforce-eager sets cudagraph_mode NONE: `capture_model` records nothing
         return CudaGraphEstimate(0, "given", "--enforce-eager: no CUDA graphs")
     plan = capture_plan(setup.batch.max_num_seqs, setup.batch.max_num_batched_tokens, setup.device.capability,
@@ -556,7 +555,7 @@ def _target(
     needed = result.sizing.bytes_needed_for_one_max_len_request
     release = options.plan.release
     limits = sizing_limits(int(setup.shape.max_model_len), setup.batch.max_num_batched_tokens,
-                           options.plan.pipeline_parallel_size, release=release)
+                           options.plan.value("pipeline_parallel_size"), release=release)
     available = kv_bytes - reserved_bytes(groups, release)
     largest = estimate_max_model_len_from_groups(groups, available, limits, release) if available > 0 else 0
     return FitTarget(
@@ -569,7 +568,7 @@ def _target(
     )
 
 
-# PlanRequest fields that vLLM 0.34.0 added
+# engine arguments that vLLM 0.34.0 added
 SINCE_0_34_0 = ("enable_extensible_kv_cache",)
 
 PREDICTED_MEMORY = "predicted: ceil(total x utilization) - weights - activation peak (fake profile run)"
@@ -599,9 +598,8 @@ def provenance_knobs(result: ProfileResult) -> dict[str, Any]:
     # the release is the provenance's `vllm_semantics`, not a setting; a setting only 0.34.0 has is
     # recorded where it was given (profiles of earlier releases keep their knobs and digest)
     # (--prompt-len only chooses which concurrency figures are shown: not a setting either)
-    knobs = {field.name: getattr(options.plan, field.name) for field in dataclasses.fields(PlanRequest)
-             if field.name not in ("release", "prompt_lens")
-             and not (field.name in SINCE_0_34_0 and getattr(options.plan, field.name) is None)}
+    knobs = {name: value for name, value in options.plan.recorded().items()
+             if name not in ("release", "prompt_lens") and not (name in SINCE_0_34_0 and value is None)}
     knobs.update(
         backend=result.backend, load_format=options.load_format, attention_backend=options.attention_backend,
         allocate=options.allocate, non_torch_bytes=options.non_torch_bytes,
@@ -620,8 +618,8 @@ def summarize(result: ProfileResult) -> ProfileSummary:
         predicted=result.predicted,
         device=result.device_label,
         total_bytes=result.snapshot.total_bytes,
-        gpu_memory_utilization=result.options.plan.gpu_memory_utilization,
-        kv_cache_memory_given=result.options.plan.kv_cache_memory_bytes is not None,
+        gpu_memory_utilization=result.options.plan.utilization,
+        kv_cache_memory_given=result.options.plan.args.kv_cache_memory_bytes is not None,
         weights_bytes=None if weights is None else weights.weights_bytes,
         activation_peak_bytes=None if activations is None else activations.activation_peak_bytes,
         non_torch_bytes=None if budget is None else budget.non_torch_bytes,

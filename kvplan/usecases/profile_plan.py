@@ -15,7 +15,6 @@ model, dtype, parallel layout or device is not reused: profile again.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
@@ -24,10 +23,9 @@ from kvplan.errors import KvplanError
 from kvplan.semantics.memory.budget import requested_memory
 from kvplan.semantics.releases import RELEASES, Release
 from kvplan.units import format_gib
-from kvplan.usecases.plan import PlanRequest, PlanResult, plan, settle
+from kvplan.usecases.plan import SETTING_NAMES, PlanRequest, PlanResult, plan, settle
 from kvplan.usecases.profile_summary import ProfileSummary
 
-_PLAN_FIELDS = {field.name for field in dataclasses.fields(PlanRequest)}
 # what a profile's terms belong to: a change of these needs another profile
 _MEASURED_FOR = ("model", "dtype", "tensor_parallel_size", "pipeline_parallel_size", "gpu", "gpu_memory_bytes",
                  "trust_remote_code")
@@ -72,14 +70,14 @@ def _saved_request(profile: ProfileSummary, where: str, release: Release) -> Pla
         raise KvplanError(f"{where}: no provenance.knobs: not a profile saved by `kvplan profile --save` or "
                           "`kvplan explain --save-profile`")
     fields = {key: value for key, value in knobs.items()
-              if key in _PLAN_FIELDS and key not in ("release", "trust_remote_code", "kv_cache_memory_bytes")}
+              if key in SETTING_NAMES and key not in ("release", "trust_remote_code", "kv_cache_memory_bytes")}
     fields["model"] = fields.get("model") or profile.provenance.model
-    return PlanRequest(release=release, **fields)
+    return PlanRequest.of(release=release, **fields)
 
 
 def plan_from_profile(profile: ProfileSummary, where: str, overrides: Mapping[str, Any],
                       release: Release | None = None) -> PlanResult:
-    """The plan at the saved settings changed by `overrides` (PlanRequest field names), on the
+    """The plan at the saved settings changed by `overrides` (by name: `PlanRequest.of`), on the
     profile's measured terms."""
     release = _release(profile, where, release)
     terms = _terms(profile, where, release)
@@ -87,13 +85,13 @@ def plan_from_profile(profile: ProfileSummary, where: str, overrides: Mapping[st
     if overrides.get("kv_cache_memory_bytes") is not None:
         raise KvplanError("--profile and --kv-cache-memory: give one (the profile's terms size the KV memory)")
     changed = sorted(key for key in _MEASURED_FOR
-                     if overrides.get(key) is not None and overrides[key] != getattr(saved, key))
+                     if overrides.get(key) is not None and overrides[key] != saved.setting(key))
     if changed:
         raise KvplanError(f"{where}: its terms were measured for another {', '.join(changed)}: profile that "
                           "configuration (`kvplan profile --save`, or `kvplan explain LOG --save-profile`)")
-    request = replace(saved, **{key: value for key, value in overrides.items()
-                                if value is not None and key in _PLAN_FIELDS and key not in _MEASURED_FOR})
-    request = replace(request, gpu_memory_bytes=terms.total_bytes, with_weights=request.with_weights)
+    request = saved.with_settings(**{key: value for key, value in overrides.items()
+                                     if value is not None and key in SETTING_NAMES and key not in _MEASURED_FOR})
+    request = replace(request, gpu_memory_bytes=terms.total_bytes)
     setup = settle(request)
     labels: list[str] = []
     non_kv, graphs = terms.non_kv_bytes, terms.cuda_graph_bytes
@@ -108,7 +106,7 @@ def plan_from_profile(profile: ProfileSummary, where: str, overrides: Mapping[st
             f"by {format_gib(delta_non_kv + delta_graphs)} GiB (the fake profile run's change, added to the "
             "profile's measured terms)")
     kv = requested_memory(terms.total_bytes, request.utilization) - non_kv - graphs
-    result = plan(replace(request, kv_cache_memory_bytes=kv), setup)
+    result = plan(request.with_args(kv_cache_memory_bytes=kv), setup)
     graph_words = f" - CUDA-graph estimate {format_gib(graphs)} GiB" if release.cuda_graphs_in_budget else ""
     source = (f"saved profile {where}: ceil({format_gib(terms.total_bytes)} GiB x {request.utilization}) - non-KV "
               f"{format_gib(non_kv)} GiB{graph_words} ({'measured' if not labels else 'measured, re-predicted'})")
@@ -133,7 +131,7 @@ def _repredicted(saved: PlanRequest, request: PlanRequest, before: tuple[int, in
     from kvplan.usecases.profile import ProfileRequest, run_profile
 
     def budget(tokens: int, seqs: int) -> tuple[int, int]:
-        run = run_profile(ProfileRequest(plan=replace(request, max_num_batched_tokens=tokens, max_num_seqs=seqs,
+        run = run_profile(ProfileRequest(plan=request.with_args(max_num_batched_tokens=tokens, max_num_seqs=seqs,
                                                       kv_cache_memory_bytes=None), backend="fake", allocate=False))
         if run.budget is None:
             raise KvplanError(f"re-predicting at {tokens:,} tokens / {seqs:,} seqs: the profile run refused it: "

@@ -45,7 +45,7 @@ def test_old_spellings_are_hidden_aliases():
 
 
 def test_unset_settings_are_vllms_defaults():
-    assert EngineOptions(args=EngineArgs(model="m")).plan_request() == PlanRequest(model="m")
+    assert EngineOptions(args=EngineArgs(model="m")).plan_request() == PlanRequest.of(model="m")
 
 
 def test_plan_takes_both_spellings(kvplan):

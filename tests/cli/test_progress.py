@@ -64,7 +64,9 @@ def test_plan_for_a_gpu_names_each_phase():
     done = run("plan", "--model", "Qwen/Qwen2-0.5B-Instruct", "--gpu", "l4-24gb", "--json")
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["kind"] == "kvplan.plan"
-    assert [line.split(" ")[1] for line in done.stderr.splitlines()] == [
+    # a phase over HEARTBEAT_S on a loaded machine also says it is still running: not a phase
+    phases = [line for line in done.stderr.splitlines() if "still running" not in line]
+    assert [line.split(" ")[1] for line in phases] == [
         "predicting", "starting", "loading", "profile", "predicting", "sizing", "predicting"]
 
 

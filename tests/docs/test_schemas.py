@@ -62,7 +62,8 @@ def test_plan_cli_output_fitting_and_not():
     ("meta-llama/Llama-3.1-8B-Instruct", {"pipeline_parallel_size": 2}),
 ])
 def test_plan_records_of_every_kind(model, knobs):
-    record = plan_record(plan(PlanRequest(model=model, kv_cache_memory_bytes=40 * 2**30, with_weights=False, **knobs)))
+    record = plan_record(plan(PlanRequest.of(model=model, kv_cache_memory_bytes=40 * 2**30, with_weights=False,
+                                             **knobs)))
     validator("plan").validate(record)
 
 

@@ -95,7 +95,7 @@ def test_group_padding_ratio_example():
 
 def test_plan_examples():
     def planned(release: Release, **knobs):
-        return plan(PlanRequest(with_weights=False, release=release, **knobs))
+        return plan(PlanRequest.of(with_weights=False, release=release, **knobs))
 
     llama = {"model": "meta-llama/Llama-3.1-8B-Instruct", "kv_cache_memory_bytes": 20 << 30}
     assert len(planned(VLLM_0_17_1, **llama).kv_config.kv_cache_tensors) == 32

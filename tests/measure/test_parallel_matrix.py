@@ -51,7 +51,7 @@ def _layers_holding_every_kind(shape, config: dict) -> int:
 
 
 def _plan(model: str, tp: int, pp: int):
-    return plan(PlanRequest(model=model, kv_cache_memory_bytes=20 << 30, gpu="h200-141gb",
+    return plan(PlanRequest.of(model=model, kv_cache_memory_bytes=20 << 30, gpu="h200-141gb",
                             tensor_parallel_size=tp, pipeline_parallel_size=pp, release=RELEASE))
 
 
@@ -98,6 +98,6 @@ def test_the_fake_profile_runs_on_the_rank_shard_at_the_largest_tensor_parallel_
 def test_the_reported_deepseek_v3_tp8_plan_predicts_its_kv_memory():
     from kvplan.usecases.profile import plan_for_device
 
-    result = plan_for_device(PlanRequest(model="deepseek-ai/DeepSeek-V3", gpu="h200-141gb",
+    result = plan_for_device(PlanRequest.of(model="deepseek-ai/DeepSeek-V3", gpu="h200-141gb",
                                          tensor_parallel_size=8, release=RELEASE))
     assert result.fits and result.kv_cache_memory_bytes > 30 << 30

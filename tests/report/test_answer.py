@@ -30,7 +30,7 @@ def shown(result) -> list[str]:
 
 @pytest.mark.parametrize("version", sorted(RELEASES))
 def test_the_concurrency_at_max_model_len_is_vllms_figure(version):
-    result = plan(PlanRequest(model=MODEL, kv_cache_memory_bytes=4 << 30, max_model_len=8192,
+    result = plan(PlanRequest.of(model=MODEL, kv_cache_memory_bytes=4 << 30, max_model_len=8192,
                               prompt_lens=(1024, 8192), release=RELEASES[version]))
     limits = sizing_limits(8192, result.setup.batch.max_num_batched_tokens, release=RELEASES[version])
     config = result.kv_config
@@ -42,12 +42,12 @@ def test_the_concurrency_at_max_model_len_is_vllms_figure(version):
 
 
 def test_lengths_past_max_model_len_are_left_out():
-    result = plan(PlanRequest(model=MODEL, kv_cache_memory_bytes=4 << 30, max_model_len=2048))
+    result = plan(PlanRequest.of(model=MODEL, kv_cache_memory_bytes=4 << 30, max_model_len=2048))
     assert [tokens for tokens, _ in result.concurrency_at_lengths] == [1024]
 
 
 def test_the_answer_comes_first_and_says_what_is_exact():
-    result = plan(PlanRequest(model=MODEL, kv_cache_memory_bytes=4 << 30, max_model_len=8192, block_size=16))
+    result = plan(PlanRequest.of(model=MODEL, kv_cache_memory_bytes=4 << 30, max_model_len=8192, block_size=16))
     lines = shown(result)
     assert lines[1] == "KV cache per GPU: 4.0 GiB (as given)"
     assert f"{result.num_blocks:,} blocks of 16 tokens" in lines[2] and "exact" in lines[2]

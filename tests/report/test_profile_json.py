@@ -19,7 +19,7 @@ MIB = 1 << 20
 
 @pytest.mark.parametrize("gpu_memory_bytes", [64 * MIB, 2 * MIB])   # fits; weights above the budget
 def test_the_record_reads_back_as_the_profiles_summary(tiny_config_only_dir, gpu_memory_bytes):
-    plan = PlanRequest(model=str(tiny_config_only_dir), gpu_memory_bytes=gpu_memory_bytes)
+    plan = PlanRequest.of(model=str(tiny_config_only_dir), gpu_memory_bytes=gpu_memory_bytes)
     result = run_profile(ProfileRequest(plan=plan, backend="fake"))
     record = json.loads(json.dumps(profile_record(result)))
     assert parse_profile(record, "saved") == result.summary

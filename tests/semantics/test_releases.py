@@ -188,10 +188,10 @@ def test_each_hybrid_policy_of_0_33_0_is_needed_for_its_records(policy, case):
 
 def test_the_default_utilization_is_the_releases():
     other = replace(VLLM_0_17_1, version="test", gpu_memory_utilization=0.92)
-    assert PlanRequest(model="m", release=VLLM_0_17_1).gpu_memory_utilization == 0.9
-    assert PlanRequest(model="m", release=VLLM_0_33_0).gpu_memory_utilization == 0.92
-    assert PlanRequest(model="m", release=other).gpu_memory_utilization == 0.92
-    assert PlanRequest(model="m", release=other, gpu_memory_utilization=0.5).utilization == 0.5
+    assert PlanRequest.of(model="m", release=VLLM_0_17_1).utilization == 0.9
+    assert PlanRequest.of(model="m", release=VLLM_0_33_0).utilization == 0.92
+    assert PlanRequest.of(model="m", release=other).utilization == 0.92
+    assert PlanRequest.of(model="m", release=other, gpu_memory_utilization=0.5).utilization == 0.5
 
 
 def test_the_capacity_reserve_moves_the_fitting_boundary():

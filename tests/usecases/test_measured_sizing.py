@@ -20,13 +20,13 @@ QWEN = "Qwen/Qwen2-0.5B-Instruct"
 
 @pytest.fixture(scope="module")
 def measured():
-    request = PlanRequest(model=QWEN, gpu="h100-sxm-80gb", max_model_len=8192, release=VLLM_0_34_0)
+    request = PlanRequest.of(model=QWEN, gpu="h100-sxm-80gb", max_model_len=8192, release=VLLM_0_34_0)
     return run_profile(ProfileRequest(plan=request, backend="fake", allocate=False))
 
 
 def test_the_measured_path_applies_by_default_on_0_34_0_with_utilization_1(measured):
     plan = measured.plan
-    assert plan is not None and plan.sizing_path.measured and measured.options.plan.gpu_memory_utilization == 1.0
+    assert plan is not None and plan.sizing_path.measured and measured.options.plan.utilization == 1.0
     assert "on by default on CUDA" in plan.sizing_path.reason
     # the budget is the capacity: no CUDA-graph estimate taken from it
     budget = measured.budget
@@ -66,7 +66,7 @@ def test_the_json_documents_name_the_path_only_where_the_release_has_two(measure
     record = plan_record(measured.plan)
     assert record["kv_sizing"]["path"] == "measured_after_capture"
     assert record["kv_sizing"]["measured"]["num_blocks"] == measured.plan.num_blocks
-    old = plan_for_device(PlanRequest(model=QWEN, kv_cache_memory_bytes=1 << 30, release=VLLM_0_33_0))
+    old = plan_for_device(PlanRequest.of(model=QWEN, kv_cache_memory_bytes=1 << 30, release=VLLM_0_33_0))
     assert "kv_sizing" not in plan_record(old)
     json.dumps(record)
 
@@ -77,13 +77,13 @@ def test_the_json_documents_name_the_path_only_where_the_release_has_two(measure
     ({"enable_extensible_kv_cache": False}, "--no-enable-extensible-kv-cache"),
 ])
 def test_the_flags_that_hand_sizing_back_to_0_33_0s_path(knobs, flag):
-    request = PlanRequest(model=QWEN, gpu="h100-sxm-80gb", max_model_len=8192, release=VLLM_0_34_0, **knobs)
+    request = PlanRequest.of(model=QWEN, gpu="h100-sxm-80gb", max_model_len=8192, release=VLLM_0_34_0, **knobs)
     assert not request.sizing_path.measured and flag in request.sizing_path.reason
-    assert request.gpu_memory_utilization == 0.92
+    assert request.utilization == 0.92
 
 
 def test_an_explicit_utilization_caps_the_measured_size(measured):
-    request = PlanRequest(model=QWEN, gpu="h100-sxm-80gb", max_model_len=8192, release=VLLM_0_34_0,
+    request = PlanRequest.of(model=QWEN, gpu="h100-sxm-80gb", max_model_len=8192, release=VLLM_0_34_0,
                           gpu_memory_utilization=0.9)
     capped = run_profile(ProfileRequest(plan=request, backend="fake", allocate=False))
     assert capped.plan.sizing_path.measured and capped.plan.num_blocks < measured.plan.num_blocks

@@ -29,7 +29,7 @@ def cases() -> list[dict]:
 
 def request_for(case: dict) -> PlanRequest:
     args = case["args"]
-    return PlanRequest(
+    return PlanRequest.of(
         model=case["model"], kv_cache_memory_bytes=args["kv_cache_memory_bytes"], block_size=args["block_size"],
         kv_cache_dtype=args["kv_cache_dtype"], tensor_parallel_size=args["tensor_parallel_size"],
         max_model_len=args["max_model_len"], max_num_batched_tokens=args["max_num_batched_tokens"],
@@ -114,7 +114,7 @@ def test_the_0_33_0_refusals_hold_back_one_block_and_read_as_0_33_0() -> None:
     assert record["estimated_max_model_len"] == 25584
     assert record["error"].startswith("To serve at least one request with the model's max seq len (32768)")
     assert "(which also controls CPU memory on the CPU backend)" in record["error"]
-    fitted = plan(PlanRequest(model="Qwen/Qwen2-0.5B-Instruct", kv_cache_memory_bytes=300 * 2**20,
+    fitted = plan(PlanRequest.of(model="Qwen/Qwen2-0.5B-Instruct", kv_cache_memory_bytes=300 * 2**20,
                               max_model_len=-1, with_weights=False, release=VLLM_0_33_0))
     assert fitted.max_model_len == 25584
     assert "Auto-fit max_model_len: reduced from 32768 to 25584 to fit in available KV cache memory (0.29 GiB GPU)" \
@@ -126,7 +126,7 @@ def test_excluded_tensor_parallel_sizes_are_refused_like_vllm() -> None:
     refused = 0
     for model_id, model in models.items():
         for excluded in model.get("excluded", []):
-            request = PlanRequest(
+            request = PlanRequest.of(
                 model=model_id, kv_cache_memory_bytes=1 << 34, tensor_parallel_size=excluded["tensor_parallel_size"],
                 kv_cache_dtype=excluded["kv_cache_dtype"], max_model_len=excluded["max_model_len"], with_weights=False,
             )
@@ -158,13 +158,13 @@ def test_golden_qwen2_record_and_one_byte_less() -> None:
     assert "Maximum concurrency for 32,768 tokens per request: 64.42x" in record["vllm_log"]
     assert record["kv_bytes_per_token"] == 12288
     assert record["weights_bytes"] == 988_065_536
-    less = plan(PlanRequest(model="Qwen/Qwen2-0.5B-Instruct", kv_cache_memory_bytes=25938100223, with_weights=False,
+    less = plan(PlanRequest.of(model="Qwen/Qwen2-0.5B-Instruct", kv_cache_memory_bytes=25938100223, with_weights=False,
                             release=VLLM_0_17_1))
     assert less.num_blocks == 131927
 
 
 def test_fp8_kv_cache_halves_the_page() -> None:
-    result = plan(PlanRequest(model="Qwen/Qwen2-0.5B-Instruct", kv_cache_memory_bytes=25938100224,
+    result = plan(PlanRequest.of(model="Qwen/Qwen2-0.5B-Instruct", kv_cache_memory_bytes=25938100224,
                               kv_cache_dtype="fp8", with_weights=False, release=VLLM_0_17_1))
     record = plan_record(result)
     assert (record["page_size_bytes"], record["num_blocks"]) == (4096, 263_856)
@@ -182,7 +182,7 @@ def test_not_fitting_is_a_finding_with_vllms_text_and_a_fix() -> None:
 
 
 def test_auto_fit_max_model_len() -> None:
-    result = plan(PlanRequest(model="Qwen/Qwen2-0.5B-Instruct", kv_cache_memory_bytes=300 * 2**20,
+    result = plan(PlanRequest.of(model="Qwen/Qwen2-0.5B-Instruct", kv_cache_memory_bytes=300 * 2**20,
                               max_model_len=-1, with_weights=False, release=VLLM_0_17_1))
     assert result.fits
     assert result.max_model_len == 25600
@@ -215,7 +215,7 @@ def test_bad_input_is_one_line_and_exit_2(args: tuple[str, ...], says: str) -> N
 def test_plan_imports_neither_torch_nor_transformers() -> None:
     code = (
         "import sys; from kvplan.cli import app; from kvplan.usecases.plan import PlanRequest, plan; "
-        "plan(PlanRequest(model='Qwen/Qwen2-0.5B-Instruct', kv_cache_memory_bytes=1 << 33)); "
+        "plan(PlanRequest.of(model='Qwen/Qwen2-0.5B-Instruct', kv_cache_memory_bytes=1 << 33)); "
         "print(sorted(m for m in ('torch', 'transformers') if m in sys.modules))"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -234,7 +234,7 @@ def test_models_lists_every_bundled_config_offline_with_its_kv_bytes_per_token()
 
 
 def test_vllm_allow_long_max_model_len_lifts_the_limit(monkeypatch) -> None:
-    request = PlanRequest(model="Qwen/Qwen2-0.5B-Instruct", kv_cache_memory_bytes=1 << 33, max_model_len=65536,
+    request = PlanRequest.of(model="Qwen/Qwen2-0.5B-Instruct", kv_cache_memory_bytes=1 << 33, max_model_len=65536,
                           with_weights=False)
     with pytest.raises(ConfigRejected, match=r"max_position_embeddings=32768\.0"):
         plan(request)
@@ -253,9 +253,9 @@ def test_vllm_allow_long_max_model_len_lifts_the_limit(monkeypatch) -> None:
 def test_weights_that_cannot_be_counted_leave_the_kv_plan_whole(tmp_path, monkeypatch) -> None:
     model_dir(tmp_path)
     why = break_weight_count(monkeypatch)
-    request = PlanRequest(model=str(tmp_path), kv_cache_memory_bytes=1 << 30)
+    request = PlanRequest.of(model=str(tmp_path), kv_cache_memory_bytes=1 << 30)
     result = plan(request)
-    without = plan(PlanRequest(model=str(tmp_path), kv_cache_memory_bytes=1 << 30, with_weights=False))
+    without = plan(PlanRequest.of(model=str(tmp_path), kv_cache_memory_bytes=1 << 30, with_weights=False))
     assert result.fits and result.weights is None and result.weights_unknown == why
     assert (result.num_blocks, result.kv_config) == (without.num_blocks, without.kv_config)
     record = plan_record(result)

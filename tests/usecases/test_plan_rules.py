@@ -65,7 +65,7 @@ def planned(version: str, case: dict[str, Any], monkeypatch: pytest.MonkeyPatch)
     for name, value in case["env"].items():
         monkeypatch.setenv(name, value)
     args = case["args"]
-    request = PlanRequest(
+    request = PlanRequest.of(
         model=str(DATA / case["config_dir"]), kv_cache_memory_bytes=args["kv_cache_memory_bytes"],
         block_size=args["block_size"], kv_cache_dtype=args["kv_cache_dtype"],
         tensor_parallel_size=args["tensor_parallel_size"], pipeline_parallel_size=args["pipeline_parallel_size"],

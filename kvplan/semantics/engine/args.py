@@ -34,6 +34,9 @@ KV_CACHE_DTYPE = Text(max_length=64, controls=False,
                       description="auto, fp8, fp8_e4m3 or fp8_e5m2 (vLLM's --kv-cache-dtype)")
 MAX_MODEL_LEN = Either((MODEL_LEN, Text(choices=("auto",)), Integer(-1, -1)),
                        "longest prompt + output in tokens; \"auto\" or -1 fits the largest the memory holds")
+# vLLM's MambaDType (CacheConfig.mamba_ssm_cache_dtype, docs/vllm/kv-semantics.md: State dtypes)
+MAMBA_DTYPE = Text(choices=("auto", "float16", "float32"), description="auto, float16 or float32 (vLLM's "
+                   "--mamba-ssm-cache-dtype)")
 REVISION = Text(max_length=256, controls=False, description="a hub revision: branch, tag or commit")
 QUANTIZATION = Text(max_length=64, controls=False, description="a quantization method, as vLLM's --quantization")
 
@@ -197,12 +200,20 @@ class EngineArgs:
         flags=("--max-num-seqs",), kind=NUM_SEQS,
         help="Most running requests. Default: what `vllm serve` picks for the GPU (256 for one outside the "
         "catalog).")
+    mamba_ssm_cache_dtype: str | None = _setting(
+        flags=("--mamba-ssm-cache-dtype",), kind=MAMBA_DTYPE, default=lambda release: "auto", metavar="DTYPE",
+        help="vLLM's --mamba-ssm-cache-dtype: the dtype of a Mamba layer's ssm state, auto (the default: the "
+        "model's hook, else the conv state's dtype), float16 or float32 (twice the state of a 16-bit one).")
     enable_prefix_caching: bool | None = _setting(
         flags=("--enable-prefix-caching/--no-enable-prefix-caching",), kind=Boolean(), help=_prefix_caching_help())
     enable_chunked_prefill: bool | None = _setting(
         flags=("--enable-chunked-prefill/--no-enable-chunked-prefill",), kind=Boolean(),
         hidden_flags=("--chunked-prefill/--no-chunked-prefill",),
         default=lambda release: True, help="vLLM's chunked prefill (default on).")
+    disable_hybrid_kv_cache_manager: bool | None = _setting(
+        flags=("--disable-hybrid-kv-cache-manager/--no-disable-hybrid-kv-cache-manager",), kind=Boolean(),
+        help="vLLM's --disable-hybrid-kv-cache-manager: one KV cache group for every layer type. Default: vLLM "
+        "decides (the hybrid manager, except for chunked local attention where the environment turns it off).")
     enable_extensible_kv_cache: bool | None = _setting(
         flags=("--enable-extensible-kv-cache/--no-enable-extensible-kv-cache",), kind=Boolean(),
         help="vLLM 0.34.0's extensible KV cache: sized from the memory measured after warmup and CUDA-graph "

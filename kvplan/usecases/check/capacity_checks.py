@@ -95,7 +95,7 @@ def what_to_change(assertion: Assertion, target: Target) -> str:
         if required > limit:
             return f"{required:,} tokens is above the model's limit of {limit:,}: vLLM refuses a longer max_model_len"
     blocks = _blocks_needed(assertion, target)
-    if blocks is not None and target.request.num_gpu_blocks_override is not None:
+    if blocks is not None and target.request.args.num_gpu_blocks_override is not None:
         return f"raise num_gpu_blocks_override to {blocks:,}"
     needed = _bytes_needed(assertion, target) if blocks is None else blocks * whatif.bytes_per_block(target)
     # vLLM refuses to start until one max_model_len request fits, whatever else is asked
@@ -107,7 +107,7 @@ def what_to_change(assertion: Assertion, target: Target) -> str:
         purpose = f"one {required:,}-token request"
     advice = whatif.advise_bytes(target, max(needed, fit_needed), purpose)
     estimated = plan.estimated_max_model_len
-    if fit_needed and estimated and needed <= (target.request.kv_cache_memory_bytes or 0):
+    if fit_needed and estimated and needed <= (target.request.args.kv_cache_memory_bytes or 0):
         advice += f" or lower max_model_len to {estimated}"
     return advice
 

@@ -11,7 +11,6 @@ planning from `gpu` + `gpu_memory_utilization` runs the fake profile backend, wh
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,12 +19,11 @@ from typing import Any, Literal
 from kvplan.errors import KvplanError
 from kvplan.semantics.releases import Release
 from kvplan.usecases.check.spec import TargetSpec
-from kvplan.usecases.plan import PlanRequest, PlanResult, PlanSummary, plan
+from kvplan.usecases.plan import SETTING_NAMES, PlanRequest, PlanResult, PlanSummary, plan
 from kvplan.usecases.profile_summary import ProfileSummary, load_profile, profile_mismatches
 
-# spec setting name -> PlanRequest field, where they differ (the spec takes sizes as `kvplan plan` flags do)
+# spec setting name -> the request's setting, where they differ (the spec takes sizes as `kvplan plan` flags do)
 REQUEST_FIELD = {"kv_cache_memory": "kv_cache_memory_bytes", "gpu_memory": "gpu_memory_bytes"}
-PLAN_FIELDS = tuple(f.name for f in dataclasses.fields(PlanRequest))
 # request fields a file (spec, profile provenance) never sets: only the command line does
 NOT_FROM_FILES = ("trust_remote_code", "release")
 # settings left unset in a profile's request, and where its plan says what they resolved to
@@ -83,14 +81,14 @@ def _request(spec: TargetSpec, shown: str, release: Release, trust_remote_code: 
     if spec.config_sha256 is not None:
         raise KvplanError(f"{shown}: target.config_sha256: applies to a saved profile (target.profile)")
     settings = {REQUEST_FIELD.get(key, key): value for key, value in spec.settings.items()}
-    return PlanRequest(model=spec.model, release=release, trust_remote_code=trust_remote_code, **settings)
+    return PlanRequest.of(model=spec.model, release=release, trust_remote_code=trust_remote_code, **settings)
 
 
 def plan_target(request: PlanRequest) -> Target:
     """Plan on the spot: `kvplan plan` with `kv_cache_memory`, else the fake profile backend."""
-    if request.kv_cache_memory_bytes is not None:
+    if request.args.kv_cache_memory_bytes is not None:
         result = plan(request)
-        memory = f"kv_cache_memory {request.kv_cache_memory_bytes:,} B"
+        memory = f"kv_cache_memory {request.args.kv_cache_memory_bytes:,} B"
         return plan_result_target(result, f"plan of {result.setup.shape.model_id} with {memory}")
     from kvplan.errors import require_profile_extra
 
@@ -104,7 +102,7 @@ def plan_target(request: PlanRequest) -> Target:
 def plan_result_target(result: PlanResult, label: str) -> Target:
     """A plan at hand; its request is replanned with the KV memory the plan used (also when it was
     predicted for a GPU)."""
-    request = dataclasses.replace(result.request, kv_cache_memory_bytes=result.kv_cache_memory_bytes,
+    request = result.request.with_settings(kv_cache_memory_bytes=result.kv_cache_memory_bytes,
                                   with_weights=False)
     return Target("plan", label, result.summary, None, request, weights_warning=result.weights_warning)
 
@@ -120,7 +118,7 @@ def profile_target(profile: ProfileSummary, path: Path | None, model: str | None
         raise KvplanError(f"{where}: no provenance.knobs: not a profile saved by `kvplan profile --save`; "
                           "profile again with this kvplan")
     settings = {key: value for key, value in provenance.knobs.items()
-                if key in PLAN_FIELDS and key not in NOT_FROM_FILES}
+                if key in SETTING_NAMES and key not in NOT_FROM_FILES}
     settings["trust_remote_code"] = trust_remote_code
     settings["model"] = model or provenance.model or settings.get("model")
     settings["with_weights"] = False
@@ -132,7 +130,7 @@ def profile_target(profile: ProfileSummary, path: Path | None, model: str | None
         budget = Budget(total, non_kv, float(profile.gpu_memory_utilization or settings["gpu_memory_utilization"]))
     predicted = " (predicted)" if profile.predicted else ""
     label = f"profile {path.name if path else ''} of {settings['model']} on {profile.device}{predicted}"
-    request = PlanRequest(release=release, **settings)
+    request = PlanRequest.of(release=release, **settings)
     return Target("profile", " ".join(label.split()), profile.plan, profile, request, budget, path)
 
 

@@ -4,7 +4,6 @@ them ("raise gpu_memory_utilization to 0.93", "raise kv_cache_memory to ...").""
 
 from __future__ import annotations
 
-from dataclasses import replace
 from functools import lru_cache
 
 from kvplan.errors import KvplanError
@@ -24,7 +23,7 @@ def planned(request: PlanRequest) -> PlanResult:
 
 def model_limit(target: Target) -> int:
     """The longest max_model_len vLLM accepts for this model (its derived length)."""
-    return settle(replace(target.request, max_model_len=None)).max_model_len
+    return settle(target.request.with_args(max_model_len=None)).max_model_len
 
 
 def largest_max_model_len(target: Target) -> int:
@@ -32,22 +31,22 @@ def largest_max_model_len(target: Target) -> int:
     most the model's limit; 0 when not even one token fits."""
     if target.profile is not None and target.profile.largest_max_model_len is not None:
         return target.profile.largest_max_model_len
-    if target.request.kv_cache_memory_bytes is None or target.request.kv_cache_memory_bytes <= 0:
+    if target.request.args.kv_cache_memory_bytes is None or target.request.args.kv_cache_memory_bytes <= 0:
         return 0
-    result = planned(replace(target.request, max_model_len=-1))
+    result = planned(target.request.with_args(max_model_len=-1))
     return result.max_model_len if result.fits else 0
 
 
 def bytes_for_max_model_len(target: Target, tokens: int) -> int:
     """KV memory per GPU that vLLM's check asks for one request of `tokens` tokens."""
-    result = planned(replace(target.request, max_model_len=tokens, kv_cache_memory_bytes=AMPLE_BYTES))
+    result = planned(target.request.with_args(max_model_len=tokens, kv_cache_memory_bytes=AMPLE_BYTES))
     return result.sizing.bytes_needed_for_one_max_len_request
 
 
 def bytes_per_block(target: Target) -> int:
     """KV memory per GPU that one more block costs: num_blocks = memory // this (the worst
     pipeline stage's, since every stage gets the minimum block count)."""
-    result = planned(replace(target.request, kv_cache_memory_bytes=AMPLE_BYTES))
+    result = planned(target.request.with_args(kv_cache_memory_bytes=AMPLE_BYTES))
     return max(config.pool_bytes // config.num_blocks for config in result.sizing.worker_configs)
 
 
@@ -56,7 +55,7 @@ def blocks_per_request(target: Target, tokens: int, where: str) -> int:
     limit = model_limit(target)
     if tokens > limit:
         raise KvplanError(f"{where}: tokens_per_request {tokens:,} is above the model's limit of {limit:,} tokens")
-    result = planned(replace(target.request, max_model_len=tokens, kv_cache_memory_bytes=AMPLE_BYTES))
+    result = planned(target.request.with_args(max_model_len=tokens, kv_cache_memory_bytes=AMPLE_BYTES))
     config, concurrency = result.kv_config, result.sizing.max_concurrency
     assert config is not None and concurrency is not None
     # vLLM's figure is num_blocks / blocks-per-request; recover that integer from the ample pool
@@ -98,7 +97,7 @@ def advise_bytes(target: Target, kv_bytes: int, purpose: str = "") -> str:
 
 
 def advise_blocks(target: Target, blocks: int) -> str:
-    if target.request.num_gpu_blocks_override is not None:
+    if target.request.args.num_gpu_blocks_override is not None:
         return f"raise num_gpu_blocks_override to {blocks:,}"
     return advise_bytes(target, blocks * bytes_per_block(target), f"{blocks:,} blocks")
 
@@ -107,14 +106,14 @@ def smaller_kv_per_token(target: Target, limit: float) -> str | None:
     """An fp8 KV cache or tensor parallelism that brings the KV bytes per token under `limit`."""
     request = target.request
     trials: list[tuple[str, PlanRequest]] = []
-    if request.kv_cache_dtype == "auto":
-        trials.append(('kv_cache_dtype = "fp8"', replace(request, kv_cache_dtype="fp8")))
+    if request.value("kv_cache_dtype") == "auto":
+        trials.append(('kv_cache_dtype = "fp8"', request.with_args(kv_cache_dtype="fp8")))
     for size in (2, 4, 8):
-        if size > request.tensor_parallel_size:
-            trials.append((f"tensor_parallel_size = {size}", replace(request, tensor_parallel_size=size)))
+        if size > request.value("tensor_parallel_size"):
+            trials.append((f"tensor_parallel_size = {size}", request.with_args(tensor_parallel_size=size)))
     for change, trial in trials:
         try:
-            per_token = planned(replace(trial, kv_cache_memory_bytes=AMPLE_BYTES)).kv_bytes_per_token
+            per_token = planned(trial.with_args(kv_cache_memory_bytes=AMPLE_BYTES)).kv_bytes_per_token
         except KvplanError:
             continue  # vLLM refuses this split (heads not divisible)
         if per_token <= limit:

@@ -11,10 +11,11 @@ build leaves the logged terms unreconciled, with the reason."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from kvplan.errors import KvplanError
+from kvplan.semantics.engine.args import setting
 from kvplan.semantics.memory.budget import MemoryBudget
 from kvplan.semantics.memory.startup_log import GIB_RESOLUTION
 from kvplan.semantics.releases import Release
@@ -96,7 +97,7 @@ def explain(request: ExplainRequest) -> ExplainResult:
         log, resolved.total_bytes, float(logged_utilization) if isinstance(logged_utilization, int | float)
         else plan_request.utilization, resolved.release)
     predicted = Predicted(predicted_budget, predicted_plan, sized,
-                          1 if plan_request is None else plan_request.tensor_parallel_size,
+                          1 if plan_request is None else plan_request.value("tensor_parallel_size"),
                           not_predicted[-1] if not_predicted else None, _rounding_range(sized))
     rows = term_rows(log, predicted)
     context = FixContext(plan_request, budget or predicted_budget, "log" if budget is not None else "predicted",
@@ -119,7 +120,7 @@ def _size_logged_memory(log: StartupLog, request: PlanRequest) -> tuple[PlanResu
         return None, None
     try:
         # with the weights: a profile saved from the log gives simulate's step-time estimate its bytes
-        return plan(replace(request, kv_cache_memory_bytes=available, with_weights=True)), None
+        return plan(request.with_settings(kv_cache_memory_bytes=available, with_weights=True)), None
     except KvplanError as error:
         return None, f"the pool: kvplan cannot plan this model with these settings: {error}"
 
@@ -129,16 +130,16 @@ def _rounding_range(sized: PlanResult | None) -> tuple[PlanResult, PlanResult] |
     if sized is None:
         return None
     request = sized.request
-    memory = request.kv_cache_memory_bytes or 0
-    return (plan(replace(request, kv_cache_memory_bytes=max(memory - GIB_RESOLUTION, 1), with_weights=False)),
-            plan(replace(request, kv_cache_memory_bytes=memory + GIB_RESOLUTION, with_weights=False)))
+    memory = request.args.kv_cache_memory_bytes or 0
+    return (plan(request.with_settings(kv_cache_memory_bytes=max(memory - GIB_RESOLUTION, 1), with_weights=False)),
+            plan(request.with_settings(kv_cache_memory_bytes=memory + GIB_RESOLUTION, with_weights=False)))
 
 
 def _sized_at(request: PlanRequest | None, budget: MemoryBudget | None) -> PlanResult | None:
     if request is None or budget is None:
         return None
     try:
-        return plan(replace(request, kv_cache_memory_bytes=budget.available_kv_bytes, with_weights=False))
+        return plan(request.with_settings(kv_cache_memory_bytes=budget.available_kv_bytes, with_weights=False))
     except KvplanError:
         return None
 
@@ -162,17 +163,13 @@ def _predict(request: PlanRequest) -> tuple[MemoryBudget | None, PlanResult | No
     return profile.budget, profile.plan, None, profile.warnings
 
 
-# the `vllm serve` flag of a setting
-SERVE_FLAGS = {
-    "dtype": "--dtype", "max_model_len": "--max-model-len", "tensor_parallel_size": "--tensor-parallel-size",
-    "pipeline_parallel_size": "--pipeline-parallel-size", "gpu_memory_utilization": "--gpu-memory-utilization",
-    "block_size": "--block-size", "kv_cache_dtype": "--kv-cache-dtype", "max_num_batched_tokens":
-    "--max-num-batched-tokens", "max_num_seqs": "--max-num-seqs", "kv_cache_memory_bytes": "--kv-cache-memory-bytes",
-    "num_gpu_blocks_override": "--num-gpu-blocks-override", "quantization": "--quantization",
-    "data_parallel_size": "--data-parallel-size",
-}
-_SWITCHES = {"enable_prefix_caching": "prefix-caching", "enable_chunked_prefill": "chunked-prefill",
-             "enforce_eager": "enforce-eager", "async_scheduling": "async-scheduling"}
+# the log's settings a `vllm serve` line repeats: engine arguments by the flag `EngineArgs` declares (a
+# switch by its on or off half), and one kvplan does not plan with by vLLM's flag
+SERVE_VALUES = ("dtype", "max_model_len", "tensor_parallel_size", "pipeline_parallel_size", "gpu_memory_utilization",
+                "block_size", "kv_cache_dtype", "max_num_batched_tokens", "max_num_seqs", "kv_cache_memory_bytes",
+                "num_gpu_blocks_override", "quantization")
+SERVE_SWITCHES = ("enable_prefix_caching", "enable_chunked_prefill", "enforce_eager", "async_scheduling")
+OTHER_SERVE_FLAGS = {"data_parallel_size": "--data-parallel-size"}
 
 
 def _command(log: StartupLog, resolved: ResolvedSettings) -> str | None:
@@ -183,11 +180,11 @@ def _command(log: StartupLog, resolved: ResolvedSettings) -> str | None:
     words = ["vllm", "serve", model]
     for name in log.non_default_args:
         value = log.setting(name)
-        if name in SERVE_FLAGS:
-            words += [SERVE_FLAGS[name], str(value)]
-        elif name in _SWITCHES and isinstance(value, bool):
-            words.append(("--enable-" if value else "--no-enable-") + _SWITCHES[name]
-                         if name.startswith("enable_") else ("--" if value else "--no-") + _SWITCHES[name])
+        if name in SERVE_VALUES or name in OTHER_SERVE_FLAGS:
+            words += [OTHER_SERVE_FLAGS.get(name) or setting(name).flag, str(value)]
+        elif name in SERVE_SWITCHES and isinstance(value, bool):
+            on_flag, off_flag = setting(name).flags[0].split("/")
+            words.append(on_flag if value else off_flag)
     return " ".join(words)
 
 

@@ -9,7 +9,7 @@ cannot be.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from kvplan.errors import KvplanError
 from kvplan.semantics.memory.budget import REDUNDANCY_BUFFER_BYTES, MemoryBudget, requested_memory, utilization_for
@@ -73,7 +73,7 @@ def _outcome(result: PlanResult) -> str:
 
 
 def _sized(request: PlanRequest, kv_bytes: int, **changes: object) -> PlanResult:
-    return plan(replace(request, kv_cache_memory_bytes=kv_bytes, with_weights=False, **changes))  # type: ignore[arg-type]
+    return plan(request.with_settings(kv_cache_memory_bytes=kv_bytes, with_weights=False, **changes))
 
 
 def _fits(result: PlanResult) -> bool:
@@ -146,7 +146,7 @@ def fixes(log: StartupLog, context: FixContext) -> tuple[Fix, ...]:
         out.append(Fix((("--max-model-len", str(length)),), "the longest request the KV memory holds",
                        True, _outcome(_sized(request, available, max_model_len=length))))
     out.extend(_utilization_fix(request, budget, context))
-    if request.kv_cache_dtype == "auto" and available > 0:
+    if request.value("kv_cache_dtype") == "auto" and available > 0:
         result = _sized(request, available, kv_cache_dtype="fp8")
         out.append(Fix((("--kv-cache-dtype", "fp8"),), "half the bytes per token, on the same memory",
                        True, _outcome(result)))
@@ -185,9 +185,9 @@ def _utilization_fix(request: PlanRequest, budget: MemoryBudget, context: FixCon
 def _more_gpus(request: PlanRequest, budget: MemoryBudget) -> list[Fix]:
     """The next tensor-parallel size the model takes: each GPU holds tp/tp' of the weights (the
     other terms taken as logged: an estimate, said so)."""
-    tp = request.tensor_parallel_size
+    tp = request.value("tensor_parallel_size")
     for more in range(tp + 1, MAX_TENSOR_PARALLEL + 1):
-        candidate = replace(request, tensor_parallel_size=more, kv_cache_memory_bytes=None)
+        candidate = request.with_args(tensor_parallel_size=more, kv_cache_memory_bytes=None)
         try:
             settle(candidate)
         except KvplanError:
@@ -239,7 +239,7 @@ def _oom_fixes(log: StartupLog, context: FixContext) -> tuple[Fix, ...]:
                True, _outcome(_sized(request, kv, gpu_memory_utilization=utilization)))]
     phase = str(error.figures.get("phase", ""))
     if "sampler" in phase and budget is not None:
-        seqs = request.max_num_seqs or 1024
+        seqs = request.args.max_num_seqs or 1024
         out.append(Fix((("--max-num-seqs", str(max(seqs // 2, 1))),),
                        "the sampler warm-up's buffers scale with the requests it warms up", False,
                        "not checked: kvplan does not model the post-capture sampler warm-up"))

@@ -7,11 +7,12 @@ does not say it); and the release whose rules predict it.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from kvplan.errors import KvplanError
 from kvplan.gpus.catalog import GpuSpec, get_gpu, list_gpus
+from kvplan.semantics.engine.args import EngineArgs
 from kvplan.semantics.memory.startup_log import GIB, LogWording
 from kvplan.semantics.releases import NEWEST_RELEASE, RELEASES, Release, release_named
 from kvplan.units import format_gib
@@ -21,7 +22,7 @@ from kvplan.usecases.plan import PlanRequest
 Source = Literal["log", "flag", "catalog", "assumed"]
 # the catalog GPUs whose memory lies this near a logged total are candidates for the logged GPU
 _GPU_MATCH_BYTES = GIB // 10
-# PlanRequest fields a log can state, under the log's setting names
+# the engine arguments a log can state, under the log's setting names (vLLM's)
 LOGGED_FIELDS = (
     "model", "dtype", "max_model_len", "tensor_parallel_size", "pipeline_parallel_size", "gpu_memory_utilization",
     "block_size", "kv_cache_dtype", "enable_prefix_caching", "enable_chunked_prefill", "max_num_batched_tokens",
@@ -167,7 +168,7 @@ def _total_from_graph_lines(log: StartupLog) -> int | None:
 
 def resolve_settings(log: StartupLog, given: Mapping[str, Any], release_flag: str | None) -> ResolvedSettings:
     """The settings to predict the logged start-up with. `given` holds the flags the user gave
-    (PlanRequest field names, plus `gpu` and `gpu_memory_bytes`): a flag replaces what the log says."""
+    (vLLM's engine argument names, plus `gpu` and `gpu_memory_bytes`): a flag replaces what the log says."""
     release, reason = release_for(log, release_flag)
     settings: list[Setting] = []
     values: dict[str, Any] = {}
@@ -197,15 +198,16 @@ def resolve_settings(log: StartupLog, given: Mapping[str, Any], release_flag: st
         fields = {key: value for key, value in fields.items() if value is not None}
         if isinstance(fields.get("gpu_memory_utilization"), int | float):
             fields["gpu_memory_utilization"] = float(fields["gpu_memory_utilization"])
-        request = PlanRequest(model=model, gpu=None if gpu is None else gpu.key, gpu_memory_bytes=total,
-                              trust_remote_code=bool(given.get("trust_remote_code", False)), release=release,
-                              **_typed(fields))
-        request = replace(request, kv_cache_memory_bytes=None)
+        args = EngineArgs(model=model, trust_remote_code=bool(given.get("trust_remote_code", False)),
+                          **_typed(fields))
+        # the utilization is resolved for the logged KV memory's sizing path, then the memory is left to predict
+        request = PlanRequest(args=args, gpu=None if gpu is None else gpu.key, gpu_memory_bytes=total,
+                              release=release).with_args(kv_cache_memory_bytes=None)
     return ResolvedSettings(request, tuple(settings), release, reason, gpu, total)
 
 
 def _typed(fields: dict[str, Any]) -> dict[str, Any]:
-    """The logged values as PlanRequest takes them (vLLM prints `max_model_len` as an int, a dtype
+    """The logged values as EngineArgs takes them (vLLM prints `max_model_len` as an int, a dtype
     name, `None` for unset)."""
     typed = dict(fields)
     for key in ("max_model_len", "tensor_parallel_size", "pipeline_parallel_size", "block_size",

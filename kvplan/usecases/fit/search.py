@@ -93,8 +93,8 @@ def length_candidates(request: FitRequest, seed: int) -> tuple[tuple[int | None,
     if need is None:
         return (None,), None
     # the model's limit (vLLM's default), else the shortest power of two that holds the traffic
-    limit = settle(PlanRequest(model=request.model, release=request.release,
-                               trust_remote_code=request.trust_remote_code)).max_model_len
+    limit = settle(PlanRequest(args=EngineArgs(model=request.model, trust_remote_code=request.trust_remote_code),
+                               release=request.release)).max_model_len
     shorter = 1 << (need - 1).bit_length()
     return ((None, shorter) if shorter < limit else (None,)), need
 

@@ -32,8 +32,8 @@ def compute_shape(result: PlanResult) -> tuple[ComputeShape | None, tuple[str, .
     shape = result.setup.shape
     if weights is None or not weights.total_params:
         return None, ()
-    tp = result.request.tensor_parallel_size
-    pp = result.request.pipeline_parallel_size
+    tp = result.request.value("tensor_parallel_size")
+    pp = result.request.value("pipeline_parallel_size")
     method = result.setup.quantization
     vocab_params = shape.vocab_size * shape.hidden_size
     total = weights.total_params
@@ -73,9 +73,9 @@ def kernel_facts(result: PlanResult) -> KernelFacts:
     request = result.request
     return KernelFacts(
         model_config=json.dumps(result.setup.resolved.config, sort_keys=True),
-        tensor_parallel_size=request.tensor_parallel_size,
-        pipeline_parallel_size=request.pipeline_parallel_size,
-        kv_cache_dtype=request.kv_cache_dtype,
+        tensor_parallel_size=request.value("tensor_parallel_size"),
+        pipeline_parallel_size=request.value("pipeline_parallel_size"),
+        kv_cache_dtype=request.value("kv_cache_dtype"),
     )
 
 

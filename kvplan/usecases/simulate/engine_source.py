@@ -208,8 +208,8 @@ def plan_pool(*, model: str, gpu: str | None, gpu_memory: int | None, args: Engi
     ``args.gpu_memory_utilization`` as the fake profile run predicts it (needs the `profile` extra)."""
     kv_cache_memory = args.kv_cache_memory_bytes
     planned = {name: value for name, value in args.given().items() if name in PLANNED_SETTINGS}
-    request = PlanRequest(model=model, gpu=gpu, gpu_memory_bytes=gpu_memory, release=release,
-                          trust_remote_code=bool(args.trust_remote_code), **planned)
+    request = PlanRequest(args=EngineArgs(model=model, trust_remote_code=args.trust_remote_code, **planned),
+                          gpu=gpu, gpu_memory_bytes=gpu_memory, release=release)
     if kv_cache_memory is None and gpu is None and gpu_memory is None:
         raise KvplanError("engine.model: give engine.gpu (or gpu_memory) or engine.kv_cache_memory to size the pool")
     if kv_cache_memory is not None:

@@ -19,7 +19,7 @@ GOLDEN_KV_BYTES = 25_938_100_224
 
 
 def qwen_target(**knobs: object) -> Target:
-    return plan_target(PlanRequest(model=QWEN, **{"kv_cache_memory_bytes": GOLDEN_KV_BYTES, "release": VLLM_0_17_1,
+    return plan_target(PlanRequest.of(model=QWEN, **{"kv_cache_memory_bytes": GOLDEN_KV_BYTES, "release": VLLM_0_17_1,
                                                   **knobs}))
 
 

@@ -91,7 +91,7 @@ def test_utilization_hints_are_the_smallest_that_hold():
     utilization = float(result.hint.split("raise gpu_memory_utilization to ")[1].split()[0])
 
     def blocks_at(u: float) -> int:
-        return plan(replace(target.request, kv_cache_memory_bytes=requested_memory(total, u) - non_kv)).num_blocks
+        return plan(target.request.with_args(kv_cache_memory_bytes=requested_memory(total, u) - non_kv)).num_blocks
 
     assert blocks_at(utilization) >= required > blocks_at(round(utilization - 0.01, 2))
 

@@ -47,7 +47,7 @@ def test_bad_flags_are_bad_input(args, command, message):
 
 def test_quick_verdicts_and_exit_codes():
     # the golden case's 131,928 blocks are 0.17.1's (block 16)
-    result = plan(PlanRequest(model=QWEN, kv_cache_memory_bytes=GOLDEN_KV_BYTES, release=VLLM_0_17_1))
+    result = plan(PlanRequest.of(model=QWEN, kv_cache_memory_bytes=GOLDEN_KV_BYTES, release=VLLM_0_17_1))
     holds = parse_quick_asserts(["--assert-min-num-blocks=131928"], "plan")
     fails = parse_quick_asserts(["--assert-min-num-blocks=131929"], "plan")
     assert verdict_exit_code(plan_report(holds, result)) == 0

@@ -12,7 +12,7 @@ from kvplan.errors import KvplanError
 from kvplan.semantics.releases import VLLM_0_33_0, release_named
 from kvplan.usecases.check.spec import TargetSpec
 from kvplan.usecases.check.target import load_target
-from kvplan.usecases.plan import PlanRequest, plan
+from kvplan.usecases.plan import SETTING_NAMES, PlanRequest, plan
 from tests.usecases.check.factories import EXAMPLES, QWEN
 
 PROFILE = EXAMPLES / "profiles" / "qwen2-0.5b-l4.json"
@@ -36,8 +36,8 @@ def test_the_example_profile_is_reproduced_by_the_planner():
     so a check's what-if answers (replanning) agree with the profile."""
     document = json.loads(PROFILE.read_text())
     record = document["plan"]
-    knobs = {k: v for k, v in document["provenance"]["knobs"].items() if k in PlanRequest.__dataclass_fields__}
-    replanned = plan(PlanRequest(**{**knobs, "kv_cache_memory_bytes": record["kv_cache_memory_bytes"]},
+    knobs = {k: v for k, v in document["provenance"]["knobs"].items() if k in SETTING_NAMES}
+    replanned = plan(PlanRequest.of(**{**knobs, "kv_cache_memory_bytes": record["kv_cache_memory_bytes"]},
                                  release=PROFILE_RELEASE))
     assert replanned.num_blocks == record["num_blocks"] == document["num_blocks"]
     assert replanned.sizing.gpu_kv_cache_tokens == record["gpu_kv_cache_tokens"]
@@ -50,7 +50,7 @@ def test_a_matching_profile_is_the_target(write_spec, tmp_path):
     assert target.kind == "profile" and target.fits
     assert target.budget.total_bytes == target.profile.total_bytes
     assert target.budget.non_kv_bytes == target.profile.non_kv_bytes
-    assert target.request.kv_cache_memory_bytes == target.plan.kv_cache_memory_bytes
+    assert target.request.args.kv_cache_memory_bytes == target.plan.kv_cache_memory_bytes
 
 
 @pytest.mark.parametrize(("provenance", "target", "reason"), [

@@ -19,7 +19,7 @@ LLAMA = "meta-llama/Llama-3.1-8B-Instruct"
 @pytest.fixture(scope="module")
 def on_l4() -> dict[int, dict]:
     """`kvplan plan --model Llama-3.1-8B-Instruct --gpu l4-24gb -tp N` for N = 1 and 2."""
-    return {tp: plan_record(plan_for_device(PlanRequest(model=LLAMA, gpu="l4-24gb", tensor_parallel_size=tp,
+    return {tp: plan_record(plan_for_device(PlanRequest.of(model=LLAMA, gpu="l4-24gb", tensor_parallel_size=tp,
                                                         max_model_len=8192)))
             for tp in (1, 2)}
 
@@ -41,7 +41,7 @@ def test_plan_answers_tp2_on_a_named_gpu_with_half_the_weights_per_gpu(on_l4):
 
 def test_profile_reports_each_stages_rank_and_the_binding_one():
     result = run_profile(ProfileRequest(
-        plan=PlanRequest(model=LLAMA, gpu="l4-24gb", tensor_parallel_size=2, pipeline_parallel_size=2,
+        plan=PlanRequest.of(model=LLAMA, gpu="l4-24gb", tensor_parallel_size=2, pipeline_parallel_size=2,
                          max_model_len=8192, release=VLLM_0_17_1), backend="fake", allocate=False))
     record = profile_record(result)
     first, last = record["ranks"]
@@ -61,13 +61,13 @@ def test_profile_reports_each_stages_rank_and_the_binding_one():
 
 def test_the_pipeline_partition_moves_weights_and_kv_layers_together(monkeypatch):
     monkeypatch.setenv("VLLM_PP_LAYER_PARTITION", "20,12")
-    record = plan_record(plan(PlanRequest(model=LLAMA, kv_cache_memory_bytes=8 << 30, pipeline_parallel_size=2,
+    record = plan_record(plan(PlanRequest.of(model=LLAMA, kv_cache_memory_bytes=8 << 30, pipeline_parallel_size=2,
                                           max_model_len=8192)))
     first, last = record["pipeline_stages"]
     assert (first["layers"], last["layers"]) == ([0, 20], [20, 32])
     assert (first["num_kv_cache_layers"], last["num_kv_cache_layers"]) == (20, 12)
     monkeypatch.delenv("VLLM_PP_LAYER_PARTITION")
-    even = plan_record(plan(PlanRequest(model=LLAMA, kv_cache_memory_bytes=8 << 30, pipeline_parallel_size=2,
+    even = plan_record(plan(PlanRequest.of(model=LLAMA, kv_cache_memory_bytes=8 << 30, pipeline_parallel_size=2,
                                         max_model_len=8192)))["pipeline_stages"]
     layer = (first["weights_bytes"] - even[0]["weights_bytes"]) // 4
     # four decoder layers moved from the last stage to the first, weights with them

@@ -30,7 +30,7 @@ MIB = 1 << 20
 
 def options(model, **knobs) -> ProfileRequest:
     profile_knobs = {k: knobs.pop(k) for k in list(knobs) if k in ProfileRequest.__dataclass_fields__}
-    request = PlanRequest(model=str(model), **{"release": VLLM_0_17_1, **knobs})
+    request = PlanRequest.of(model=str(model), **{"release": VLLM_0_17_1, **knobs})
     return ProfileRequest(plan=request, **profile_knobs)
 
 

@@ -86,7 +86,7 @@ def test_a_records_mamba_groups_take_the_checkpoint_blocks_of_its_release(tmp_pa
     from kvplan.semantics.releases import RELEASES
     from kvplan.usecases.plan import PlanRequest, plan
 
-    request = PlanRequest(model="nvidia/Nemotron-H-56B-Base-8K", kv_cache_memory_bytes=20 << 30,
+    request = PlanRequest.of(model="nvidia/Nemotron-H-56B-Base-8K", kv_cache_memory_bytes=20 << 30,
                           enable_prefix_caching=True, release=RELEASES[version or "0.17.1"])
     document = plan_record(plan(request))
     if version is None:

@@ -48,7 +48,7 @@ def write(directory: Path, document: dict, name: str = "workload.json") -> Path:
 
 @pytest.fixture(scope="module")
 def tiny_profile(tiny_config_only_dir):
-    result = run_profile(ProfileRequest(plan=PlanRequest(model=str(tiny_config_only_dir), **KNOBS), backend="cpu"))
+    result = run_profile(ProfileRequest(plan=PlanRequest.of(model=str(tiny_config_only_dir), **KNOBS), backend="cpu"))
     assert result.fits and result.allocation is not None and result.allocation.pool is not None
     return result
 
@@ -113,7 +113,7 @@ def test_a_hybrid_model_is_written_and_read_group_by_group(tmp_path, workload):
     """A tiny gemma-2 (a 64-token window on even layers): each group's layers are written through
     that group's block table, the window group's only inside its window."""
     write(tmp_path, TINY_GEMMA2, "config.json")
-    request = PlanRequest(model=str(tmp_path), **{**KNOBS, "num_gpu_blocks_override": 40})
+    request = PlanRequest.of(model=str(tmp_path), **{**KNOBS, "num_gpu_blocks_override": 40})
     profile = run_profile(ProfileRequest(plan=request, backend="cpu"))
     groups = profile.allocation.pool.config.kv_cache_groups
     assert [(type(g.kv_cache_spec).__name__, len(g.layer_names)) for g in groups] == [

@@ -138,7 +138,8 @@ def test_a_model_on_a_gpu_is_planned_with_the_predicted_kv_memory(write_json):
     from kvplan.usecases.profile import plan_for_device
 
     engine = resolve(write_json, {"model": "Qwen/Qwen2-0.5B-Instruct", "gpu": "l4-24gb", "gpu_memory_utilization": 0.8})
-    expected = plan_for_device(PlanRequest(model="Qwen/Qwen2-0.5B-Instruct", gpu="l4-24gb", gpu_memory_utilization=0.8))
+    expected = plan_for_device(PlanRequest.of(model="Qwen/Qwen2-0.5B-Instruct", gpu="l4-24gb",
+                                              gpu_memory_utilization=0.8))
     assert engine.source == "plan"
     assert engine.config.num_gpu_blocks == expected.num_blocks > 0
     assert expected.memory_source.startswith("predicted")

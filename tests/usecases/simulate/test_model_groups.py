@@ -28,7 +28,7 @@ SIZING = {"kv_cache_memory": "4GiB", "max_model_len": 8192}
 
 
 def planned(model: str, release: Release | None = None) -> dict:
-    return plan_record(plan(PlanRequest(model=model, kv_cache_memory_bytes=4 << 30, max_model_len=8192,
+    return plan_record(plan(PlanRequest.of(model=model, kv_cache_memory_bytes=4 << 30, max_model_len=8192,
                                         with_weights=False, release=release or default_release())))
 
 
@@ -96,7 +96,7 @@ def test_a_hybrid_runs_on_its_groups_under_0_33_0_too(write_json, model):
 def test_a_check_target_hands_its_groups_to_the_workload(write_json):
     from kvplan.usecases.check.target import Target
 
-    request = PlanRequest(model="openai/gpt-oss-20b", kv_cache_memory_bytes=4 << 30, max_model_len=8192,
+    request = PlanRequest.of(model="openai/gpt-oss-20b", kv_cache_memory_bytes=4 << 30, max_model_len=8192,
                           with_weights=False)
     summary = plan(request).summary
     target = Target(kind="plan", label="gpt-oss", plan=summary, profile=None, request=request)

@@ -135,7 +135,7 @@ def test_int4_checkpoints_stream_a_quarter_of_their_bf16_weights():
     from kvplan.usecases.plan import PlanRequest, plan
     from kvplan.usecases.simulate.compute_shape import compute_shape
 
-    result = plan(PlanRequest(model="Qwen/Qwen2.5-7B-Instruct", kv_cache_memory_bytes=8 << 30))
+    result = plan(PlanRequest.of(model="Qwen/Qwen2.5-7B-Instruct", kv_cache_memory_bytes=8 << 30))
     bf16, notes = compute_shape(result)
     assert bf16 is not None and bf16.weight_format == "bf16" and not notes
     setup = dataclasses.replace(result.setup, quantization="awq_marlin")
