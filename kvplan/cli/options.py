@@ -114,7 +114,7 @@ def _same(value: Any) -> Any:
 @dataclass(frozen=True)
 class Flag:
     """One option as declared to typer (`typer.Option(default, *decls, ...)`), kept as plain data so
-    that `kvplan plan` can read its flags without importing typer (`kvplan.cli.plan_plain`)."""
+    that `kvplan plan` can read its flags without importing typer (`kvplan.cli.plan_args`)."""
 
     annotation: Any
     default: Any

@@ -66,7 +66,7 @@ class PlanArgs:
 
 def run_plan_command(args: Sequence[str]) -> int | None:
     """Run `kvplan plan ARGS`; its exit code, or None when ARGS ask for the help (typer renders it)."""
-    from kvplan.cli.plan_plain import run_plan
+    from kvplan.cli.plan_run import run_plan
 
     parsed = parse_plan_args(args)
     if parsed is None:
