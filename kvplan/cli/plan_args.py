@@ -161,11 +161,11 @@ def _split(word: str, spellings: dict[str, tuple[str, bool | None]], flags: dict
         return word[:2], word[2:]
     if spelling in ROOT_OPTIONS:
         raise KvplanError(f"{spelling} is an option of kvplan itself, not of plan: give `kvplan {spelling}`")
-    import difflib
+    from kvplan.parsing import first_unknown_key
 
     shown = [decl for decl, (name, _) in spellings.items() if not flags[name].hidden]
-    close = difflib.get_close_matches(spelling, shown, n=1)
-    raise KvplanError(f"no such option: {spelling}" + (f"; did you mean {close[0]}?" if close else "")
+    _, close = first_unknown_key([spelling], shown) or (spelling, None)
+    raise KvplanError(f"no such option: {spelling}" + (f"; did you mean {close}?" if close else "")
                       + f" {SEE_HELP}")
 
 
