@@ -295,14 +295,7 @@ class KVCacheManager:
 
     def free(self, request: Request) -> None:
         """Every group's blocks, group by group, each table tail first."""
-        if self._full_attention:
-            # the one group's `SingleTypeKVCacheManager.free`, inline (every finish calls it)
-            blocks = self._req_to_blocks.pop(request.request_id, None)
-            if blocks:
-                self.block_pool.free_blocks(reversed(blocks))
-            self._num_cached_block.pop(request.request_id, None)
-        else:
-            self.coordinator.free(request.request_id)
+        self.coordinator.free(request.request_id)
         request.kv_noop_limit = request.kv_slot_limit = 0
 
     def new_step_starts(self) -> None:
