@@ -215,11 +215,7 @@ class BlockPool:
         self.num_cached_blocks -= 1
         self.num_evictable_cached_blocks -= 1
         if self.tracks_evictions:
-            # `FingerprintSet.add`, inline: a long run evicts a hash for every decode's new block
-            evicted = self.evicted
-            fingerprint = _fingerprint(block_hash)
-            evicted.buckets[fingerprint & evicted.mask].append(fingerprint)
-            evicted.added(1)
+            self.evicted.add(_fingerprint(block_hash))
 
     def stop_tracking_evictions(self) -> None:
         """The run was short of blocks already (a preemption, an admission that waited, a miss on an
