@@ -104,8 +104,18 @@ def _run(args: list[str]) -> None:
     else:
         commands.load_command(command)
     from kvplan.cli.root import app
+    from kvplan.cli.usage import usage_error
 
-    app(args=args, prog_name="kvplan")
+    try:
+        # not standalone: typer hands usage errors over instead of printing them in a box, and
+        # returns the code of a typer.Exit (a command itself returns None)
+        code = app(args=args, prog_name="kvplan", standalone_mode=False)
+    except Exception as error:
+        usage = usage_error(error)
+        if usage is None:
+            raise
+        fail(*usage)
+    raise SystemExit(code or 0)    # as typer's standalone run ends, done or not
 
 
 def __getattr__(name: str) -> Any:

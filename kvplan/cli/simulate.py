@@ -25,7 +25,13 @@ from kvplan.report.sim_timeline import TimelineCsv
 from kvplan.report.simulate_json import result_document
 from kvplan.report.stderr import warn_once
 from kvplan.schema import Integer
-from kvplan.usecases.check.quick import QUICK_ASSERTS, parse_quick_asserts, quick_help, simulation_report
+from kvplan.usecases.check.quick import (
+    QUICK_ASSERTS,
+    parse_quick_asserts,
+    quick_asserts_around,
+    quick_help,
+    simulation_report,
+)
 from kvplan.usecases.plan_settings import STEP_MS
 from kvplan.usecases.simulate.driver import SimOptions, check_recorded_steps, prepare
 from kvplan.usecases.simulate.engine_source import EngineOverrides
@@ -61,7 +67,12 @@ def simulate_command(
 
     Exit codes: 0 done, 1 an --assert-* failed or the model does not fit, 2 bad workload or options, 3 the run
     stalled (a request cannot fit even alone)."""
-    assertions = parse_quick_asserts(ctx.args, "simulate")
+    if str(workload_path).startswith("--"):
+        # an option before WORKLOAD was taken as it (the command reads unknown options, as --assert-*)
+        assertions, workload_word = quick_asserts_around(str(workload_path), ctx.args, "simulate", "WORKLOAD")
+        workload_path = Path(workload_word)
+    else:
+        assertions = parse_quick_asserts(ctx.args, "simulate")
     checked(STEP_MS, "--step-time-ms")(step_time_ms)
     checked(SEED, "--seed")(seed)
     overrides = engine.pick(EngineOverrides)

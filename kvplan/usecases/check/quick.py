@@ -46,6 +46,27 @@ def parse_quick_asserts(args: list[str], command: str) -> tuple[Assertion, ...]:
     return tuple(assertions)
 
 
+def quick_asserts_around(argument: str, args: list[str], command: str,
+                         metavar: str) -> tuple[tuple[Assertion, ...], str]:
+    """The `--assert-*` flags and the command's one argument when typer took a flag for the argument
+    (the command reads unknown options, so one given before the argument is taken as it): the
+    words are read again in their order, the first that is no flag nor a flag's value the argument."""
+    words = [argument, *args]
+    assertions = []
+    found: str | None = None
+    index = 0
+    while index < len(words):
+        if found is None and not words[index].startswith("-"):
+            found = words[index]
+            index += 1
+            continue
+        assertion, index = read_quick_assert(words, index, command)
+        assertions.append(assertion)
+    if found is None:
+        raise KvplanError(f"missing argument '{metavar}' (see `kvplan {command} --help`)")
+    return tuple(assertions), found
+
+
 def read_quick_assert(args: list[str], index: int, command: str) -> tuple[Assertion, int]:
     """The `--assert-*` flag at `args[index]`, with its value (the next word unless given as
     `--assert-k=VALUE`, or a yes/no one given alone); the index after it."""

@@ -1,0 +1,45 @@
+"""typer's usage errors (an unknown option, a value it cannot convert, a missing argument) as kvplan's
+one line: `kvplan: error: what is wrong (see `kvplan COMMAND --help`)`, exit 2, the form `kvplan
+plan`'s own parser (`plan_args`) gives. typer itself prints them in a box of several lines."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kvplan.parsing import first_unknown_key
+
+
+def _click_exception() -> type[Exception]:
+    """click's ClickException, the base of its usage errors (typer vendors click in newer releases and
+    exports only BadParameter: the base is found from it, whichever click it is)."""
+    import typer
+
+    return next(cls for cls in typer.BadParameter.__mro__ if cls.__name__ == "ClickException")
+
+
+def usage_error(error: BaseException) -> tuple[str, int] | None:
+    """The one line and exit code of a click error; None for any other exception."""
+    if not isinstance(error, _click_exception()):
+        return None
+    ctx = getattr(error, "ctx", None)
+    command = ctx.command_path if ctx is not None else "kvplan"
+    option = getattr(error, "option_name", None)
+    if option is not None and hasattr(error, "possibilities"):
+        # click's NoSuchOption; its own suggestions are loose ("--bogus": "--gpus"), kvplan's are difflib's
+        known = _option_names(ctx)
+        unknown = first_unknown_key([option], known) if known else None
+        close = unknown[1] if unknown else None
+        what = f"no such option: {option}" + (f"; did you mean {close}?" if close else "")
+    else:
+        message: str = error.format_message()  # type: ignore[attr-defined]
+        what = message.rstrip(".")
+        what = what[:1].lower() + what[1:]
+    return f"{what} (see `{command} --help`)", int(getattr(error, "exit_code", 2))
+
+
+def _option_names(ctx: Any) -> list[str]:
+    """The long spellings the command takes, shown or not (an old spelling still reads)."""
+    if ctx is None:
+        return []
+    names = [name for param in ctx.command.params for name in (*param.opts, *param.secondary_opts)]
+    return [name for name in names if name.startswith("--")]
