@@ -397,14 +397,15 @@ def _parse_request_list(raw: Any, path: str, base_dir: Path, name: str) -> tuple
 # ---------------------------------------------------------------------------- the plan of arrivals
 
 
-@dataclass(frozen=True)
+# slots: a plan is drawn for every arrival up front (a million for a day of traffic)
+@dataclass(frozen=True, slots=True)
 class PlannedTurn:
     user_tokens: int
     output_tokens: int
     think_time_s: float  # the gap before this turn, after the previous turn finished (0 for turn 0)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class PlannedConversation:
     """One arrival of a request mix: a single request, or the turns of one conversation."""
 
