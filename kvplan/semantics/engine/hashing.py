@@ -6,7 +6,10 @@ Block i's hash covers (hash of block i-1, the block's tokens, its extra keys), s
 equal prefixes. vLLM hashes a pickle with SHA-256; kvplan hashes a compact fixed-width encoding
 (32-byte parent, 8 bytes per token, then the extra keys) with SHA-256. The values differ from
 vLLM's, which is fine: only hit/miss behaviour is observable, and SHA-256 makes a collision as
-unlikely as it is in vLLM.
+unlikely as it is in vLLM. For the same reason a block that no other request can hit
+(`Request.num_shareable_blocks`: a simulated conversation's last turn past its history) is keyed by
+a unique 8-byte key instead of a hash: it stays a cached block, counted and evicted as one, its own
+request hits it after a preemption, and no other lookup finds it, just as with its hash.
 """
 
 from __future__ import annotations
@@ -70,14 +73,31 @@ class RequestBlockHasher:
         # (a chained hash depends only on the tokens before it, so equal leading blocks hash equal).
         self._last_prompt = b""
         self._last_prompt_hashes: list[bytes] = []
+        self._num_unique_keys = 0
 
     def update(self, request: Request) -> None:
-        block_size = self.block_size
         hashes = request.block_hashes
         first = len(hashes)
-        last = request.num_tokens // block_size
+        last = request.num_tokens // self.block_size
         if first >= last:
             return
+        shareable = request.num_shareable_blocks
+        if shareable is not None and last > shareable:
+            if first < shareable:
+                self._hash(request, first, shareable)
+                first = shareable
+            # `Request.num_shareable_blocks`: 8 bytes of a counter, never equal to another block's key
+            # (nor to a hash: 32 bytes), and a fingerprint (`BlockPool.evicted`) of its own
+            count = self._num_unique_keys
+            self._num_unique_keys = count + last - first
+            hashes.extend([key.to_bytes(8, "little") for key in range(count, count + last - first)])
+            return
+        self._hash(request, first, last)
+
+    def _hash(self, request: Request, first: int, last: int) -> None:
+        """Hash blocks [first, last) of the request, chained from its hashes before them."""
+        block_size = self.block_size
+        hashes = request.block_hashes
         if last - first == 1 and first and not request.needs_extra_keys:
             # a decode's block, the commonest call: the loop below for one block, without its setup
             hashes.append(sha256(hashes[-1] + request.token_bytes(first * block_size, last * block_size)).digest())

@@ -89,7 +89,8 @@ class Request:
         "finish_step", "first_scheduled_step", "kv_known_noop_limit", "kv_noop_limit", "kv_slot_limit", "lora_name",
         "max_tokens", "mm_features",
         "needs_extra_keys", "num_cached_tokens", "num_computed_tokens", "num_in_flight_tokens",
-        "num_output_placeholders", "num_output_tokens", "num_preemptions", "num_prompt_tokens", "num_tokens",
+        "num_output_placeholders", "num_output_tokens", "num_preemptions", "num_prompt_tokens", "num_shareable_blocks",
+        "num_tokens",
         "output_token_ids", "prompt_token_ids", "request_id", "shared_prefix_boundary", "status",
     )
 
@@ -140,6 +141,11 @@ class Request:
         self.mm_features = tuple(sorted(mm_features, key=lambda feature: feature.offset))
         self.needs_extra_keys = lora_name is not None or cache_salt is not None or bool(self.mm_features)
         self.block_hashes: list[bytes] = []
+        # The leading blocks another request may share (None: all may). The blocks past them hold
+        # tokens no other request has or will have (a simulated conversation's last turn past its
+        # history), so no lookup can ever hit them: they are keyed by a unique key instead of their
+        # hash (`RequestBlockHasher`), which is observably the same and costs no hashing.
+        self.num_shareable_blocks: int | None = None
         # the encoding of `output_token_ids` when it is a range of consecutive ids, made when a
         # block of outputs is first hashed (`token_bytes`); None until then or for other outputs
         self._output_bytes: bytes | None = None

@@ -489,8 +489,19 @@ def _turn_request(setup: PreparedWorkload, conversation: _Conversation, config: 
     name = setup.class_names[plan.class_index]
     request_id = f"{name}-{plan.ordinal}" if len(plan.turns) == 1 else f"{name}-{plan.ordinal}.{conversation.turn}"
     request = Request(request_id, prompt, turn.output_tokens, outputs)
+    request.num_shareable_blocks = shareable_blocks(conversation, config)
     return request, _record(plan.class_index, prompt_len, turn.output_tokens, config, step, time,
                             conversation.turn)
+
+
+def shareable_blocks(conversation: _Conversation, config: EngineConfig) -> int | None:
+    """The blocks of the conversation's current turn that another request may share
+    (`Request.num_shareable_blocks`): on its last turn, those of the shared prefix and the earlier
+    turns, since no later turn repeats its new tokens and no other conversation has them (their
+    ids are the conversation's own, `CONVERSATION_TOKEN_STRIDE` apart); None (all) before it."""
+    if conversation.turn < len(conversation.plan.turns) - 1:
+        return None
+    return (len(conversation.prefix) + conversation.position) // config.block_size
 
 
 def _finish_turn(conversation: _Conversation, record: RequestRecord) -> float | None:
