@@ -114,7 +114,10 @@ def _run(args: list[str]) -> None:
         usage = usage_error(error)
         if usage is None:
             raise
-        fail(*usage)
+        message, code = usage
+        if message:
+            fail(message, code)
+        raise SystemExit(code) from None
     raise SystemExit(code or 0)    # as typer's standalone run ends, done or not
 
 

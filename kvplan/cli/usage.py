@@ -18,9 +18,12 @@ def _click_exception() -> type[Exception]:
 
 
 def usage_error(error: BaseException) -> tuple[str, int] | None:
-    """The one line and exit code of a click error; None for any other exception."""
+    """The one line and exit code of a click error ("" when there is nothing to add: a group given
+    no command has printed its help); None for any other exception."""
     if not isinstance(error, _click_exception()):
         return None
+    if type(error).__name__ == "NoArgsIsHelpError":     # (typer tells it by name too)
+        return "", int(getattr(error, "exit_code", 2))
     ctx = getattr(error, "ctx", None)
     command = ctx.command_path if ctx is not None else "kvplan"
     option = getattr(error, "option_name", None)

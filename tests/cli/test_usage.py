@@ -41,3 +41,9 @@ def test_help_and_a_typer_exit_keep_their_codes(kvplan):
     # `check` of a failing spec exits 1 through typer.Exit
     code, _, _ = kvplan("check", "examples/checks/fail-tight-kv-cache.toml")
     assert code == 1
+
+
+@pytest.mark.parametrize("words", [[], ["bench"]])
+def test_a_group_given_no_command_shows_its_help_and_exits_2(kvplan, words):
+    code, out, err = kvplan(*words)
+    assert code == 2 and "Usage: kvplan" in out and err == ""
