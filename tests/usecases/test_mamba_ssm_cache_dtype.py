@@ -147,6 +147,18 @@ def test_fit_plans_every_configuration_with_the_flag(kvplan):
     assert blocks == {"float16": [FLOAT16_POOL[1]], "float32": [HOOK_POOL[1]]}
 
 
+def test_bench_serve_runs_on_the_pool_the_flag_plans(kvplan):
+    base = ("bench", "serve", "--model", NEMOTRON, "--gpu", "h200-141gb", "--kv-cache-memory", "20GiB",
+            "--vllm-version", "0.34.0", "--num-prompts", "4", "--random-input-len", "256", "--random-output-len", "16",
+            "--json")
+    blocks = {}
+    for dtype in ("float16", "float32"):
+        code, out, err = kvplan(*base, "--mamba-ssm-cache-dtype", dtype)
+        assert code == 0, err
+        blocks[dtype] = json.loads(out)["kvplan"]["num_gpu_blocks"]
+    assert blocks == {"float16": FLOAT16_POOL[1], "float32": HOOK_POOL[1]}
+
+
 def test_the_commands_take_the_settings_of_their_roles():
     assert "mamba_ssm_cache_dtype" in PLANNING and "mamba_ssm_cache_dtype" in SIMULATING
     assert "mamba_ssm_cache_dtype" not in SCHEDULING        # replay's pool is the trace's
