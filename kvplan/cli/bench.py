@@ -9,25 +9,33 @@ from pathlib import Path
 
 import typer
 
-from kvplan.cli.options import EngineOptions, engine_options
+from kvplan.cli.options import EngineOptions, command_flags, engine_options
 from kvplan.cli.outputs import prepare_outputs
 from kvplan.cli.root import JSON, app
 from kvplan.errors import KvplanError
 from kvplan.files import atomic_output
 from kvplan.report.jsonout import dumps, to_jsonable
 from kvplan.report.stderr import warn_once
+from kvplan.semantics.engine.args import FETCHES, PRICES, SCHEDULES, SIZES, named
 from kvplan.usecases.simulate.frontend import FrontEnd
 
 bench_app = typer.Typer(name="bench", help="`vllm bench serve`, predicted; a prediction against a measurement.",
                         no_args_is_help=True)
 app.add_typer(bench_app, name="bench")
 
-BENCH_ENGINE = (
+# the order bench's --help has always shown its flags in (only the order: which engine arguments it takes
+# is their roles', and one missing here is shown after these)
+_BENCH_HELP = (
     "model", "gpu", "gpu_memory", "gpu_memory_utilization", "kv_cache_memory_bytes", "num_gpu_blocks", "block_size",
     "max_model_len", "max_num_batched_tokens", "max_num_seqs", "kv_cache_dtype", "dtype", "tensor_parallel_size",
     "pipeline_parallel_size", "enable_prefix_caching", "enable_chunked_prefill", "trust_remote_code", "offline",
     "revision", "vllm_version", "scheduling", "enforce_eager", "step_time",
 )
+# simulate's engine on the model bench names: the scheduler's settings, what sizes and fetches the pool
+# planned from the model, and what prices the steps
+BENCH_ENGINE = command_flags(
+    ("model", *named(SCHEDULES, SIZES, FETCHES, PRICES)),
+    ("gpu", "gpu_memory", "num_gpu_blocks", "offline", "vllm_version", "scheduling", "step_time"), _BENCH_HELP)
 
 
 def _rate(text: str) -> float:

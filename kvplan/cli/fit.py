@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 
 import typer
 
-from kvplan.cli.options import EngineOptions, checked, deprecated_spelling, engine_options
+from kvplan.cli.options import EngineOptions, checked, deprecated_spelling, engine_options, fitting
 from kvplan.cli.outputs import model_inputs, prepare_outputs
 from kvplan.cli.root import JSON, app
 from kvplan.errors import EXIT_FINDING, KvplanError
@@ -19,11 +19,12 @@ from kvplan.report.stderr import warn_once
 from kvplan.schema import Integer, Kind, Number
 from kvplan.semantics.config.cache import check_kv_cache_dtype
 from kvplan.semantics.config.model import check_model_dtype
-from kvplan.semantics.engine.args import read_bytes, setting
+from kvplan.semantics.engine.args import SIZES, EngineArgs, named, read_bytes, setting
 from kvplan.semantics.engine.trace_format import MODEL_LEN
 from kvplan.semantics.releases import Release, release_named
 from kvplan.sources.installed import DEFAULT_RELEASE
 from kvplan.usecases.fit.request import (
+    LIST_DEFAULTS,
     MAX_CONFIGURATIONS,
     MAX_WORKLOAD_REQUESTS,
     FitRequest,
@@ -93,7 +94,7 @@ WORKERS = typer.Option(None, "--workers", help="Tasks at once (default: one per 
 
 
 @app.command("fit")
-@engine_options("vllm_version", "dtype", "trust_remote_code", "offline", "revision", "step_time")
+@engine_options(*fitting(tuple(LIST_DEFAULTS)))
 def fit_command(
     engine: EngineOptions,
     model: str | None = typer.Option(None, "--model", "-m",
@@ -200,6 +201,7 @@ def fit_command(
         concurrency=target, slo=objectives, prices=price_list,
         release=engine.release() or _workload_release(workload), dtype=engine.args.dtype or "auto",
         trust_remote_code=engine.trust_remote_code, step_time=engine.step_time, seed=seed,
+        fixed=EngineArgs(**{name: getattr(engine.args, name) for name in named(SIZES) if name not in LIST_DEFAULTS}),
         max_configurations=max_configurations,
         max_requests=max_requests,
     )

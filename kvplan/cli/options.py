@@ -24,7 +24,22 @@ from typing import TYPE_CHECKING, Any, TypeVar, get_args, get_type_hints
 from kvplan.errors import KvplanError
 from kvplan.hub import HubAccess, hub_access
 from kvplan.schema import ByteSize, Kind, Text
-from kvplan.semantics.engine.args import MEMORY, MODEL, EngineArgs, Setting, check_value, read_bytes
+from kvplan.semantics.engine.args import (
+    FETCHES,
+    MEMORY,
+    MODEL,
+    PLANS,
+    PRICES,
+    RUNS,
+    SCHEDULES,
+    SIZES,
+    EngineArgs,
+    Setting,
+    check_value,
+    in_order,
+    named,
+    read_bytes,
+)
 from kvplan.semantics.engine.args import setting as engine_setting
 from kvplan.semantics.engine.args import settings as engine_settings
 from kvplan.semantics.engine.trace_format import POOL_BLOCKS, SCHEDULING_MODE, VLLM_VERSION
@@ -238,22 +253,45 @@ _PREFIXES: dict[str, tuple[str, Flag]] = {
     for name, setting in engine_settings() if setting.prefix_flags
 }
 
-PLANNING = (
+# The order each command's --help has always shown its flags in (plan's and simulate's orders cross, so
+# no one order of `EngineArgs` gives both). Only the order: which engine arguments a command takes is
+# their roles' (`named`), and a setting missing here is shown after these, in field order.
+_PLAN_HELP = (
     "model", "kv_cache_memory_bytes", "gpu", "gpu_memory", "gpu_memory_utilization", "block_size", "max_model_len",
     "max_num_batched_tokens", "max_num_seqs", "kv_cache_dtype", "dtype", "tensor_parallel_size",
     "pipeline_parallel_size", "num_gpu_blocks_override", "enable_prefix_caching", "enable_chunked_prefill",
     "trust_remote_code", "offline", "revision", "vllm_version", "enable_extensible_kv_cache", "enforce_eager",
     "quantization", "mamba_ssm_cache_dtype", "prompt_len",
 )
-SCHEDULING = (
+_SIMULATE_HELP = (
     "num_gpu_blocks", "block_size", "enable_prefix_caching", "max_num_batched_tokens", "max_num_seqs",
-    "max_model_len", "enable_chunked_prefill", "vllm_version", "scheduling", "async_scheduling",
-)
-SIMULATING = (
-    *SCHEDULING, "gpu", "gpu_memory_utilization", "gpu_memory", "kv_cache_memory_bytes", "kv_cache_dtype", "dtype",
+    "max_model_len", "enable_chunked_prefill", "vllm_version", "scheduling", "async_scheduling", "gpu",
+    "gpu_memory_utilization", "gpu_memory", "kv_cache_memory_bytes", "kv_cache_dtype", "dtype",
     "tensor_parallel_size", "pipeline_parallel_size", "trust_remote_code", "offline", "revision", "enforce_eager",
     "step_time",
 )
+
+
+def command_flags(engine: tuple[str, ...], own: tuple[str, ...], shown: tuple[str, ...]) -> tuple[str, ...]:
+    """A command's settings: the engine arguments of its roles and kvplan's own, in the order `shown`."""
+    return in_order((*engine, *own), shown)
+
+
+# fit: what sizes and fetches a model's pool, one value each, where fit searches no list of it (`fit_lists`:
+# its comma lists, such as --tensor-parallel-size 1,2)
+def fitting(fit_lists: tuple[str, ...]) -> tuple[str, ...]:
+    fixed = tuple(name for name in named(SIZES, FETCHES) if name not in fit_lists)
+    return command_flags(fixed, ("vllm_version", "offline", "step_time"), _SIMULATE_HELP)
+
+
+# plan and profile: every setting the planner reads
+PLANNING = command_flags(named(PLANS), ("gpu", "gpu_memory", "offline", "vllm_version", "prompt_len"), _PLAN_HELP)
+# replay: the scheduler's settings a trace carries, and the engine loop
+SCHEDULING = command_flags(named(SCHEDULES, RUNS), ("num_gpu_blocks", "vllm_version", "scheduling"), _SIMULATE_HELP)
+# simulate: replay's, what sizes a pool planned from the workload's model, and what prices the steps
+SIMULATING = command_flags(
+    (*named(SCHEDULES, RUNS), *named(SIZES, FETCHES, PRICES)),
+    ("num_gpu_blocks", "vllm_version", "scheduling", "gpu", "gpu_memory", "offline", "step_time"), _SIMULATE_HELP)
 assert {field.name for field in fields(EngineOptions) if field.name != "args"} == set(_OWN)
 
 

@@ -8,7 +8,7 @@ import shlex
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from kvplan.semantics.engine.args import EngineArgs, setting
+from kvplan.semantics.engine.args import SCHEDULES, EngineArgs, named, setting
 from kvplan.semantics.releases import Release, Scheduling
 from kvplan.sources.installed import DEFAULT_RELEASE
 from kvplan.usecases.plan import PlanRequest, PlanSummary
@@ -17,8 +17,7 @@ from kvplan.usecases.simulate.engine_source import EngineOverrides
 from kvplan.usecases.simulate.workload import Workload
 
 # the engine arguments a workload's `engine` section may give (docs/workload.md) that size the pool too
-WORKLOAD_ARGS = ("block_size", "max_model_len", "max_num_seqs", "max_num_batched_tokens",
-                 "enable_prefix_caching", "enable_chunked_prefill")
+WORKLOAD_ARGS = named(SCHEDULES)
 # the `vllm serve` line: these flags when they differ from the release's default, then the memory, then
 # these given values, then these switches when given (their `--no-` half when off)
 SERVE_CHOICES = ("tensor_parallel_size", "pipeline_parallel_size", "dtype", "kv_cache_dtype")

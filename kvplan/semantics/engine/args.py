@@ -8,8 +8,9 @@ its help text, and its default per release, read from the release table
 (`kvplan.semantics.releases`). None means "not set": a layer of settings leaves the value of the
 layer under it, and `over` stacks layers (file < pool source < command line).
 
-A new engine setting is one field here plus the code that uses it: the command line
-(`kvplan.cli.options`), fit's lists and the readers are made from this list."""
+A new engine setting is one field here plus the code that uses it: its roles (`PLANS`, `SIZES`,
+`SCHEDULES`, ...) say which readers take it, and the command lines (`kvplan.cli.options`), fit's lists
+and the readers of traces, workloads, check specs and profiles are made from this list by role (`named`)."""
 
 from __future__ import annotations
 
@@ -90,6 +91,9 @@ class Setting:
     flag_default: Any = None               # what typer hands over when the flag is absent
     key: str | None = None                 # its name in kvplan's files and bundles where not vLLM's
     description: str | None = None         # what a file's key says in the schemas (None: the kind's)
+    roles: frozenset[str] = frozenset()    # which readers take it (`ROLES`; `named` lists a role's settings)
+    # what a file's value becomes once checked (a whole number 1 as the utilization 1.0, as a flag gives it)
+    convert: Callable[[Any], Any] | None = None
 
     @property
     def flag(self) -> str:
@@ -103,11 +107,31 @@ class Setting:
         shown = flag or self.flag
         if self.parse is not None and isinstance(value, str):
             value = self.parse(value, shown)
-        return check_value(self.kind, value, shown)
+        checked = check_value(self.kind, value, shown)
+        return checked if self.convert is None else self.convert(checked)
 
 
-def _setting(**declared: Any) -> Any:
-    return field(default=None, metadata={"setting": Setting(**declared)})
+# What decides which readers take an engine argument: a field names its roles (`Setting.roles`), and each
+# reader's list of settings is `named(role, ...)`, in the order of `EngineArgs`. A new setting is shown
+# by every command and read by every file that takes its roles, with no list to extend.
+PLANS = "plans"            # `plan` and `profile` take its flag: the planner reads it
+FETCHES = "fetches"        # where the model's config comes from: every command planning from a model takes it
+SIZES = "sizes"            # sizes a pool planned from a model, wherever it is planned (simulate's engine.model,
+#                            fit, a check target): `simulate` takes its flag
+SCHEDULES = "schedules"    # the scheduler's: a trace's config and a workload's engine carry it, `replay` and
+#                            `simulate` take its flag, a pool planned from a model takes it too
+RESOLVES = "resolves"      # a plan resolves it (its summary says the value), so a saved profile fixes it
+RUNS = "runs"              # how the engine loop runs the steps: `replay` and `simulate` take its flag
+PRICES = "prices"          # it prices the steps only: `simulate` takes its flag, not the pool it plans
+TARGETS = "targets"        # a check spec's [target] and a profile's settings take it beside the SIZES and
+#                            SCHEDULES ones
+WORKLOADS = "workloads"    # a workload's engine takes it beside engine.model, to plan that pool
+ROLES = (PLANS, FETCHES, SIZES, SCHEDULES, RESOLVES, RUNS, PRICES, TARGETS, WORKLOADS)
+
+
+def _setting(*roles: str, **declared: Any) -> Any:
+    assert set(roles) <= set(ROLES), roles
+    return field(default=None, metadata={"setting": Setting(roles=frozenset(roles), **declared)})
 
 
 def _utilization_defaults() -> str:
@@ -140,91 +164,113 @@ class EngineArgs:
     None: not set."""
 
     model: str | None = _setting(
+        PLANS,
         flags=("--model", "-m"), kind=MODEL,
         help="The model, also given as the first word after the command (as `vllm serve MODEL`): a hub id "
         "(resolved from the bundled catalog, then the local HF cache), a local directory holding config.json, or "
         "a path to a config.json. A hub id that is neither is fetched from the Hugging Face hub (HF_TOKEN or the "
         "saved login; never with --offline).")
     revision: str | None = _setting(
+        PLANS, FETCHES,
         flags=("--revision",), kind=REVISION,
         help="Hub revision (branch, tag or commit) of --model when it is fetched or cached.")
     trust_remote_code: bool | None = _setting(
+        PLANS, FETCHES,
         flags=("--trust-remote-code",), kind=Boolean(), annotation=bool, flag_default=False,
         help="Allow transformers to run the model's own code (only this flag does: never a file kvplan reads).",
         default=lambda release: False)
     dtype: str | None = _setting(
+        PLANS, SIZES,
         flags=("--dtype",), kind=DTYPE, default=lambda release: "auto",
         help="auto (the default), bfloat16, float16 or float32 (as vLLM's --dtype).")
     quantization: str | None = _setting(
+        PLANS,
         flags=("--quantization", "-q"), kind=QUANTIZATION, metavar="METHOD",
         help="vLLM's --quantization: the checkpoint's own method (the default), or fp8 on an unquantized "
         "checkpoint (vLLM quantizes its linear layers at load: fp8 weights).")
     kv_cache_dtype: str | None = _setting(
+        PLANS, SIZES,
         flags=("--kv-cache-dtype",), kind=KV_CACHE_DTYPE, default=lambda release: "auto",
         help="auto (the default), fp8, fp8_e4m3 or fp8_e5m2.")
     tensor_parallel_size: int | None = _setting(
+        PLANS, SIZES,
         flags=("--tensor-parallel-size", "-tp"), hidden_flags=("--tp",), kind=PARALLEL,
         default=lambda release: 1, help="Tensor-parallel size (default 1); every figure is per GPU.")
     pipeline_parallel_size: int | None = _setting(
+        PLANS, SIZES,
         flags=("--pipeline-parallel-size", "-pp"), hidden_flags=("--pp",), kind=PARALLEL,
         default=lambda release: 1, help="Pipeline-parallel size (default 1).")
     gpu_memory_utilization: float | None = _setting(
-        flags=("--gpu-memory-utilization",), kind=UTILIZATION, annotation=float | None,
+        PLANS, SIZES, WORKLOADS,
+        flags=("--gpu-memory-utilization",), kind=UTILIZATION, annotation=float | None, convert=float,
         default=lambda release: release.gpu_memory_utilization,
         help=f"vLLM's gpu_memory_utilization in (0, 1]; default the release's ({_utilization_defaults()}).")
     kv_cache_memory_bytes: int | None = _setting(
+        PLANS, SIZES, WORKLOADS,
         flags=("--kv-cache-memory-bytes",), prefix_flags=("--kv-cache-memory",), kind=MEMORY, key="kv_cache_memory",
         description="KV-cache bytes per GPU, as vLLM's --kv-cache-memory-bytes",
         annotation=str | None, parse=lambda text, flag: read_bytes(text, flag),
         help="KV-cache bytes per GPU (also read as --kv-cache-memory, as vLLM reads it): 25938100224, 24.16GiB, "
         "900MiB, or vLLM's 24G (GiB) and 24g (GB).")
     num_gpu_blocks_override: int | None = _setting(
+        PLANS, TARGETS,
         flags=("--num-gpu-blocks-override",), kind=POOL_BLOCKS,
         description="replace the computed block count (vLLM's flag)",
         help="Replace the computed block count (vLLM's flag).")
     block_size: int | None = _setting(
+        PLANS, SCHEDULES, RESOLVES,
         flags=("--block-size",), kind=BLOCK_SIZE, default=lambda release: release.default_block_size,
         help=f"Tokens per block (default the release's: {_block_size_defaults()}; MLA backends and hybrids "
         "change it).")
     max_model_len: int | None = _setting(
+        PLANS, SCHEDULES, RESOLVES,
         flags=("--max-model-len",), kind=MAX_MODEL_LEN, annotation=str | None,
         parse=read_max_model_len,
         help="Longest prompt + output. Default: the model's limit as vLLM derives it; `auto` or -1 fits the "
         "largest.")
     max_num_batched_tokens: int | None = _setting(
+        PLANS, SCHEDULES, RESOLVES,
         flags=("--max-num-batched-tokens",), kind=BATCHED_TOKENS, annotation=str | None,
         parse=lambda text, flag: read_count(text, flag, BATCHED_TOKENS),
         help="Token budget per step, e.g. 8192 or 8K (as vLLM reads it). Default: what `vllm serve` picks for the "
         "GPU (2048 for one outside the catalog, given by --gpu-memory alone).")
     max_num_seqs: int | None = _setting(
+        PLANS, SCHEDULES, RESOLVES,
         flags=("--max-num-seqs",), kind=NUM_SEQS,
         help="Most running requests. Default: what `vllm serve` picks for the GPU (256 for one outside the "
         "catalog).")
     mamba_ssm_cache_dtype: str | None = _setting(
+        PLANS, SIZES, WORKLOADS,
         flags=("--mamba-ssm-cache-dtype",), kind=MAMBA_DTYPE, default=lambda release: "auto", metavar="DTYPE",
         help="vLLM's --mamba-ssm-cache-dtype: the dtype of a Mamba layer's ssm state, auto (the default: the "
         "model's hook, else the conv state's dtype), float16 or float32 (twice the state of a 16-bit one).")
     enable_prefix_caching: bool | None = _setting(
+        PLANS, SCHEDULES, RESOLVES,
         flags=("--enable-prefix-caching/--no-enable-prefix-caching",), kind=Boolean(), help=_prefix_caching_help())
     enable_chunked_prefill: bool | None = _setting(
+        PLANS, SCHEDULES,
         flags=("--enable-chunked-prefill/--no-enable-chunked-prefill",), kind=Boolean(),
         hidden_flags=("--chunked-prefill/--no-chunked-prefill",),
         default=lambda release: True, help="vLLM's chunked prefill (default on).")
+    # the planner reads it, but no command shows its flag yet: no role
     disable_hybrid_kv_cache_manager: bool | None = _setting(
         flags=("--disable-hybrid-kv-cache-manager/--no-disable-hybrid-kv-cache-manager",), kind=Boolean(),
         help="vLLM's --disable-hybrid-kv-cache-manager: one KV cache group for every layer type. Default: vLLM "
         "decides (the hybrid manager, except for chunked local attention where the environment turns it off).")
     enable_extensible_kv_cache: bool | None = _setting(
+        PLANS,
         flags=("--enable-extensible-kv-cache/--no-enable-extensible-kv-cache",), kind=Boolean(),
         help="vLLM 0.34.0's extensible KV cache: sized from the memory measured after warmup and CUDA-graph "
         "capture. Default: on unless --kv-cache-memory or --num-gpu-blocks-override is given; off: 0.33.0's "
         "estimate decides.")
     enforce_eager: bool | None = _setting(
+        PLANS, PRICES,
         flags=("--enforce-eager/--no-enforce-eager",), kind=Boolean(), default=lambda release: False,
         help="vLLM's --enforce-eager: no CUDA graphs, so no graph pool is taken from the KV memory and every "
         "kernel is launched one by one (the step-time estimate).")
 
     async_scheduling: bool | None = _setting(
+        RUNS,
         flags=("--async-scheduling/--no-async-scheduling",), kind=Boolean(),
         help="vLLM's async scheduling: the engine loop `vllm serve` runs (the default); --no-async-scheduling "
         "runs the sync loop (the same as --scheduling sync).")
@@ -271,6 +317,21 @@ def settings() -> Iterator[tuple[str, Setting]]:
     """Every engine argument with its declaration, in the order of `EngineArgs`."""
     for spec in fields(EngineArgs):
         yield spec.name, spec.metadata["setting"]
+
+
+def named(*roles: str) -> tuple[str, ...]:
+    """The engine arguments with any of these roles, in the order of `EngineArgs`."""
+    unknown = set(roles) - set(ROLES)
+    if unknown:
+        raise ValueError(f"no role {sorted(unknown)}")
+    return tuple(name for name, declared in settings() if declared.roles & set(roles))
+
+
+def in_order(names: tuple[str, ...], shown: tuple[str, ...]) -> tuple[str, ...]:
+    """`names` in the order `shown` has always given them (a command's --help, a schema's keys), then
+    the others, in their own order: where an order is observable a derived list keeps it, and a new
+    setting comes after the settings shown before it."""
+    return (*(name for name in shown if name in names), *(name for name in names if name not in shown))
 
 
 def setting(name: str) -> Setting:

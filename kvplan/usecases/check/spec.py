@@ -22,24 +22,21 @@ from kvplan.errors import KvplanError
 from kvplan.files import parse_json, parse_toml, read_input_text
 from kvplan.parsing import first_unknown_key
 from kvplan.schema import check_document
-from kvplan.semantics.config.cache import utilization_problem
+from kvplan.semantics.engine.args import setting
 from kvplan.semantics.releases import Release, release_named
 from kvplan.sources.installed import default_release
 from kvplan.sources.models import model_named_in_file
 from kvplan.units import parse_bytes, parse_duration
 from kvplan.usecases.check.assertions import KINDS, OBJECTIVE_NAMES, SECONDS, Assertion, AssertionKind, Concurrency
 from kvplan.usecases.check.spec_format import SPEC
+from kvplan.usecases.plan_settings import PLANNED_IN_FILES, PLANNING_SETTINGS
 
 TOP_KEYS = ("schema_version", "name", "description", "vllm_version", "target", "assert")
 BLOCK_KEYS = ("name", "workload", "seed", "step_time_ms")
-# [target] keys that plan on the spot (PlanRequest's settings, as `kvplan plan` names its flags)
-PLAN_SETTINGS: dict[str, str] = {
-    "gpu": "str", "gpu_memory": "bytes", "gpu_memory_utilization": "utilization", "kv_cache_memory": "bytes",
-    "block_size": "positive", "max_model_len": "max_model_len", "max_num_batched_tokens": "positive",
-    "max_num_seqs": "positive", "kv_cache_dtype": "str", "dtype": "str", "tensor_parallel_size": "positive",
-    "pipeline_parallel_size": "positive", "num_gpu_blocks_override": "positive",
-    "enable_prefix_caching": "bool", "enable_chunked_prefill": "bool",
-}
+# [target] keys that plan on the spot, as every planning file takes them (`PLANNING_SETTINGS`): kvplan's own
+# (gpu, gpu_memory), then vLLM's engine arguments under their file keys, each read by its `Setting`
+PLAN_SETTINGS = tuple(PLANNING_SETTINGS)
+_ENGINE_ARG = {setting(name).key or name: name for name in PLANNED_IN_FILES}
 TARGET_KEYS = ("profile", "model", "config_sha256", *PLAN_SETTINGS)
 
 
@@ -149,37 +146,20 @@ def _parse_target(raw: Any, base: Path, shown: str) -> TargetSpec:
 
 
 def parse_setting(key: str, value: Any, where: str) -> Any:
-    """One planning setting, typed as `kvplan plan` takes it (sizes as bytes)."""
-    kind = PLAN_SETTINGS[key]
-    if kind == "str":
+    """One planning setting, typed as `kvplan plan` takes it (sizes as bytes): an engine argument as
+    `EngineArgs` reads it (the command line's reader), kvplan's gpu and gpu_memory here."""
+    if key in _ENGINE_ARG:
+        return setting(_ENGINE_ARG[key]).read(value, where)
+    if key == "gpu":
         if not isinstance(value, str) or not value:
             raise KvplanError(f"{where}: expected a non-empty string, got {value!r}")
         return value
-    if kind == "bool":
-        if not isinstance(value, bool):
-            raise KvplanError(f"{where}: expected true or false, got {value!r}")
-        return value
-    if kind == "bytes":
-        if isinstance(value, bool) or not isinstance(value, int | str):
-            raise KvplanError(f"{where}: expected a byte count or a size such as \"24GiB\", got {value!r}")
-        size = parse_bytes(value, where)
-        if size <= 0:
-            raise KvplanError(f"{where}: must be more than 0 bytes")
-        return size
-    if kind == "utilization":
-        problem = utilization_problem(value)
-        if problem is not None:
-            raise KvplanError(f"{where}: {problem}")
-        return float(value)
-    if kind == "max_model_len":
-        if value in ("auto", -1):
-            return -1
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise KvplanError(f"{where}: expected a positive number of tokens or \"auto\", got {value!r}")
-        return value
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise KvplanError(f"{where}: expected a positive whole number, got {value!r}")
-    return value
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise KvplanError(f"{where}: expected a byte count or a size such as \"24GiB\", got {value!r}")
+    size = parse_bytes(value, where)
+    if size <= 0:
+        raise KvplanError(f"{where}: must be more than 0 bytes")
+    return size
 
 
 def _parse_block(raw: Any, index: int, base: Path, shown: str) -> AssertBlock:

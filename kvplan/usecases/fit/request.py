@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 from kvplan.errors import KvplanError
+from kvplan.semantics.engine.args import EngineArgs
 from kvplan.semantics.releases import Release
 from kvplan.sources.installed import DEFAULT_RELEASE
 from kvplan.units import format_duration, parse_duration
@@ -120,6 +121,9 @@ class FitRequest:
     release: Release = DEFAULT_RELEASE
     dtype: str = "auto"
     trust_remote_code: bool = False
+    # the sizing engine arguments fit searches no list of, as the command line gives them: every
+    # configuration takes them (--mamba-ssm-cache-dtype; --dtype is `dtype`)
+    fixed: EngineArgs = field(default_factory=EngineArgs)
     step_time: str | None = None      # --step-time: how each configuration's steps are priced (None: auto)
     seed: int | None = None
     rate_precision: float = RATE_PRECISION

@@ -489,9 +489,9 @@ def _groups(request: FitRequest, lengths: tuple[int | None, ...]) -> list[PlanGr
     groups = []
     for gpu, tp, pp, kv_dtype, seqs, tokens in product(
             space.gpus, *(space.values(name) for name in AXES)):
-        args = EngineArgs(tensor_parallel_size=tp, pipeline_parallel_size=pp, kv_cache_dtype=kv_dtype,
-                          dtype=request.dtype, max_num_seqs=seqs, max_num_batched_tokens=tokens,
-                          trust_remote_code=request.trust_remote_code)
+        args = replace(request.fixed, tensor_parallel_size=tp, pipeline_parallel_size=pp, kv_cache_dtype=kv_dtype,
+                       dtype=request.dtype, max_num_seqs=seqs, max_num_batched_tokens=tokens,
+                       trust_remote_code=request.trust_remote_code)
         base = Configuration(model=request.model, release=request.release, gpu=gpu, args=args,
                              step_time=request.step_time)
         if request.workload is not None:

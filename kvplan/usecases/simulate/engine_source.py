@@ -14,7 +14,7 @@ from typing import Any
 
 from kvplan.errors import DoesNotFitError, KvplanError
 from kvplan.parsing import FieldError, as_int, child
-from kvplan.semantics.engine.args import EngineArgs
+from kvplan.semantics.engine.args import RESOLVES, SCHEDULES, SIZES, EngineArgs, named
 from kvplan.semantics.engine.config import EngineConfig
 from kvplan.semantics.engine.groups import KVCacheGroup
 from kvplan.semantics.engine.trace import CONFIG_KEYS, RELEASE_KEY, parse_config
@@ -30,13 +30,10 @@ from kvplan.usecases.simulate.timing import ComputeShape, KernelFacts
 from kvplan.usecases.simulate.workload import EngineSpec
 
 # settings a saved profile or a plan fixes along with the pool size
-POOL_SETTINGS = ("block_size", "max_model_len", "max_num_batched_tokens", "max_num_seqs", "enable_prefix_caching")
-# `kvplan plan`'s sizing flags: they only matter when the pool is planned from engine.model
-SIZING_SETTINGS = ("kv_cache_dtype", "dtype", "tensor_parallel_size", "pipeline_parallel_size")
-# what a pool planned from engine.model takes of the stacked engine arguments (the rest, such as
-# --enforce-eager, price the steps only)
-PLANNED_SETTINGS = (*POOL_SETTINGS, *SIZING_SETTINGS, "enable_chunked_prefill", "gpu_memory_utilization",
-                    "kv_cache_memory_bytes")
+POOL_SETTINGS = named(RESOLVES)
+# what a pool planned from engine.model takes of the stacked engine arguments: the scheduler's and the
+# sizing ones (the rest, such as --enforce-eager, price the steps only)
+PLANNED_SETTINGS = named(SCHEDULES, SIZES)
 
 
 @dataclass(frozen=True)
@@ -256,11 +253,7 @@ def read_profile(path: Path, where: str, release: Release) -> PlannedPool:
 
 def pool_from_plan(plan: PlanSummary, path: str) -> PlannedPool:
     """The pool size, its settings and the model facts of a plan."""
-    settings: dict[str, Any] = {
-        "block_size": plan.block_size, "max_model_len": plan.max_model_len,
-        "max_num_batched_tokens": plan.max_num_batched_tokens, "max_num_seqs": plan.max_num_seqs,
-        "enable_prefix_caching": plan.enable_prefix_caching,
-    }
+    settings: dict[str, Any] = {name: getattr(plan, name) for name in POOL_SETTINGS}
     # the step time is per GPU: with tensor parallelism each GPU reads its share of the weights
     weights = plan.weights_per_gpu_bytes if plan.weights_per_gpu_bytes is not None else plan.weights_bytes
     weights_key = "weights_per_gpu_bytes" if plan.weights_per_gpu_bytes is not None else "weights_bytes"

@@ -32,8 +32,7 @@ from kvplan.parsing import (
     reject_unknown,
 )
 from kvplan.schema import check_document
-from kvplan.semantics.config.cache import utilization_problem
-from kvplan.semantics.engine.args import EngineArgs, setting
+from kvplan.semantics.engine.args import SCHEDULES, WORKLOADS, EngineArgs, named, setting
 from kvplan.semantics.engine.groups import KVCacheGroup
 from kvplan.semantics.engine.trace import GROUPS_KEY, parse_groups
 from kvplan.semantics.engine.trace_format import TRACE
@@ -55,9 +54,9 @@ SCHEMA_VERSION = 1
 TOP_KEYS = ("schema_version", "description", "seed", "engine", "timing", "classes", "arrival", "requests")
 ENGINE_SOURCES = ("num_gpu_blocks", "profile", "model")
 # vLLM's engine arguments the section takes (`EngineArgs`; a file names kv_cache_memory_bytes kv_cache_memory)
-SCHEDULER_ARGS = ("block_size", "max_num_batched_tokens", "max_num_seqs", "max_model_len", "enable_prefix_caching",
-                  "enable_chunked_prefill")
-PLANNING_ARGS = ("gpu_memory_utilization", "kv_cache_memory_bytes")
+SCHEDULER_ARGS = named(SCHEDULES)
+# and those that plan the pool of engine.model (`EngineArgs`'s WORKLOADS role), beside gpu and gpu_memory
+PLANNING_ARGS = named(WORKLOADS)
 # the trace format's own settings beside them (docs/vllm/replay-contract.md §1)
 TRACE_SETTINGS = ("hash_algo", "hash_seed", "vllm_version", "scheduling")
 ENGINE_SETTINGS = (*SCHEDULER_ARGS, *TRACE_SETTINGS)
@@ -268,24 +267,30 @@ def _parse_engine(raw: Any, path: str, base_dir: Path) -> EngineSpec:
         raise FieldError(child(path, planning[0]), "only applies when the engine is planned from engine.model")
     if "gpu" in obj and "gpu_memory" in obj:
         raise FieldError(child(path, "gpu_memory"), "give either gpu or gpu_memory, not both")
-    sizes = {key: _bytes(obj[key], child(path, key)) for key in ("gpu_memory", "kv_cache_memory") if key in obj}
-    utilization = obj.get("gpu_memory_utilization")
-    if utilization is not None and (problem := utilization_problem(utilization)) is not None:
-        raise FieldError(child(path, "gpu_memory_utilization"), problem)
+    gpu_memory = _bytes(obj["gpu_memory"], child(path, "gpu_memory")) if "gpu_memory" in obj else None
     args: dict[str, Any] = {name: as_bool(obj[key], child(path, key)) if name.startswith("enable_")
             else as_int(obj[key], child(path, key), minimum=1)
             for name in SCHEDULER_ARGS if (key := setting(name).key or name) in obj}
+    args.update({name: _engine_arg(name, obj[key], child(path, key))
+                 for name in PLANNING_ARGS if (key := setting(name).key or name) in obj})
     trace: dict[str, Any] = {key: as_str(obj[key], child(path, key)) for key in TRACE_SETTINGS if key in obj}
     return EngineSpec(
         num_gpu_blocks=get(obj, "num_gpu_blocks", path, as_int, None, minimum=2),
         profile=(base_dir / profile) if profile is not None else None,
         model=model,
         gpu=get(obj, "gpu", path, as_str, None),
-        gpu_memory=sizes.get("gpu_memory"),
-        args=EngineArgs(gpu_memory_utilization=None if utilization is None else float(utilization),
-                        kv_cache_memory_bytes=sizes.get("kv_cache_memory"), **args),
+        gpu_memory=gpu_memory,
+        args=EngineArgs(**args),
         **trace,
     )
+
+
+def _engine_arg(name: str, value: Any, path: str) -> Any:
+    """One engine argument as `EngineArgs` reads it (the command line's reader)."""
+    try:
+        return setting(name).read(value, path)
+    except KvplanError as error:
+        raise FieldError("", str(error)) from None
 
 
 def _bytes(value: Any, path: str) -> int:

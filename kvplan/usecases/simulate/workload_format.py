@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from kvplan import limits
 from kvplan.schema import Either, Field, Integer, ListOf, Number, Record, Tagged, Text, schema_version
+from kvplan.semantics.engine.args import WORKLOADS, named, setting
 from kvplan.semantics.engine.trace_format import REQUEST_FIELDS, SCHEDULER_SETTINGS, SCHEMA_KEY, TOKENS_PER_ID
-from kvplan.usecases.plan_settings import CALIBRATION, GPU, MEMORY, MODEL, STEP_MS, UTILIZATION
+from kvplan.usecases.plan_settings import CALIBRATION, GPU, MEMORY, MODEL, STEP_MS
 
 SCHEMA_VERSION = 1
 NO_REMOTE_CODE = ("trust_remote_code is never read from a file (a spec, profile or workload cannot enable code "
@@ -104,8 +105,8 @@ ENGINE = Record({
     "model": Field(MODEL),
     "gpu": Field(GPU),
     "gpu_memory": Field(MEMORY),
-    "gpu_memory_utilization": Field(UTILIZATION),
-    "kv_cache_memory": Field(MEMORY),
+    # the engine arguments that plan engine.model's pool (`EngineArgs`'s WORKLOADS role), under their file keys
+    **{setting(name).key or name: Field(setting(name).kind) for name in named(WORKLOADS)},
 }, "the engine: one pool source (num_gpu_blocks, profile or model) and vLLM's settings",
     refused={"trust_remote_code": NO_REMOTE_CODE})
 
