@@ -87,6 +87,12 @@ class Kind:
     def schema(self) -> JsonSchema:
         raise NotImplementedError
 
+    def normal(self, value: Any) -> Any:
+        """A checked value as kvplan holds it: the same value, except where a kind has two spellings of
+        one value (JSON and TOML write 12.0 for the integer 12), so that every reader of a setting holds it
+        alike and whatever is hashed or shown from it does not depend on the file's spelling."""
+        return value
+
     def fail(self, value: Any, path: str) -> FieldError:
         return FieldError(path, f"expected {self.expected()}, got {preview(value)}")
 
@@ -119,6 +125,9 @@ class Integer(Kind):
             raise self.fail(value, path)
         if not self.minimum <= value <= self.maximum:
             raise FieldError(path, f"{preview(value)} is out of range: expected {self.expected()}")
+
+    def normal(self, value: Any) -> Any:
+        return int(value) if isinstance(value, float) else value
 
     def expected(self) -> str:
         if self.minimum == self.maximum:
@@ -447,6 +456,15 @@ class Either(Kind):
             raise problems[0]
         raise self.fail(value, path)
 
+    def normal(self, value: Any) -> Any:
+        for option in self.options:
+            try:
+                option.check(value, "")
+            except FieldError:
+                continue
+            return option.normal(value)
+        return value
+
     def expected(self) -> str:
         return ", or ".join(option.expected() for option in self.options)
 
@@ -473,6 +491,9 @@ class Checked(Kind):
         problem = self.rule(value)
         if problem is not None:
             raise FieldError(path, problem)
+
+    def normal(self, value: Any) -> Any:
+        return self.kind.normal(value)
 
     def expected(self) -> str:
         return self.says or self.kind.expected()

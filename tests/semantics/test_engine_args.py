@@ -64,6 +64,17 @@ def test_values_are_read_and_checked_as_every_reader_reads_them():
         EngineArgs.read({"max_num_sequences": 4})
 
 
+def test_a_whole_number_a_file_writes_as_a_float_is_held_as_the_integer():
+    # JSON and TOML may write 16.0 for 16: every reader holds 16, so ids hashed from it do not depend on the spelling
+    args = EngineArgs.read({"block_size": 16.0, "max_model_len": 4096.0, "max_num_seqs": 8.0,
+                            "gpu_memory_utilization": 1})
+    assert (args.block_size, args.max_model_len, args.max_num_seqs) == (16, 4096, 8)
+    assert all(type(value) is int for value in (args.block_size, args.max_model_len, args.max_num_seqs))
+    assert type(args.gpu_memory_utilization) is float
+    with pytest.raises(KvplanError, match=r"^--block-size: expected"):
+        EngineArgs.read({"block_size": 16.5})
+
+
 def test_the_old_spellings_are_declared_with_their_argument():
     assert setting("tensor_parallel_size").flags == ("--tensor-parallel-size", "-tp")
     assert setting("tensor_parallel_size").hidden_flags == ("--tp",)

@@ -107,7 +107,7 @@ class Setting:
         shown = flag or self.flag
         if self.parse is not None and isinstance(value, str):
             value = self.parse(value, shown)
-        checked = check_value(self.kind, value, shown)
+        checked = self.kind.normal(check_value(self.kind, value, shown))
         return checked if self.convert is None else self.convert(checked)
 
 

@@ -20,7 +20,6 @@ from kvplan.files import parse_json, read_input_text
 from kvplan.limits import MAX_REQUESTS
 from kvplan.parsing import (
     FieldError,
-    as_bool,
     as_int,
     as_list,
     as_number,
@@ -268,11 +267,8 @@ def _parse_engine(raw: Any, path: str, base_dir: Path) -> EngineSpec:
     if "gpu" in obj and "gpu_memory" in obj:
         raise FieldError(child(path, "gpu_memory"), "give either gpu or gpu_memory, not both")
     gpu_memory = _bytes(obj["gpu_memory"], child(path, "gpu_memory")) if "gpu_memory" in obj else None
-    args: dict[str, Any] = {name: as_bool(obj[key], child(path, key)) if name.startswith("enable_")
-            else as_int(obj[key], child(path, key), minimum=1)
-            for name in SCHEDULER_ARGS if (key := setting(name).key or name) in obj}
-    args.update({name: _engine_arg(name, obj[key], child(path, key))
-                 for name in PLANNING_ARGS if (key := setting(name).key or name) in obj})
+    args = {name: _engine_arg(name, obj[key], child(path, key))
+            for name in (*SCHEDULER_ARGS, *PLANNING_ARGS) if (key := setting(name).key or name) in obj}
     trace: dict[str, Any] = {key: as_str(obj[key], child(path, key)) for key in TRACE_SETTINGS if key in obj}
     return EngineSpec(
         num_gpu_blocks=get(obj, "num_gpu_blocks", path, as_int, None, minimum=2),

@@ -26,6 +26,13 @@ def test_a_mix_parses_into_classes_and_arrivals(write_json):
     assert not workload.is_explicit and not workload.arrivals_in_steps
 
 
+def test_the_engine_settings_are_read_as_every_reader_reads_them(write_json):
+    engine = {"num_gpu_blocks": 64, "block_size": 16.0, "max_num_seqs": 8.0, "enable_prefix_caching": False}
+    args = load_workload(write_json(mix(engine=engine))).engine.args
+    assert (args.block_size, args.max_num_seqs, args.enable_prefix_caching) == (16, 8, False)
+    assert type(args.block_size) is int and type(args.max_num_seqs) is int
+
+
 @pytest.mark.parametrize(
     ("change", "message"),
     [
