@@ -255,6 +255,9 @@ class ByteSize(Kind):
     def check(self, value: Any, path: str) -> None:
         self.read(value, path)
 
+    def normal(self, value: Any) -> Any:
+        return self.read(value, "")       # "24GiB" and 25769803776 are one size
+
     def expected(self) -> str:
         top = f"{self.maximum >> 50} PiB" if self.maximum % (1 << 50) == 0 else f"{self.maximum:,} bytes"
         return f"a byte count from {self.minimum:,} to {top}: an integer, or a size such as \"24GiB\""

@@ -22,7 +22,7 @@ from kvplan.errors import KvplanError
 from kvplan.files import parse_json, parse_toml, read_input_text
 from kvplan.parsing import first_unknown_key
 from kvplan.schema import check_document
-from kvplan.semantics.engine.args import setting
+from kvplan.semantics.engine.args import check_value, setting
 from kvplan.semantics.releases import Release, release_named
 from kvplan.sources.installed import default_release
 from kvplan.sources.models import model_named_in_file
@@ -147,19 +147,11 @@ def _parse_target(raw: Any, base: Path, shown: str) -> TargetSpec:
 
 def parse_setting(key: str, value: Any, where: str) -> Any:
     """One planning setting, typed as `kvplan plan` takes it (sizes as bytes): an engine argument as
-    `EngineArgs` reads it (the command line's reader), kvplan's gpu and gpu_memory here."""
+    `EngineArgs` reads it (the command line's reader), kvplan's gpu and gpu_memory by their kinds."""
     if key in _ENGINE_ARG:
         return setting(_ENGINE_ARG[key]).read(value, where)
-    if key == "gpu":
-        if not isinstance(value, str) or not value:
-            raise KvplanError(f"{where}: expected a non-empty string, got {value!r}")
-        return value
-    if isinstance(value, bool) or not isinstance(value, int | str):
-        raise KvplanError(f"{where}: expected a byte count or a size such as \"24GiB\", got {value!r}")
-    size = parse_bytes(value, where)
-    if size <= 0:
-        raise KvplanError(f"{where}: must be more than 0 bytes")
-    return size
+    kind = PLANNING_SETTINGS[key].kind
+    return kind.normal(check_value(kind, value, where))
 
 
 def _parse_block(raw: Any, index: int, base: Path, shown: str) -> AssertBlock:

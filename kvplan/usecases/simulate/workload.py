@@ -31,13 +31,12 @@ from kvplan.parsing import (
     reject_unknown,
 )
 from kvplan.schema import check_document
-from kvplan.semantics.engine.args import SCHEDULES, WORKLOADS, EngineArgs, named, setting
+from kvplan.semantics.engine.args import MEMORY, SCHEDULES, WORKLOADS, EngineArgs, named, setting
 from kvplan.semantics.engine.groups import KVCacheGroup
 from kvplan.semantics.engine.trace import GROUPS_KEY, parse_groups
 from kvplan.semantics.engine.trace_format import TRACE
 from kvplan.semantics.releases import Scheduling
 from kvplan.sources.models import local_model_path, model_named_in_file
-from kvplan.units import parse_bytes
 from kvplan.usecases.simulate.arrivals import ArrivalProcess, arrival_times, parse_arrival
 from kvplan.usecases.simulate.distributions import Distribution, parse_distribution
 from kvplan.usecases.simulate.frontend import (
@@ -266,7 +265,7 @@ def _parse_engine(raw: Any, path: str, base_dir: Path) -> EngineSpec:
         raise FieldError(child(path, planning[0]), "only applies when the engine is planned from engine.model")
     if "gpu" in obj and "gpu_memory" in obj:
         raise FieldError(child(path, "gpu_memory"), "give either gpu or gpu_memory, not both")
-    gpu_memory = _bytes(obj["gpu_memory"], child(path, "gpu_memory")) if "gpu_memory" in obj else None
+    gpu_memory = MEMORY.normal(obj["gpu_memory"]) if "gpu_memory" in obj else None    # checked by ENGINE
     args = {name: _engine_arg(name, obj[key], child(path, key))
             for name in (*SCHEDULER_ARGS, *PLANNING_ARGS) if (key := setting(name).key or name) in obj}
     trace: dict[str, Any] = {key: as_str(obj[key], child(path, key)) for key in TRACE_SETTINGS if key in obj}
@@ -287,19 +286,6 @@ def _engine_arg(name: str, value: Any, path: str) -> Any:
         return setting(name).read(value, path)
     except KvplanError as error:
         raise FieldError("", str(error)) from None
-
-
-def _bytes(value: Any, path: str) -> int:
-    """A byte count: an integer or a size such as "24GiB"."""
-    if isinstance(value, bool) or not isinstance(value, int | str):
-        raise FieldError(path, f"expected a byte count or a size such as \"24GiB\", got {value!r}")
-    try:
-        size = parse_bytes(value, path)
-    except KvplanError as error:
-        raise FieldError("", str(error)) from None
-    if size <= 0:
-        raise FieldError(path, "must be more than 0 bytes")
-    return size
 
 
 def _parse_timing(raw: Any, path: str) -> TimingSpec:

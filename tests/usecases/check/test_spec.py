@@ -42,6 +42,22 @@ def test_json_spec_reads_the_same(tmp_path):
     assert [a.required for a in spec.blocks[0].assertions] == [1000, True]
 
 
+def test_target_settings_are_held_in_one_spelling(write_spec):
+    # a size as text or bytes, a whole number as 16.0: each is read by its kind, as a workload's engine reads it
+    spec = write_spec("""
+        [target]
+        model = "m"
+        gpu_memory = "24GiB"
+        kv_cache_memory = "1G"
+        block_size = 16.0
+        [[assert]]
+        fits = true
+    """)
+    settings = spec.target.settings
+    assert (settings["gpu_memory"], settings["kv_cache_memory"], settings["block_size"]) == (24 << 30, 1 << 30, 16)
+    assert type(settings["block_size"]) is int
+
+
 def test_a_model_path_next_to_the_spec_is_resolved_from_the_spec(write_spec, tmp_path):
     spec = write_spec('[target]\nmodel = "cfg/config.json"\nkv_cache_memory = 1000000\n[[assert]]\nfits = true',
                       files={"cfg/config.json": "{}"})

@@ -31,6 +31,8 @@ def test_the_engine_settings_are_read_as_every_reader_reads_them(write_json):
     args = load_workload(write_json(mix(engine=engine))).engine.args
     assert (args.block_size, args.max_num_seqs, args.enable_prefix_caching) == (16, 8, False)
     assert type(args.block_size) is int and type(args.max_num_seqs) is int
+    planned = load_workload(write_json(mix(engine={"model": "m", "gpu_memory": "24GiB"}))).engine
+    assert planned.gpu_memory == 24 << 30
 
 
 @pytest.mark.parametrize(
