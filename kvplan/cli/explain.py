@@ -7,18 +7,22 @@ from pathlib import Path
 
 import typer
 
-from kvplan.cli.options import EngineOptions, engine_options
+from kvplan.cli.options import EngineOptions, command_flags, engine_options
 from kvplan.cli.outputs import prepare_outputs
 from kvplan.cli.root import JSON, app
 from kvplan.errors import KvplanError
+from kvplan.semantics.engine.args import EXPLAINS, named
 
-# the settings a log may not state, which the user gives as vLLM spells them
-EXPLAINING = (
+# the settings a log may not state, which the user gives as vLLM spells them (`EXPLAINS`), and kvplan's own,
+# in the order --help has always shown them (only the order: a setting missing here comes after these)
+_EXPLAIN_HELP = (
     "model", "gpu", "gpu_memory", "gpu_memory_utilization", "block_size", "max_model_len", "max_num_batched_tokens",
     "max_num_seqs", "kv_cache_dtype", "dtype", "tensor_parallel_size", "pipeline_parallel_size",
     "enable_prefix_caching", "enable_chunked_prefill", "enable_extensible_kv_cache", "trust_remote_code", "offline",
     "revision", "vllm_version",
 )
+_OWN = ("gpu", "gpu_memory", "offline", "vllm_version")
+EXPLAINING = command_flags(named(EXPLAINS), _OWN, _EXPLAIN_HELP)
 # EngineOptions field -> the ExplainRequest's name for it, where they differ
 _GIVEN_AS = {"gpu_memory": "gpu_memory_bytes"}
 
@@ -27,7 +31,7 @@ def _given(engine: EngineOptions, ctx: typer.Context) -> dict[str, object]:
     """The settings the command line gave: a flag left out is None, and --model only when typed."""
     given: dict[str, object] = {}
     for name in EXPLAINING:
-        if name in ("offline", "revision", "vllm_version"):
+        if name in ("offline", "revision", "vllm_version"):      # where the model and the rules come from
             continue
         value = engine.value(name)
         source = ctx.get_parameter_source("model")

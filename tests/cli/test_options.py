@@ -10,7 +10,7 @@ from typer.main import get_command
 
 from kvplan.cli import app
 from kvplan.cli.options import EngineOptions
-from kvplan.semantics.engine.args import EngineArgs
+from kvplan.semantics.engine.args import EXPLAINS, PLANS, EngineArgs, named
 from kvplan.usecases.plan import PlanRequest
 from kvplan.usecases.replay import EngineSettings
 from kvplan.usecases.simulate.engine_source import EngineOverrides
@@ -81,6 +81,15 @@ def test_replay_and_simulate_take_the_settings_their_use_case_names():
     overrides = engine.pick(EngineOverrides)
     assert overrides == EngineOverrides(args, num_gpu_blocks=3, gpu="l4-24gb")
     assert overrides.trace_config() == {"num_gpu_blocks": 3, "max_num_seqs": 2, "enable_prefix_caching": False}
+
+
+def test_explain_takes_the_flags_of_the_settings_a_log_may_leave_unsaid():
+    # a setting given the EXPLAINS role is an explain flag with no list to extend; the others are not
+    shown = {name for name, (_, hidden) in _options("explain").items() if not hidden}
+    explained = set(named(EXPLAINS))
+    assert explained <= shown
+    assert not (set(named(PLANS)) - explained) & shown       # quantization, --kv-cache-memory-bytes, ...
+    assert {"gpu", "gpu_memory", "offline", "vllm_version"} <= shown
 
 
 def test_every_command_declares_json_once_and_alike():

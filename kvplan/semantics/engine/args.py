@@ -126,7 +126,9 @@ PRICES = "prices"          # it prices the steps only: `simulate` takes its flag
 TARGETS = "targets"        # a check spec's [target] and a profile's settings take it beside the SIZES and
 #                            SCHEDULES ones
 WORKLOADS = "workloads"    # a workload's engine takes it beside engine.model, to plan that pool
-ROLES = (PLANS, FETCHES, SIZES, SCHEDULES, RESOLVES, RUNS, PRICES, TARGETS, WORKLOADS)
+EXPLAINS = "explains"      # `explain` takes its flag: a setting a start-up log may leave unsaid, which the user
+#                            gives to fill it in (or to replace what the log says)
+ROLES = (PLANS, FETCHES, SIZES, SCHEDULES, RESOLVES, RUNS, PRICES, TARGETS, WORKLOADS, EXPLAINS)
 
 
 def _setting(*roles: str, **declared: Any) -> Any:
@@ -164,23 +166,23 @@ class EngineArgs:
     None: not set."""
 
     model: str | None = _setting(
-        PLANS,
+        PLANS, EXPLAINS,
         flags=("--model", "-m"), kind=MODEL,
         help="The model, also given as the first word after the command (as `vllm serve MODEL`): a hub id "
         "(resolved from the bundled catalog, then the local HF cache), a local directory holding config.json, or "
         "a path to a config.json. A hub id that is neither is fetched from the Hugging Face hub (HF_TOKEN or the "
         "saved login; never with --offline).")
     revision: str | None = _setting(
-        PLANS, FETCHES,
+        PLANS, EXPLAINS, FETCHES,
         flags=("--revision",), kind=REVISION,
         help="Hub revision (branch, tag or commit) of --model when it is fetched or cached.")
     trust_remote_code: bool | None = _setting(
-        PLANS, FETCHES,
+        PLANS, EXPLAINS, FETCHES,
         flags=("--trust-remote-code",), kind=Boolean(), annotation=bool, flag_default=False,
         help="Allow transformers to run the model's own code (only this flag does: never a file kvplan reads).",
         default=lambda release: False)
     dtype: str | None = _setting(
-        PLANS, SIZES,
+        PLANS, EXPLAINS, SIZES,
         flags=("--dtype",), kind=DTYPE, default=lambda release: "auto",
         help="auto (the default), bfloat16, float16 or float32 (as vLLM's --dtype).")
     quantization: str | None = _setting(
@@ -189,19 +191,19 @@ class EngineArgs:
         help="vLLM's --quantization: the checkpoint's own method (the default), or fp8 on an unquantized "
         "checkpoint (vLLM quantizes its linear layers at load: fp8 weights).")
     kv_cache_dtype: str | None = _setting(
-        PLANS, SIZES,
+        PLANS, EXPLAINS, SIZES,
         flags=("--kv-cache-dtype",), kind=KV_CACHE_DTYPE, default=lambda release: "auto",
         help="auto (the default), fp8, fp8_e4m3 or fp8_e5m2.")
     tensor_parallel_size: int | None = _setting(
-        PLANS, SIZES,
+        PLANS, EXPLAINS, SIZES,
         flags=("--tensor-parallel-size", "-tp"), hidden_flags=("--tp",), kind=PARALLEL,
         default=lambda release: 1, help="Tensor-parallel size (default 1); every figure is per GPU.")
     pipeline_parallel_size: int | None = _setting(
-        PLANS, SIZES,
+        PLANS, EXPLAINS, SIZES,
         flags=("--pipeline-parallel-size", "-pp"), hidden_flags=("--pp",), kind=PARALLEL,
         default=lambda release: 1, help="Pipeline-parallel size (default 1).")
     gpu_memory_utilization: float | None = _setting(
-        PLANS, SIZES, WORKLOADS,
+        PLANS, EXPLAINS, SIZES, WORKLOADS,
         flags=("--gpu-memory-utilization",), kind=UTILIZATION, annotation=float | None, convert=float,
         default=lambda release: release.gpu_memory_utilization,
         help=f"vLLM's gpu_memory_utilization in (0, 1]; default the release's ({_utilization_defaults()}).")
@@ -218,24 +220,24 @@ class EngineArgs:
         description="replace the computed block count (vLLM's flag)",
         help="Replace the computed block count (vLLM's flag).")
     block_size: int | None = _setting(
-        PLANS, SCHEDULES, RESOLVES,
+        PLANS, EXPLAINS, SCHEDULES, RESOLVES,
         flags=("--block-size",), kind=BLOCK_SIZE, default=lambda release: release.default_block_size,
         help=f"Tokens per block (default the release's: {_block_size_defaults()}; MLA backends and hybrids "
         "change it).")
     max_model_len: int | None = _setting(
-        PLANS, SCHEDULES, RESOLVES,
+        PLANS, EXPLAINS, SCHEDULES, RESOLVES,
         flags=("--max-model-len",), kind=MAX_MODEL_LEN, annotation=str | None,
         parse=read_max_model_len,
         help="Longest prompt + output. Default: the model's limit as vLLM derives it; `auto` or -1 fits the "
         "largest.")
     max_num_batched_tokens: int | None = _setting(
-        PLANS, SCHEDULES, RESOLVES,
+        PLANS, EXPLAINS, SCHEDULES, RESOLVES,
         flags=("--max-num-batched-tokens",), kind=BATCHED_TOKENS, annotation=str | None,
         parse=lambda text, flag: read_count(text, flag, BATCHED_TOKENS),
         help="Token budget per step, e.g. 8192 or 8K (as vLLM reads it). Default: what `vllm serve` picks for the "
         "GPU (2048 for one outside the catalog, given by --gpu-memory alone).")
     max_num_seqs: int | None = _setting(
-        PLANS, SCHEDULES, RESOLVES,
+        PLANS, EXPLAINS, SCHEDULES, RESOLVES,
         flags=("--max-num-seqs",), kind=NUM_SEQS,
         help="Most running requests. Default: what `vllm serve` picks for the GPU (256 for one outside the "
         "catalog).")
@@ -245,10 +247,10 @@ class EngineArgs:
         help="vLLM's --mamba-ssm-cache-dtype: the dtype of a Mamba layer's ssm state, auto (the default: the "
         "model's hook, else the conv state's dtype), float16 or float32 (twice the state of a 16-bit one).")
     enable_prefix_caching: bool | None = _setting(
-        PLANS, SCHEDULES, RESOLVES,
+        PLANS, EXPLAINS, SCHEDULES, RESOLVES,
         flags=("--enable-prefix-caching/--no-enable-prefix-caching",), kind=Boolean(), help=_prefix_caching_help())
     enable_chunked_prefill: bool | None = _setting(
-        PLANS, SCHEDULES,
+        PLANS, EXPLAINS, SCHEDULES,
         flags=("--enable-chunked-prefill/--no-enable-chunked-prefill",), kind=Boolean(),
         hidden_flags=("--chunked-prefill/--no-chunked-prefill",),
         default=lambda release: True, help="vLLM's chunked prefill (default on).")
@@ -258,7 +260,7 @@ class EngineArgs:
         help="vLLM's --disable-hybrid-kv-cache-manager: one KV cache group for every layer type. Default: vLLM "
         "decides (the hybrid manager, except for chunked local attention where the environment turns it off).")
     enable_extensible_kv_cache: bool | None = _setting(
-        PLANS,
+        PLANS, EXPLAINS,
         flags=("--enable-extensible-kv-cache/--no-enable-extensible-kv-cache",), kind=Boolean(),
         help="vLLM 0.34.0's extensible KV cache: sized from the memory measured after warmup and CUDA-graph "
         "capture. Default: on unless --kv-cache-memory or --num-gpu-blocks-override is given; off: 0.33.0's "
