@@ -14,6 +14,11 @@ class KvplanError(Exception):
     exit_code = EXIT_BAD_INPUT
 
 
+class ReaderGone(Exception):
+    """Standard output's reader stopped reading (`kvplan gpus | head -1`, a pager closed): the command ends
+    quietly, exit 0. Not an OSError, which typer would end with exit 1, kvplan's code for a finding."""
+
+
 class ConfigRejected(KvplanError):
     """vLLM would refuse these arguments before sizing anything (exit code 2), in vLLM's words."""
 

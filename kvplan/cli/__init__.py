@@ -15,7 +15,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-from kvplan.errors import EXIT_BAD_INPUT, KvplanError
+from kvplan.errors import EXIT_BAD_INPUT, KvplanError, ReaderGone
 
 __all__ = ["app", "fail", "main", "run_app"]
 
@@ -81,12 +81,30 @@ def run_app(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else list(argv)
     _tolerant_output()
     try:
-        with _terminate_like_interrupt():
-            _run(args)
+        try:
+            with _terminate_like_interrupt():
+                _run(args)
+        finally:
+            sys.stdout.flush()      # here, where a failed write is ours to report, not at the interpreter's exit
     except KvplanError as error:
         fail(str(error), error.exit_code)
     except KeyboardInterrupt:
         fail("interrupted", 130)
+    except (ReaderGone, BrokenPipeError):
+        # the reader (`head`, a pager) stopped reading: not an error of ours, as `kvplan replay` treats it
+        _discard_stdout()
+        raise SystemExit(0) from None
+    except OSError as error:
+        if error.filename is not None:      # a file the command opened says its own name
+            raise
+        _discard_stdout()
+        fail(f"cannot write the output: {error.strerror or error}")
+
+
+def _discard_stdout() -> None:
+    """What is still buffered for standard output is dropped: it can no longer be written."""
+    with contextlib.suppress(OSError, ValueError):
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 def _run(args: list[str]) -> None:

@@ -77,12 +77,11 @@ def _check(spec_path: Path, junit: Path | None, json_output: bool, trust_remote_
     if json_output:
         emit_json(check_record(report))
     else:
-        from rich.console import Console
-
         from kvplan.report.check_console import render_check
+        from kvplan.report.stdout import ReportConsole
 
         # CI logs are not terminals: give the table room instead of rich's 80-column default
-        render_check(report, Console(highlight=False, width=None if sys.stdout.isatty() else REPORT_WIDTH))
+        render_check(report, ReportConsole(highlight=False, width=None if sys.stdout.isatty() else REPORT_WIDTH))
     if junit is not None:
         print(f"kvplan: wrote {len(report.results)} test cases to {junit}", file=sys.stderr)
     if report.exit_code:

@@ -228,11 +228,10 @@ def fit_command(
 
         emit_json(fit_document(result))
     else:
-        from rich.console import Console
-
         from kvplan.report.fit_console import render_fit
+        from kvplan.report.stdout import ReportConsole
 
-        render_fit(result, Console(highlight=False, width=None if sys.stdout.isatty() else REPORT_WIDTH))
+        render_fit(result, ReportConsole(highlight=False, width=None if sys.stdout.isatty() else REPORT_WIDTH))
     if not result.found:
         raise typer.Exit(EXIT_FINDING)
 

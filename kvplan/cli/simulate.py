@@ -117,12 +117,11 @@ def _emit(result: SimResult, as_json: bool, stream: TextIO) -> None:
     if as_json:
         stream.write(dumps(result_document(result)) + "\n")
         return
-    from rich.console import Console
-
     from kvplan.report.sim_console import render
+    from kvplan.report.stdout import ReportConsole
 
     to_terminal = stream is sys.stdout and stream.isatty()
-    console = Console(file=stream, width=None if to_terminal else REPORT_WIDTH,
+    console = ReportConsole(file=stream, width=None if to_terminal else REPORT_WIDTH,
                       color_system="auto" if to_terminal else None)
     render(result, console)
 

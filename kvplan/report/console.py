@@ -9,11 +9,11 @@ from rich.table import Table
 from rich.text import Text
 
 from kvplan.gpus.catalog import GpuSpec
+from kvplan.report.stdout import ReportConsole
 from kvplan.semantics.config.scheduler import BatchLimits
 from kvplan.semantics.releases import Release
 
-stdout = Console(highlight=False)
-
+stdout = ReportConsole(highlight=False)
 
 
 def semantics_line(release: Release) -> str:

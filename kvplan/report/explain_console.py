@@ -8,6 +8,7 @@ from rich.table import Table
 from rich.text import Text
 
 from kvplan.report.console import semantics_line
+from kvplan.report.stdout import ReportConsole
 from kvplan.report.text import plain
 from kvplan.units import format_gib
 from kvplan.usecases.explain.explain import ExplainResult, changed_command
@@ -70,7 +71,7 @@ def terms_table(result: ExplainResult) -> Table:
 
 
 def render_explain(result: ExplainResult, console: Console | None = None) -> None:
-    console = console or Console(highlight=False)
+    console = console or ReportConsole(highlight=False)
     log = result.log
     console.print(semantics_line(result.release))
     version = "not named" if log.vllm_version is None else f"{log.vllm_version.value} (line {log.vllm_version.line})"

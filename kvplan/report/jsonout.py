@@ -8,6 +8,7 @@ import math
 import sys
 from typing import Any
 
+from kvplan.errors import ReaderGone
 from kvplan.report.text import valid_text
 
 
@@ -32,5 +33,8 @@ def dumps(value: Any, indent: int | None = 2) -> str:
 
 
 def emit_json(value: Any, indent: int | None = 2) -> None:
-    sys.stdout.write(dumps(value, indent) + "\n")
-    sys.stdout.flush()
+    try:
+        sys.stdout.write(dumps(value, indent) + "\n")
+        sys.stdout.flush()
+    except BrokenPipeError:
+        raise ReaderGone from None

@@ -9,6 +9,7 @@ from kvplan.report.answer import answer_lines
 from kvplan.report.console import semantics_line
 from kvplan.report.plan_json import pipeline_stages
 from kvplan.report.sizing_path import measured_lines, path_line, states_path
+from kvplan.report.stdout import ReportConsole
 from kvplan.report.text import plain
 from kvplan.semantics.kv.layout import view_shape
 from kvplan.semantics.kv.specs import AttentionSpec, GroupSpec, MambaSpec
@@ -126,7 +127,7 @@ def print_vllm_log(result: PlanResult, console: Console) -> None:
 
 
 def render_plan(result: PlanResult, console: Console | None = None) -> None:
-    console = console or Console(highlight=False)
+    console = console or ReportConsole(highlight=False)
     summary, sizing = result.summary, result.sizing
     console.print(semantics_line(result.request.release))
     # the answer first, then vLLM's own lines, then how it was reached (issue 24, item 6)

@@ -13,6 +13,7 @@ from kvplan.report.answer import answer_lines
 from kvplan.report.console import semantics_line
 from kvplan.report.plan_console import print_sizing_path
 from kvplan.report.sizing_path import states_path
+from kvplan.report.stdout import ReportConsole
 from kvplan.report.text import plain as escape
 from kvplan.semantics.kv.specs import AttentionSpec
 from kvplan.semantics.memory.budget import GRAPH_ESTIMATE_TAKEN
@@ -253,7 +254,7 @@ def _print_vllm_log(result: ProfileResult, console: Console) -> None:
 
 def render_profile(result: ProfileResult, workload: WorkloadCheck | None = None, workload_requested: bool = False,
                    console: Console | None = None) -> None:
-    console = console or Console(highlight=False)
+    console = console or ReportConsole(highlight=False)
     console.print(semantics_line(result.options.plan.release))
     console.print(_title(result))
     # the answer first, then vLLM's own lines, then the breakdown (issue 24, item 6)

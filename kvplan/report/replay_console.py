@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from rich.console import Console
 from rich.table import Table
 
 from kvplan.report.console import semantics_line
+from kvplan.report.stdout import ReportConsole
 from kvplan.report.text import plain
 from kvplan.semantics.engine.groups import KVCacheGroup
 from kvplan.semantics.engine.replay import ReplaySummary
@@ -29,7 +29,7 @@ def render_replay_summary(summary: ReplaySummary, trace_name: str) -> None:
     table.add_row("pool", f"{config.num_gpu_blocks:,} blocks x {config.block_size} tokens")
     if config.kv_cache_groups is not None:
         table.add_row("KV cache groups", ", ".join(_group_label(group) for group in config.groups))
-    console = Console()
+    console = ReportConsole()
     console.print(f"{semantics_line(config.release)}, {config.scheduling} scheduling", highlight=False)
     console.print(table)
     console.print("[dim]JSON Lines: pipe the output, or use -o FILE or --json[/dim]", highlight=False)
