@@ -186,6 +186,10 @@ def _converted(text: str, flag: Flag, spelling: str) -> Any:
             return kind(text)
         except ValueError:
             what = "an integer" if kind is int else "a number"
-            shown = repr(text) if len(text) <= SHOWN_CHARS else f"{text[:SHOWN_CHARS]!r}... ({len(text)} characters)"
-            raise KvplanError(f"{spelling} takes {what}, got {shown}") from None
+            raise KvplanError(f"{spelling} takes {what}, got {shown_value(text)}") from None
     return text
+
+
+def shown_value(text: str) -> str:
+    """A flag's value that is not a number, quoted for its message (typer's commands say it alike, `usage`)."""
+    return repr(text) if len(text) <= SHOWN_CHARS else f"{text[:SHOWN_CHARS]!r}... ({len(text)} characters)"

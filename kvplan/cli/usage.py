@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kvplan.cli.plan_args import shown_value
 from kvplan.parsing import first_unknown_key
 
 
@@ -34,10 +35,26 @@ def usage_error(error: BaseException) -> tuple[str, int] | None:
         close = unknown[1] if unknown else None
         what = f"no such option: {option}" + (f"; did you mean {close}?" if close else "")
     else:
-        message: str = error.format_message()  # type: ignore[attr-defined]
-        what = message.rstrip(".")
-        what = what[:1].lower() + what[1:]
+        what = _not_converted(error) or _own_words(error.format_message())  # type: ignore[attr-defined]
     return f"{what} (see `{command} --help`)", int(getattr(error, "exit_code", 2))
+
+
+# the conversions typer hands to pydantic, in the words `kvplan plan`'s parser uses (`plan_args`)
+_TAKES = {"int_parsing": "an integer", "int_from_float": "an integer", "float_parsing": "a number"}
+
+
+def _not_converted(error: Exception) -> str | None:
+    """"--max-num-seqs takes an integer, got 'abc'" for a value typer could not convert (None: another error)."""
+    param, cause = getattr(error, "param", None), error.__cause__
+    problems = cause.errors() if cause is not None and hasattr(cause, "errors") else []
+    if param is None or not getattr(param, "opts", None) or len(problems) != 1 or problems[0]["type"] not in _TAKES:
+        return None
+    return f"{param.opts[0]} takes {_TAKES[problems[0]['type']]}, got {shown_value(str(problems[0]['input']))}"
+
+
+def _own_words(message: str) -> str:
+    what = message.rstrip(".")
+    return what[:1].lower() + what[1:]
 
 
 def _option_names(ctx: Any) -> list[str]:
