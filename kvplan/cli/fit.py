@@ -5,11 +5,11 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import typer
 
-from kvplan.cli.options import EngineOptions, checked, deprecated_spelling, engine_options, fitting
+from kvplan.cli.options import FIT_FIXED, FITTING, EngineOptions, ListOptions, checked, engine_options, list_options
 from kvplan.cli.outputs import model_inputs, prepare_outputs
 from kvplan.cli.root import JSON, app
 from kvplan.errors import EXIT_FINDING, KvplanError
@@ -19,14 +19,13 @@ from kvplan.report.stderr import warn_once
 from kvplan.schema import Integer, Kind, Number
 from kvplan.semantics.config.cache import check_kv_cache_dtype
 from kvplan.semantics.config.model import check_model_dtype
-from kvplan.semantics.engine.args import SIZES, EngineArgs, named, read_bytes, setting
-from kvplan.semantics.engine.trace_format import MODEL_LEN
+from kvplan.semantics.engine.args import EngineArgs
 from kvplan.semantics.releases import Release, release_named
 from kvplan.sources.installed import DEFAULT_RELEASE
 from kvplan.usecases.fit.request import (
-    LIST_DEFAULTS,
     MAX_CONFIGURATIONS,
     MAX_WORKLOAD_REQUESTS,
+    SEARCHED,
     FitRequest,
     SearchSpace,
     parse_concurrency,
@@ -34,8 +33,7 @@ from kvplan.usecases.fit.request import (
     parse_prices,
     parse_rate,
     parse_slo,
-    positive_float,
-    positive_int,
+    read_list,
 )
 from kvplan.usecases.plan_settings import MODEL
 from kvplan.usecases.simulate.workload import Workload, load_workload
@@ -46,17 +44,6 @@ RAY_ADDRESS = typer.Option(None, "--ray-address", metavar="auto|HOST:PORT",
                            help="The Ray cluster to run on (default auto: the one this machine belongs to).")
 # wide enough for the table with a workload and prices (17 columns) in a log, where a line may be long
 REPORT_WIDTH = 200
-
-
-def _utilization_help() -> str:
-    """The default utilization of every release, read from the release table (stays right as releases change)."""
-    from kvplan.semantics.releases import RELEASES
-
-    defaults = ", ".join(
-        f"{release.gpu_memory_utilization:g} for {release.version}" if release.measured_utilization is None else
-        f"{release.measured_utilization:g} on the measured sizing path ({release.gpu_memory_utilization:g} otherwise) "
-        f"for {release.version}" for release in RELEASES.values())
-    return f"Utilizations to try (default: the release's, {defaults})."
 
 
 # the ranges of `kvplan plan`'s flags (docs/inputs.md), for every value of a list, and fit's own
@@ -70,33 +57,15 @@ SEARCH_CAP = Integer(1, 10**9, "a count")
 T = TypeVar("T")
 
 
-def _list_option(name: str, help: str, default: str | None = None) -> Any:
-    """The option of an engine argument that fit takes as a list: its flags as `EngineArgs` declares them."""
-    return typer.Option(default, *setting(name).flags, help=help)
-
-
-def _alias_option(name: str) -> Any:
-    """The earlier spellings of a list option (`--tp`), read but not shown."""
-    return typer.Option(None, *setting(name).hidden_flags, hidden=True)
-
-
-def _folded(value: str | None, alias: str | None, name: str, default: str | None) -> str | None:
-    """A list option given under its old spelling (a deprecation line), unless given under vLLM's too."""
-    if alias is None:
-        return value
-    deprecated_spelling(setting(name).hidden_flags[0], name)
-    if value not in (None, default) and value != alias:
-        raise KvplanError(f"{setting(name).flag} and its old spelling disagree: give one of them")
-    return alias
-
-
 WORKERS = typer.Option(None, "--workers", help="Tasks at once (default: one per core, or the cluster's CPUs).")
 
 
 @app.command("fit")
-@engine_options(*fitting(tuple(LIST_DEFAULTS)))
+@engine_options(*FITTING)
+@list_options(*SEARCHED, after="gpus")       # --tensor-parallel-size 1,2 and the other lists fit searches
 def fit_command(
     engine: EngineOptions,
+    lists: ListOptions,
     model: str | None = typer.Option(None, "--model", "-m",
                                       help="The model to serve (default: the workload's engine.model)."),
     workload_path: Path | None = typer.Option(None, "--workload", "-w", help="The traffic: a workload file with a "
@@ -108,22 +77,6 @@ def fit_command(
                                    "ttft_p95=500ms,tpot_p95=60ms,preemptions=0 (latencies are estimates)."),
     gpus: str | None = typer.Option(None, "--gpus", help="GPUs to try, from `kvplan gpus`, e.g. "
                                     "l4-24gb,a100-sxm-80gb,h100-sxm-80gb."),
-    tensor_parallel: str = _list_option("tensor_parallel_size", "Tensor-parallel sizes, e.g. 1,2,4.", "1"),
-    pipeline_parallel: str = _list_option("pipeline_parallel_size", "Pipeline-parallel sizes.", "1"),
-    kv_cache_dtypes: str = _list_option("kv_cache_dtype", "KV-cache dtypes, e.g. auto,fp8.", "auto"),
-    utilizations: str | None = _list_option("gpu_memory_utilization", _utilization_help()),
-    kv_cache_memories: str | None = _list_option("kv_cache_memory_bytes", "KV-cache bytes per GPU to try instead "
-                                                 "of utilizations, e.g. 20GiB,40GiB."),
-    max_num_seqs: str | None = _list_option("max_num_seqs", "max_num_seqs values (default vLLM's)."),
-    max_num_batched_tokens: str | None = _list_option("max_num_batched_tokens",
-                                                      "max_num_batched_tokens values (default vLLM's)."),
-    max_model_len: str | None = _list_option(
-        "max_model_len", "max_model_len candidates; the longest that fits is kept (default: the "
-        "model's limit, else the shortest power of two that holds the traffic)."),
-    tensor_parallel_alias: str | None = _alias_option("tensor_parallel_size"),
-    pipeline_parallel_alias: str | None = _alias_option("pipeline_parallel_size"),
-    kv_cache_memory_prefix: str | None = typer.Option(None, *setting("kv_cache_memory_bytes").prefix_flags,
-                                                      hidden=True),
     prices: str | None = typer.Option(None, "--price", help="Your price per GPU-hour, e.g. h100-sxm-80gb=2.5,"
                                       "l4-24gb=0.8 (kvplan has no prices of its own)."),
     seed: int | None = typer.Option(None, "--seed", help="Random seed of the workload (default: the workload's)."),
@@ -162,32 +115,7 @@ def fit_command(
     if engine.args.dtype is not None:
         _valid(check_model_dtype, engine.args.dtype)
     gpu_keys = _gpu_keys(gpus)
-    tensor_parallel_sizes = _folded(tensor_parallel, tensor_parallel_alias, "tensor_parallel_size", "1")
-    pipeline_parallel_sizes = _folded(pipeline_parallel, pipeline_parallel_alias, "pipeline_parallel_size", "1")
-    memory_flag = setting("kv_cache_memory_bytes").flag
-    if kv_cache_memory_prefix is not None:            # a prefix vLLM reads too: no deprecation
-        if kv_cache_memories not in (None, kv_cache_memory_prefix):
-            raise KvplanError("--kv-cache-memory-bytes and --kv-cache-memory disagree: give one of them")
-        kv_cache_memories, memory_flag = kv_cache_memory_prefix, "--kv-cache-memory"
-    memories = _values("kv_cache_memory_bytes", kv_cache_memories,
-                       lambda text: read_bytes(text, memory_flag), "a byte count", flag=memory_flag)
-    utilization_list = _values("gpu_memory_utilization", utilizations, positive_float)
-    if memories and utilization_list:
-        raise KvplanError("--kv-cache-memory fixes the KV memory, so --gpu-memory-utilization has no effect: "
-                          "give one of them")
-    space = SearchSpace(gpus=gpu_keys).with_values(
-        tensor_parallel_size=_values("tensor_parallel_size", tensor_parallel_sizes, positive_int),
-        pipeline_parallel_size=_values("pipeline_parallel_size", pipeline_parallel_sizes, positive_int),
-        kv_cache_dtype=tuple(_valid(check_kv_cache_dtype, value)
-                             for value in _values("kv_cache_dtype", kv_cache_dtypes, str)),
-        gpu_memory_utilization=utilization_list or (None,),
-        kv_cache_memory_bytes=memories,
-        max_num_seqs=_values("max_num_seqs", max_num_seqs, positive_int) or (None,),
-        max_num_batched_tokens=_values("max_num_batched_tokens", max_num_batched_tokens, positive_int) or (None,),
-        # candidates are lengths: fit keeps the longest that fits, which is what `auto` asks of plan
-        max_model_len=_within(parse_list(max_model_len, "--max-model-len", positive_int), MODEL_LEN,
-                              "--max-model-len"),
-    )
+    space = _search_space(gpu_keys, lists)
     target = parse_concurrency(concurrency)
     if target is not None:
         checked(CONCURRENT_REQUESTS, "--concurrency (requests)")(target.requests)
@@ -201,7 +129,7 @@ def fit_command(
         concurrency=target, slo=objectives, prices=price_list,
         release=engine.release() or _workload_release(workload), dtype=engine.args.dtype or "auto",
         trust_remote_code=engine.trust_remote_code, step_time=engine.step_time, seed=seed,
-        fixed=EngineArgs(**{name: getattr(engine.args, name) for name in named(SIZES) if name not in LIST_DEFAULTS}),
+        fixed=EngineArgs(**{name: getattr(engine.args, name) for name in FIT_FIXED}),
         max_configurations=max_configurations,
         max_requests=max_requests,
     )
@@ -252,14 +180,21 @@ def _workload_release(workload: Workload | None) -> Release:
     return DEFAULT_RELEASE if named is None else release_named(named)
 
 
-def _values(name: str, text: str | None, element: Callable[[str], T], what: str = "",
-            flag: str | None = None) -> tuple[T, ...]:
-    """A comma list of one engine argument: each value read and range-checked as `kvplan plan` reads its
-    flag (`EngineArgs`'s declaration of the field)."""
-    declared = setting(name)
-    shown = flag or declared.flag
-    values = parse_list(text, shown, element, *((what,) if what else ()))
-    return tuple(declared.read(value, shown) for value in values)
+def _search_space(gpu_keys: tuple[str, ...], lists: ListOptions) -> SearchSpace:
+    """The lists given, each value read as `kvplan plan` reads its flag (`read_list`), with fit's own
+    rules on them; a list not given is the search's default (`SearchSpace.values`)."""
+    texts = lists.texts()
+    given = {name: read_list(name, text, flag) for name, (text, flag) in texts.items() if text is not None}
+    if given.get("kv_cache_memory_bytes") and given.get("gpu_memory_utilization"):
+        raise KvplanError("--kv-cache-memory fixes the KV memory, so --gpu-memory-utilization has no effect: "
+                          "give one of them")
+    for dtype in given.get("kv_cache_dtype", ()):
+        _valid(check_kv_cache_dtype, dtype)
+    if -1 in given.get("max_model_len", ()):
+        # candidates are lengths: fit keeps the longest that fits, which is what `auto` asks of plan
+        raise KvplanError(f"{texts['max_model_len'][1]}: give lengths to try (fit keeps the longest that fits, "
+                          "as auto or -1 asks of `kvplan plan`)")
+    return SearchSpace(gpus=gpu_keys).with_values(**given)
 
 
 def _valid(check: Callable[[str], None], value: str) -> str:

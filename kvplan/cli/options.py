@@ -32,6 +32,7 @@ from kvplan.semantics.engine.args import (
     PRICES,
     RUNS,
     SCHEDULES,
+    SEARCHES,
     SIZES,
     EngineArgs,
     Setting,
@@ -277,13 +278,10 @@ def command_flags(engine: tuple[str, ...], own: tuple[str, ...], shown: tuple[st
     return in_order((*engine, *own), shown)
 
 
-# fit: what sizes and fetches a model's pool, one value each, where fit searches no list of it (`fit_lists`:
-# its comma lists, such as --tensor-parallel-size 1,2)
-def fitting(fit_lists: tuple[str, ...]) -> tuple[str, ...]:
-    fixed = tuple(name for name in named(SIZES, FETCHES) if name not in fit_lists)
-    return command_flags(fixed, ("vllm_version", "offline", "step_time"), _SIMULATE_HELP)
-
-
+# fit: the sizing engine arguments it searches no list of (its comma lists, such as --tensor-parallel-size 1,2,
+# are `SEARCHES`'s), one value each, which every configuration takes; its flags add what fetches the model
+FIT_FIXED = tuple(name for name in named(SIZES) if name not in named(SEARCHES))
+FITTING = command_flags((*FIT_FIXED, *named(FETCHES)), ("vllm_version", "offline", "step_time"), _SIMULATE_HELP)
 # plan and profile: every setting the planner reads
 PLANNING = command_flags(named(PLANS), ("gpu", "gpu_memory", "offline", "vllm_version", "prompt_len"), _PLAN_HELP)
 # replay: the scheduler's settings a trace carries, and the engine loop
@@ -424,6 +422,85 @@ def engine_options(*names: str, may_fetch: bool = True,
                 engine = fold_model_argument(engine, positional)
             with hub_access(engine_access(engine, may_fetch)):
                 return command(engine=engine, **values)
+
+        run.__signature__ = signature.replace(parameters=parameters)  # type: ignore[attr-defined]
+        run.__annotations__ = {p.name: p.annotation for p in parameters}
+        return run
+
+    return decorate
+
+
+# --- fit's comma lists ---------------------------------------------------------------------------
+
+def _list_flag(setting: Setting, decls: tuple[str, ...], hidden: bool = False) -> Flag:
+    """The option of an engine argument fit takes as a comma list: its text, as its `Setting` declares the list."""
+    return Flag(annotation=str | None, default=None if hidden else setting.list_default, decls=decls,
+                help=None if hidden else setting.list_help, hidden=hidden)
+
+
+def list_flags(names: tuple[str, ...]) -> dict[str, Flag]:
+    """The comma-list options of the named engine arguments (`SEARCHES`), each under vLLM's spellings, then
+    its old spellings (hidden, with a deprecation line) and the prefixes vLLM reads too (hidden)."""
+    flags: dict[str, Flag] = {}
+    for name in names:
+        setting = engine_setting(name)
+        flags[f"{name}_list"] = _list_flag(setting, setting.flags)
+        if setting.hidden_flags:
+            flags[f"{name}_list_alias"] = _list_flag(setting, setting.hidden_flags, hidden=True)
+        if setting.prefix_flags:
+            flags[f"{name}_list_prefix"] = _list_flag(setting, setting.prefix_flags, hidden=True)
+    return flags
+
+
+@dataclass(frozen=True)
+class ListOptions:
+    """fit's comma lists as the command line gives them, by the options of `list_flags`; `texts` reads
+    the spellings, where fit's order of checks has it (a deprecation line after the errors before it)."""
+
+    names: tuple[str, ...]
+    values: dict[str, str | None]
+
+    def texts(self) -> dict[str, tuple[str | None, str]]:
+        """Each list's text (None: not given) and the flag its messages name: an old spelling is folded
+        in with its deprecation line, a prefix vLLM reads too (`--kv-cache-memory`) with none, and
+        named in the messages as given."""
+        texts = {}
+        for name in self.names:
+            setting = engine_setting(name)
+            text, flag = self.values[f"{name}_list"], setting.flag
+            old = self.values.get(f"{name}_list_alias")
+            if old is not None:
+                deprecated_spelling(setting.hidden_flags[0], name)
+                # the list default is what typer hands over when vLLM's spelling is absent
+                if text not in (None, setting.list_default) and text != old:
+                    raise KvplanError(f"{setting.flag} and its old spelling disagree: give one of them")
+                text = old
+            prefix = self.values.get(f"{name}_list_prefix")
+            if prefix is not None:
+                if text not in (None, setting.list_default, prefix):
+                    raise KvplanError(f"{setting.flag} and {setting.prefix_flags[0]} disagree: give one of them")
+                text, flag = prefix, setting.prefix_flags[0]
+            texts[name] = (text, flag)
+        return texts
+
+
+def list_options(*names: str, after: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Give a command comma lists of the named engine arguments as options (`list_flags`), shown after
+    its option `after`, and call it with them as `lists: ListOptions`."""
+    flags = list_flags(names)
+
+    def decorate(command: Callable[..., Any]) -> Callable[..., Any]:
+        signature = inspect.signature(command, eval_str=True)
+        own = [p for p in signature.parameters.values() if p.name != "lists"]
+        at = [p.name for p in own].index(after) + 1
+        added = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=flag.typer_option(),
+                                   annotation=flag.annotation) for name, flag in flags.items()]
+        parameters = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in (*own[:at], *added, *own[at:])]
+
+        @functools.wraps(command)
+        def run(**values: Any) -> Any:
+            lists = ListOptions(names, {name: values.pop(name) for name in flags})
+            return command(lists=lists, **values)
 
         run.__signature__ = signature.replace(parameters=parameters)  # type: ignore[attr-defined]
         run.__annotations__ = {p.name: p.annotation for p in parameters}

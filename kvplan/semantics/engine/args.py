@@ -91,6 +91,10 @@ class Setting:
     flag_default: Any = None               # what typer hands over when the flag is absent
     key: str | None = None                 # its name in kvplan's files and bundles where not vLLM's
     description: str | None = None         # what a file's key says in the schemas (None: the kind's)
+    # fit's comma list of values to try (`SEARCHES`): its help, and its text where it is left out (None: vLLM's
+    # default, or what fit derives)
+    list_help: str | None = None
+    list_default: str | None = None
     roles: frozenset[str] = frozenset()    # which readers take it (`ROLES`; `named` lists a role's settings)
     # what a file's value becomes once checked (a whole number 1 as the utilization 1.0, as a flag gives it)
     convert: Callable[[Any], Any] | None = None
@@ -128,7 +132,9 @@ TARGETS = "targets"        # a check spec's [target] and a profile's settings ta
 WORKLOADS = "workloads"    # a workload's engine takes it beside engine.model, to plan that pool
 EXPLAINS = "explains"      # `explain` takes its flag: a setting a start-up log may leave unsaid, which the user
 #                            gives to fill it in (or to replace what the log says)
-ROLES = (PLANS, FETCHES, SIZES, SCHEDULES, RESOLVES, RUNS, PRICES, TARGETS, WORKLOADS, EXPLAINS)
+SEARCHES = "searches"      # fit takes it as a comma list of values to try (`Setting.list_help`), each read as
+#                            its flag is, and searches every combination
+ROLES = (PLANS, FETCHES, SIZES, SCHEDULES, RESOLVES, RUNS, PRICES, TARGETS, WORKLOADS, EXPLAINS, SEARCHES)
 
 
 def _setting(*roles: str, **declared: Any) -> Any:
@@ -144,6 +150,16 @@ def _utilization_defaults() -> str:
                 f"{release.gpu_memory_utilization} without" for release in RELEASES.values()
                 if release.measured_utilization is not None]
     return "; ".join(filter(None, (", ".join(plain), *measured)))
+
+
+def _utilization_list_help() -> str:
+    """fit's list: the default utilization of every release, read from the release table (stays right as
+    releases change)."""
+    defaults = ", ".join(
+        f"{release.gpu_memory_utilization:g} for {release.version}" if release.measured_utilization is None else
+        f"{release.measured_utilization:g} on the measured sizing path ({release.gpu_memory_utilization:g} otherwise) "
+        f"for {release.version}" for release in RELEASES.values())
+    return f"Utilizations to try (default: the release's, {defaults})."
 
 
 def _block_size_defaults() -> str:
@@ -191,29 +207,34 @@ class EngineArgs:
         help="vLLM's --quantization: the checkpoint's own method (the default), or fp8 on an unquantized "
         "checkpoint (vLLM quantizes its linear layers at load: fp8 weights).")
     kv_cache_dtype: str | None = _setting(
-        PLANS, EXPLAINS, SIZES,
+        PLANS, EXPLAINS, SIZES, SEARCHES,
         flags=("--kv-cache-dtype",), kind=KV_CACHE_DTYPE, default=lambda release: "auto",
-        help="auto (the default), fp8, fp8_e4m3 or fp8_e5m2.")
+        help="auto (the default), fp8, fp8_e4m3 or fp8_e5m2.",
+        list_help="KV-cache dtypes, e.g. auto,fp8.", list_default="auto")
     tensor_parallel_size: int | None = _setting(
-        PLANS, EXPLAINS, SIZES,
+        PLANS, EXPLAINS, SIZES, SEARCHES,
         flags=("--tensor-parallel-size", "-tp"), hidden_flags=("--tp",), kind=PARALLEL,
-        default=lambda release: 1, help="Tensor-parallel size (default 1); every figure is per GPU.")
+        default=lambda release: 1, help="Tensor-parallel size (default 1); every figure is per GPU.",
+        list_help="Tensor-parallel sizes, e.g. 1,2,4.", list_default="1")
     pipeline_parallel_size: int | None = _setting(
-        PLANS, EXPLAINS, SIZES,
+        PLANS, EXPLAINS, SIZES, SEARCHES,
         flags=("--pipeline-parallel-size", "-pp"), hidden_flags=("--pp",), kind=PARALLEL,
-        default=lambda release: 1, help="Pipeline-parallel size (default 1).")
+        default=lambda release: 1, help="Pipeline-parallel size (default 1).",
+        list_help="Pipeline-parallel sizes.", list_default="1")
     gpu_memory_utilization: float | None = _setting(
-        PLANS, EXPLAINS, SIZES, WORKLOADS,
+        PLANS, EXPLAINS, SIZES, WORKLOADS, SEARCHES,
         flags=("--gpu-memory-utilization",), kind=UTILIZATION, annotation=float | None, convert=float,
         default=lambda release: release.gpu_memory_utilization,
-        help=f"vLLM's gpu_memory_utilization in (0, 1]; default the release's ({_utilization_defaults()}).")
+        help=f"vLLM's gpu_memory_utilization in (0, 1]; default the release's ({_utilization_defaults()}).",
+        list_help=_utilization_list_help())
     kv_cache_memory_bytes: int | None = _setting(
-        PLANS, SIZES, WORKLOADS,
+        PLANS, SIZES, WORKLOADS, SEARCHES,
         flags=("--kv-cache-memory-bytes",), prefix_flags=("--kv-cache-memory",), kind=MEMORY, key="kv_cache_memory",
         description="KV-cache bytes per GPU, as vLLM's --kv-cache-memory-bytes",
         annotation=str | None, parse=lambda text, flag: read_bytes(text, flag),
         help="KV-cache bytes per GPU (also read as --kv-cache-memory, as vLLM reads it): 25938100224, 24.16GiB, "
-        "900MiB, or vLLM's 24G (GiB) and 24g (GB).")
+        "900MiB, or vLLM's 24G (GiB) and 24g (GB).",
+        list_help="KV-cache bytes per GPU to try instead of utilizations, e.g. 20GiB,40GiB.")
     num_gpu_blocks_override: int | None = _setting(
         PLANS, TARGETS,
         flags=("--num-gpu-blocks-override",), kind=POOL_BLOCKS,
@@ -225,22 +246,26 @@ class EngineArgs:
         help=f"Tokens per block (default the release's: {_block_size_defaults()}; MLA backends and hybrids "
         "change it).")
     max_model_len: int | None = _setting(
-        PLANS, EXPLAINS, SCHEDULES, RESOLVES,
+        PLANS, EXPLAINS, SCHEDULES, RESOLVES, SEARCHES,
         flags=("--max-model-len",), kind=MAX_MODEL_LEN, annotation=str | None,
         parse=read_max_model_len,
         help="Longest prompt + output. Default: the model's limit as vLLM derives it; `auto` or -1 fits the "
-        "largest.")
+        "largest.",
+        list_help="max_model_len candidates; the longest that fits is kept (default: the model's limit, else the "
+        "shortest power of two that holds the traffic).")
     max_num_batched_tokens: int | None = _setting(
-        PLANS, EXPLAINS, SCHEDULES, RESOLVES,
+        PLANS, EXPLAINS, SCHEDULES, RESOLVES, SEARCHES,
         flags=("--max-num-batched-tokens",), kind=BATCHED_TOKENS, annotation=str | None,
         parse=lambda text, flag: read_count(text, flag, BATCHED_TOKENS),
         help="Token budget per step, e.g. 8192 or 8K (as vLLM reads it). Default: what `vllm serve` picks for the "
-        "GPU (2048 for one outside the catalog, given by --gpu-memory alone).")
+        "GPU (2048 for one outside the catalog, given by --gpu-memory alone).",
+        list_help="max_num_batched_tokens values (default vLLM's).")
     max_num_seqs: int | None = _setting(
-        PLANS, EXPLAINS, SCHEDULES, RESOLVES,
+        PLANS, EXPLAINS, SCHEDULES, RESOLVES, SEARCHES,
         flags=("--max-num-seqs",), kind=NUM_SEQS,
         help="Most running requests. Default: what `vllm serve` picks for the GPU (256 for one outside the "
-        "catalog).")
+        "catalog).",
+        list_help="max_num_seqs values (default vLLM's).")
     mamba_ssm_cache_dtype: str | None = _setting(
         PLANS, SIZES, WORKLOADS,
         flags=("--mamba-ssm-cache-dtype",), kind=MAMBA_DTYPE, default=lambda release: "auto", metavar="DTYPE",

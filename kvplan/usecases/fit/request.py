@@ -5,13 +5,14 @@ that every mistake is one line (exit 2)."""
 from __future__ import annotations
 
 import difflib
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any, TypeVar
+from typing import Any, TypeVar, get_args, get_type_hints
 
 from kvplan.errors import KvplanError
-from kvplan.semantics.engine.args import EngineArgs
+from kvplan.semantics.engine.args import SEARCHES, EngineArgs, in_order, named, setting
 from kvplan.semantics.releases import Release
 from kvplan.sources.installed import DEFAULT_RELEASE
 from kvplan.units import format_duration, parse_duration
@@ -75,14 +76,45 @@ class ConcurrencyTarget:
         return f"{self.requests:,} requests of {self.tokens:,} tokens at once"
 
 
-# fit's lists (`kvplan fit --tensor-parallel-size 1,2`): the values of vLLM's engine arguments it tries,
-# by `EngineArgs` name, and each list where it is left out (None: vLLM's default). kv_cache_memory_bytes
-# replaces the utilizations when given; max_model_len: () is the model's limit, else what the traffic needs
-LIST_DEFAULTS: dict[str, tuple[Any, ...]] = {
-    "tensor_parallel_size": (1,), "pipeline_parallel_size": (1,), "kv_cache_dtype": ("auto",),
-    "gpu_memory_utilization": (None,), "kv_cache_memory_bytes": (), "max_num_seqs": (None,),
-    "max_num_batched_tokens": (None,), "max_model_len": (),
-}
+# fit's lists (`kvplan fit --tensor-parallel-size 1,2`): the engine arguments it tries several values of
+# (`SEARCHES`), in the order it has always taken them (its --help, the order its groups are planned in);
+# a setting missing here comes after these
+SEARCHED = in_order(named(SEARCHES), (
+    "tensor_parallel_size", "pipeline_parallel_size", "kv_cache_dtype", "gpu_memory_utilization",
+    "kv_cache_memory_bytes", "max_num_seqs", "max_num_batched_tokens", "max_model_len"))
+# the lists whose absence leaves the choice to the search, not to vLLM's default: without KV-cache bytes
+# the utilizations size the cache; without max_model_len candidates it tries the model's limit, else the
+# shortest length the traffic needs
+CHOSEN_BY_SEARCH = ("kv_cache_memory_bytes", "max_model_len")
+_ARG_TYPES = get_type_hints(EngineArgs)
+
+
+def read_list(name: str, text: str | None, flag: str | None = None) -> tuple[Any, ...]:
+    """One of fit's lists from its flag's text, () when not given: each comma item read as the flag's own
+    value is, by the setting's one reader (`Setting.read`: its parse and its kind's range); `flag` is the
+    spelling given, for messages."""
+    declared = setting(name)
+    shown = flag or declared.flag
+    if declared.parse is None:
+        # the type typer converts the flag's text to (`int` for -tp 2), so that -tp 2 and -tp 1,2 read alike
+        annotation = declared.annotation or _ARG_TYPES[name]
+        convert = next(kind for kind in (*get_args(annotation), annotation) if kind is not type(None))
+    else:
+        convert = str                      # the setting parses its text itself (--max-model-len 8K)
+    return parse_list(text, shown, lambda item: declared.read(convert(item), shown))
+
+
+@functools.cache
+def unlisted(name: str) -> tuple[Any, ...]:
+    """The values fit tries of a list it is not given: the setting's list default (`1` for the
+    tensor-parallel sizes), else vLLM's default (None), else none where the search chooses
+    (`CHOSEN_BY_SEARCH`)."""
+    if name not in SEARCHED:
+        raise ValueError(f"fit has no list of {name}")
+    default = setting(name).list_default
+    if default is not None:
+        return read_list(name, default)
+    return () if name in CHOSEN_BY_SEARCH else (None,)
 
 
 @dataclass(frozen=True)
@@ -94,12 +126,13 @@ class SearchSpace:
     lists: tuple[tuple[str, tuple[Any, ...]], ...] = ()      # (EngineArgs name, its values), as given
 
     def values(self, name: str) -> tuple[Any, ...]:
-        """The values tried of one engine argument (`LIST_DEFAULTS` where not given)."""
-        return dict(self.lists).get(name, LIST_DEFAULTS[name])
+        """The values tried of one engine argument (`unlisted` where not given)."""
+        given = dict(self.lists)
+        return given[name] if name in given else unlisted(name)
 
     def with_values(self, **lists: tuple[Any, ...]) -> SearchSpace:
         """This space with these lists, by EngineArgs name."""
-        unknown = sorted(set(lists) - set(LIST_DEFAULTS))
+        unknown = sorted(set(lists) - set(SEARCHED))
         if unknown:
             raise ValueError(f"fit has no list of {unknown}")
         return replace(self, lists=tuple({**dict(self.lists), **{name: tuple(v) for name, v in lists.items()}}.items()))
@@ -232,20 +265,6 @@ def parse_prices(text: str | None) -> tuple[tuple[str, float], ...]:
             raise KvplanError(f"--price: {part.strip()!r}: write GPU=PRICE per GPU-hour, e.g. h100-sxm-80gb=2.5")
         prices[get_gpu(key).key] = price
     return tuple(prices.items())
-
-
-def positive_int(text: str) -> int:
-    value = int(text.replace("_", ""))
-    if value < 1:
-        raise ValueError("must be positive")
-    return value
-
-
-def positive_float(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value) or value <= 0:
-        raise ValueError("must be positive")
-    return value
 
 
 def parse_list(text: str | None, flag: str, read: Callable[[str], T], what: str = "a positive number") -> tuple[T, ...]:

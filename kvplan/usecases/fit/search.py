@@ -25,7 +25,7 @@ from kvplan.semantics.kv.sizing import kv_capacity, sizing_limits
 from kvplan.units import format_gib
 from kvplan.usecases.configuration import Configuration
 from kvplan.usecases.executors import Executor, Outcome, guarded
-from kvplan.usecases.fit.request import FitRequest, SearchSpace, SloBound, format_seconds
+from kvplan.usecases.fit.request import SEARCHED, FitRequest, SearchSpace, SloBound, format_seconds
 from kvplan.usecases.fit.result import (
     FitConfiguration,
     FitCounts,
@@ -329,9 +329,10 @@ def _missed(bound: SloBound, value: float | None) -> str:
 # ---------------------------------------------------------------------------- the whole search
 
 
-# the engine arguments whose lists multiply into the groups of configurations planned together (the
-# memory points and lengths are tried within a group)
-AXES = ("tensor_parallel_size", "pipeline_parallel_size", "kv_cache_dtype", "max_num_seqs", "max_num_batched_tokens")
+# the engine arguments whose lists multiply into the groups of configurations planned together: every
+# list fit searches but the memory points and lengths, which are tried within a group
+WITHIN_GROUP = ("gpu_memory_utilization", "kv_cache_memory_bytes", "max_model_len")
+AXES = tuple(name for name in SEARCHED if name not in WITHIN_GROUP)
 
 
 def search_size(request: FitRequest) -> int:
@@ -487,10 +488,8 @@ def _groups(request: FitRequest, lengths: tuple[int | None, ...]) -> list[PlanGr
     concurrency = None if request.concurrency is None else (request.concurrency.requests,
                                                             request.concurrency.tokens)
     groups = []
-    for gpu, tp, pp, kv_dtype, seqs, tokens in product(
-            space.gpus, *(space.values(name) for name in AXES)):
-        args = replace(request.fixed, tensor_parallel_size=tp, pipeline_parallel_size=pp, kv_cache_dtype=kv_dtype,
-                       dtype=request.dtype, max_num_seqs=seqs, max_num_batched_tokens=tokens,
+    for gpu, *values in product(space.gpus, *(space.values(name) for name in AXES)):
+        args = replace(request.fixed, **dict(zip(AXES, values, strict=True)), dtype=request.dtype,
                        trust_remote_code=request.trust_remote_code)
         base = Configuration(model=request.model, release=request.release, gpu=gpu, args=args,
                              step_time=request.step_time)

@@ -13,8 +13,7 @@ from kvplan.usecases.fit.request import (
     parse_prices,
     parse_rate,
     parse_slo,
-    positive_float,
-    positive_int,
+    read_list,
 )
 
 
@@ -57,10 +56,15 @@ def test_goals_rates_and_prices():
 
 
 def test_lists():
-    assert parse_list("1, 2,4", "--tp", positive_int) == (1, 2, 4)
-    assert parse_list("0.9,0.95", "--gpu-memory-utilization", positive_float) == (0.9, 0.95)
-    assert parse_list(None, "--tp", positive_int) == ()
-    for text, message in (("1,,2", "empty item"), ("1,two", "'two' is not"), ("0", "'0' is not"),
-                          ("2,2", "given twice")):
+    assert parse_list("l4-24gb, h100-sxm-80gb", "--gpus", str) == ("l4-24gb", "h100-sxm-80gb")
+    # each item is read as the flag's own value: typer's type, then the setting's reader and range
+    assert read_list("tensor_parallel_size", "1, 2,4", "--tp") == (1, 2, 4)
+    assert read_list("gpu_memory_utilization", "0.9,0.95,1") == (0.9, 0.95, 1.0)
+    assert read_list("max_num_batched_tokens", "2048,8K") == (2048, 8192)
+    assert read_list("kv_cache_memory_bytes", "1GiB,1073741825") == (1 << 30, (1 << 30) + 1)
+    assert read_list("max_model_len", "4096,32K") == (4096, 32768)
+    assert read_list("tensor_parallel_size", None) == ()
+    for text, message in (("1,,2", "empty item"), ("1,two", "'two' is not"), ("0", "--tp: 0 is out of range"),
+                          ("2,2", "given twice"), ("2,02", "'02' is given twice")):
         with pytest.raises(KvplanError, match=message):
-            parse_list(text, "--tp", positive_int)
+            read_list("tensor_parallel_size", text, "--tp")
