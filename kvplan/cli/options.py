@@ -454,8 +454,9 @@ def list_flags(names: tuple[str, ...]) -> dict[str, Flag]:
 
 @dataclass(frozen=True)
 class ListOptions:
-    """fit's comma lists as the command line gives them, by the options of `list_flags`; `texts` reads
-    the spellings, where fit's order of checks has it (a deprecation line after the errors before it)."""
+    """fit's comma lists as the command line gives them (the options of `list_flags`), not read yet: fit
+    calls `texts` where its order of checks reads them, so that its earlier refusals still come before
+    any deprecation line."""
 
     names: tuple[str, ...]
     values: dict[str, str | None]
