@@ -67,6 +67,10 @@ def test_every_searched_setting_is_an_axis_of_the_search_space():
     (["--max-num-batched-tokens", "8K,200000000"], "--max-num-batched-tokens: 200000000 is out of range"),
     (["--max-model-len", "4096,1"], "--max-model-len: 1 is out of range"),
     (["--max-model-len", "4096,auto"], "--max-model-len: give lengths to try"),
+    # not a number at all: what the flag's value is, as plan says it
+    (["-tp", "1,two"], "--tensor-parallel-size: 'two' is not an integer"),
+    (["--max-num-seqs", "8.5"], "--max-num-seqs: '8.5' is not an integer"),
+    (["--gpu-memory-utilization", "0.5,abc"], "--gpu-memory-utilization: 'abc' is not a number"),
 ])
 def test_a_value_out_of_range_in_a_list_is_refused_naming_the_flag(given, says):
     code, out, err = run_cli([*FIT, *given])

@@ -101,7 +101,9 @@ def read_list(name: str, text: str | None, flag: str | None = None) -> tuple[Any
         convert = next(kind for kind in (*get_args(annotation), annotation) if kind is not type(None))
     else:
         convert = str                      # the setting parses its text itself (--max-model-len 8K)
-    return parse_list(text, shown, lambda item: declared.read(convert(item), shown))
+    # the kind's range is said by `Setting.read`; a text that is not a number at all, in plan's words
+    what = {int: "an integer", float: "a number"}.get(convert, "a positive number")
+    return parse_list(text, shown, lambda item: declared.read(convert(item), shown), what)
 
 
 @functools.cache
