@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from itertools import product
 
 from kvplan.errors import KvplanError
-from kvplan.semantics.engine.args import EngineArgs
+from kvplan.semantics.engine.args import SCHEDULES, EngineArgs, named
 from kvplan.semantics.kv.sizing import kv_capacity, sizing_limits
 from kvplan.units import format_gib
 from kvplan.usecases.configuration import Configuration
@@ -469,18 +469,17 @@ def fit(request: FitRequest, executor: Executor, progress: Progress | None = Non
                      tuple(notes), weights_warnings)
 
 
+# the scheduler settings a workload's engine carries that fit searches lists of (max_num_seqs,
+# max_num_batched_tokens, max_model_len)
+_FROM_WORKLOAD = tuple(name for name in SEARCHED if name in named(SCHEDULES))
+
+
 def _with_workload_defaults(request: FitRequest) -> SearchSpace:
-    """The workload's own max_num_seqs, max_num_batched_tokens and max_model_len stand in for lists
-    the command line leaves out."""
-    space = request.space
+    """The workload's own scheduler settings stand in for the lists of them the command line leaves out."""
     settings = request.workload.engine.args.given() if request.workload is not None else {}
-    if space.values("max_num_seqs") == (None,) and "max_num_seqs" in settings:
-        space = space.with_values(max_num_seqs=(settings["max_num_seqs"],))
-    if space.values("max_num_batched_tokens") == (None,) and "max_num_batched_tokens" in settings:
-        space = space.with_values(max_num_batched_tokens=(settings["max_num_batched_tokens"],))
-    if not space.values("max_model_len") and "max_model_len" in settings:
-        space = space.with_values(max_model_len=(settings["max_model_len"],))
-    return space
+    listed = dict(request.space.lists)
+    return request.space.with_values(**{name: (settings[name],) for name in _FROM_WORKLOAD
+                                        if name in settings and name not in listed})
 
 
 def _groups(request: FitRequest, lengths: tuple[int | None, ...]) -> list[PlanGroup]:

@@ -14,7 +14,15 @@ from kvplan.usecases.configuration import Configuration
 from kvplan.usecases.executors import InProcessExecutor
 from kvplan.usecases.fit.request import ConcurrencyTarget, FitRequest, SearchSpace
 from kvplan.usecases.fit.result import FitConfiguration, PlannedPoint, RateCheck
-from kvplan.usecases.fit.search import PlanGroup, _pareto, fit, length_candidates, plan_group, plan_point
+from kvplan.usecases.fit.search import (
+    PlanGroup,
+    _pareto,
+    _with_workload_defaults,
+    fit,
+    length_candidates,
+    plan_group,
+    plan_point,
+)
 from kvplan.usecases.simulate.workload import parse_workload
 from tests.usecases.simulate.factories import mix
 
@@ -135,3 +143,14 @@ def test_a_crash_inside_kvplan_is_a_failure_of_kvplan_not_a_refusal(monkeypatch)
     text = out.getvalue()
     assert "No configuration meets the target." not in text
     assert "kvplan failed on 1 family" in text and "a bug in kvplan" in text
+
+
+def test_the_workloads_scheduler_settings_stand_in_for_lists_not_given():
+    # mix()'s engine: max_num_seqs 8, max_num_batched_tokens 256, max_model_len 1024
+    workload = parse_workload(mix(), None, "w.json")
+    request = FitRequest(model=LLAMA, space=SearchSpace(gpus=("l4-24gb",)).with_values(max_num_seqs=(4, 16)),
+                         workload=workload)
+    space = _with_workload_defaults(request)
+    assert space.values("max_num_seqs") == (4, 16)              # given: the command line's
+    assert space.values("max_num_batched_tokens") == (256,) and space.values("max_model_len") == (1024,)
+    assert _with_workload_defaults(replace(request, workload=None)) == request.space
