@@ -36,7 +36,7 @@ from kvplan.sources.installed import DEFAULT_RELEASE
 from kvplan.sources.models import local_model_path, model_named_in_file
 from kvplan.usecases.configuration import Configuration
 from kvplan.usecases.simulate.workload import Workload, load_workload
-from kvplan.usecases.sweep.grid_format import COMMANDS, ENGINE_AXES, GRID, axis_kind, axis_name
+from kvplan.usecases.sweep.grid_format import COMMANDS, ENGINE_AXES, GRID, HISTORICAL_ENGINE_AXES, axis_name
 
 TOP_KEYS = ("$schema", "description", "commands", "axes", "simulate")
 SIMULATE_KEYS = ("find_max_rate", "seed", "step_time_ms")
@@ -65,10 +65,11 @@ def _engine_axis(name: str) -> Callable[[Any, str], Any]:
     """The reader of an engine argument's axis values: `EngineArgs`' one reader (`Setting.read`: a file's
     16.0 is the length 16, so the cell's id is the same), then vLLM's own rule on the value
     (`Setting.rule`: the dtype choices, ...), so that a value no cell could run is refused before the first."""
-    declared, kind = setting(name), axis_kind(name)
+    declared = setting(name)
 
     def read(value: Any, path: str) -> Any:
-        kind.check(value, path)         # the axis's range where narrower than the setting's (no "auto")
+        if declared.axis_kind is not None:    # the axis's range, narrower than the setting's (no "auto")
+            declared.axis_kind.check(value, path)
         try:
             value = declared.read(value, path)
         except KvplanError as error:    # the message names the path already
@@ -173,13 +174,20 @@ RESOLVED = ("tensor_parallel_size", "pipeline_parallel_size", "kv_cache_dtype", 
 ID_RESOLVED = (*RESOLVED, "trust_remote_code")
 
 
+def _id_given(args: EngineArgs) -> dict[str, Any]:
+    """The engine axes a cell's id holds as given: the historical ones always (None included), an axis
+    added since only where set, so that the cells of a grid that does not sweep it keep their ids."""
+    return {name: getattr(args, name) for name in ENGINE_AXES
+            if name not in RESOLVED and (name in HISTORICAL_ENGINE_AXES or getattr(args, name) is not None)}
+
+
 def _cell_id(configuration: Configuration, workload: GridWorkload | None, commands: tuple[str, ...],
              simulate: GridSimulateTable) -> str:
     # the document the ids of cells were hashed from before Configuration held its engine arguments in
     # one EngineArgs, so that a resumed sweep keeps its done cells
     inputs = {"model": configuration.model, "release": configuration.release.version, "gpu": configuration.gpu,
               **{name: configuration.value(name) for name in ID_RESOLVED},
-              **{name: getattr(configuration.args, name) for name in ENGINE_AXES if name not in RESOLVED},
+              **_id_given(configuration.args),
               "scheduling": configuration.scheduling, "step_time": configuration.step_time}
     document = {"configuration": inputs, "workload": None if workload is None else [workload.given, workload.sha256],
                 "commands": list(commands),

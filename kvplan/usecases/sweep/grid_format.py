@@ -16,11 +16,14 @@ from kvplan.usecases.plan_settings import GPU, STEP_MS
 
 COMMANDS = ("plan", "profile", "simulate")
 MAX_AXIS_VALUES = 10_000        # values of one axis; the cells, their product, are bounded by MAX_CELLS
-# the engine arguments a grid takes as axes, in the order the schema, the cells and the rows have always had
-ENGINE_AXES = in_order(named(SWEEPS), (
+# the engine axes a grid had before they were made from `EngineArgs`: their order is observable (in the
+# schema, the order of the cells, the rows' columns), and a cell's id always holds them (grid.py)
+HISTORICAL_ENGINE_AXES = (
     "tensor_parallel_size", "pipeline_parallel_size", "kv_cache_dtype", "dtype", "gpu_memory_utilization",
     "kv_cache_memory_bytes", "block_size", "max_model_len", "max_num_seqs", "max_num_batched_tokens",
-    "enable_prefix_caching", "enable_chunked_prefill"))
+    "enable_prefix_caching", "enable_chunked_prefill")
+# the engine arguments a grid takes as axes (`EngineArgs`' SWEEPS role), a new one after those
+ENGINE_AXES = in_order(named(SWEEPS), HISTORICAL_ENGINE_AXES)
 PATH = Text(max_length=limits.MAX_PATH, controls=False, description="a workload file, relative to the grid file")
 
 

@@ -71,17 +71,20 @@ from kvplan.usecases.sweep import grid, grid_format
 from kvplan.usecases.sweep.grid import load_grid
 schema = grid_format.AXES.fields["mamba_ssm_cache_dtype"]
 cells = load_grid(Path(sys.argv[1])).cells()
+others = load_grid(Path(sys.argv[2])).cells()
 print(json.dumps({"axes": list(grid.AXES), "schema": list(grid_format.AXES.fields),
                   "description": schema.description, "kind": schema.kind.item.schema(),
                   "values": [c.configuration.args.mamba_ssm_cache_dtype for c in cells],
-                  "ids": len({c.cell_id for c in cells})}))
+                  "ids": len({c.cell_id for c in cells}), "other_ids": [c.cell_id for c in others]}))
 """
 
 
 def test_a_field_given_the_sweeps_role_becomes_an_axis(tmp_path):
-    path = _grid(tmp_path, 'mamba_ssm_cache_dtype = ["auto", "float32"]\n')
-    done = subprocess.run([sys.executable, "-c", NEW_AXIS, str(path)], capture_output=True, text=True, check=False,
-                          env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=120)
+    (tmp_path / "new").mkdir()
+    path = _grid(tmp_path / "new", 'mamba_ssm_cache_dtype = ["auto", "float32"]\n')
+    other = _grid(tmp_path, "max_num_seqs = [8, 16]\n")
+    done = subprocess.run([sys.executable, "-c", NEW_AXIS, str(path), str(other)], capture_output=True, text=True,
+                          check=False, env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=120)
     assert done.returncode == 0, done.stderr
     seen = json.loads(done.stdout)
     # after the axes it follows in EngineArgs' order, before the sweep's own last axes
@@ -89,3 +92,5 @@ def test_a_field_given_the_sweeps_role_becomes_an_axis(tmp_path):
     assert seen["description"] == "Mamba state dtypes"
     assert seen["kind"] == setting("mamba_ssm_cache_dtype").kind.schema()
     assert seen["values"] == ["auto", "float32"] and seen["ids"] == 2
+    # a grid that does not sweep it keeps its cells' ids: a resumed sweep still skips its done cells
+    assert seen["other_ids"] == [c.cell_id for c in load_grid(other).cells()]
