@@ -22,6 +22,8 @@ from kvplan import limits
 from kvplan.errors import KvplanError
 from kvplan.parsing import FieldError
 from kvplan.schema import Boolean, ByteSize, Either, Field, Integer, Kind, Number, Text
+from kvplan.semantics.config.cache import check_kv_cache_dtype, utilization_problem
+from kvplan.semantics.config.model import check_model_dtype
 from kvplan.semantics.engine.trace_format import BATCHED_TOKENS, BLOCK_SIZE, MODEL_LEN, NUM_SEQS, POOL_BLOCKS
 from kvplan.semantics.releases import RELEASES, Release
 from kvplan.units import parse_count
@@ -98,6 +100,11 @@ class Setting:
     roles: frozenset[str] = frozenset()    # which readers take it (`ROLES`; `named` lists a role's settings)
     # what a file's value becomes once checked (a whole number 1 as the utilization 1.0, as a flag gives it)
     convert: Callable[[Any], Any] | None = None
+    # vLLM's own rule on a read value beyond its range (raises KvplanError): a sweep checks every value of
+    # its axis with it before any cell runs, as `kvplan plan` checks the flag before reading a model
+    rule: Callable[[Any], None] | None = None
+    axis: str | None = None                # what a sweep grid's axis of it holds ("tensor-parallel sizes"; SWEEPS)
+    axis_kind: Kind | None = None          # the range of the axis's values where narrower than `kind`
 
     @property
     def flag(self) -> str:
@@ -134,12 +141,21 @@ EXPLAINS = "explains"      # `explain` takes its flag: a setting a start-up log 
 #                            gives to fill it in (or to replace what the log says)
 SEARCHES = "searches"      # fit takes it as a comma list of values to try (`Setting.list_help`), each read as
 #                            its flag is, and searches every combination
-ROLES = (PLANS, FETCHES, SIZES, SCHEDULES, RESOLVES, RUNS, PRICES, TARGETS, WORKLOADS, EXPLAINS, SEARCHES)
+SWEEPS = "sweeps"          # a sweep grid takes it as an axis (under its file key; `Setting.axis` says what
+#                            the axis holds)
+ROLES = (PLANS, FETCHES, SIZES, SCHEDULES, RESOLVES, RUNS, PRICES, TARGETS, WORKLOADS, EXPLAINS, SEARCHES,
+         SWEEPS)
 
 
 def _setting(*roles: str, **declared: Any) -> Any:
     assert set(roles) <= set(ROLES), roles
     return field(default=None, metadata={"setting": Setting(roles=frozenset(roles), **declared)})
+
+
+def _check_utilization(value: float) -> None:
+    problem = utilization_problem(value)
+    if problem is not None:
+        raise KvplanError(problem)
 
 
 def _utilization_defaults() -> str:
@@ -198,7 +214,7 @@ class EngineArgs:
         help="Allow transformers to run the model's own code (only this flag does: never a file kvplan reads).",
         default=lambda release: False)
     dtype: str | None = _setting(
-        PLANS, EXPLAINS, SIZES,
+        PLANS, EXPLAINS, SIZES, SWEEPS, rule=check_model_dtype, axis="model dtypes",
         flags=("--dtype",), kind=DTYPE, default=lambda release: "auto",
         help="auto (the default), bfloat16, float16 or float32 (as vLLM's --dtype).")
     quantization: str | None = _setting(
@@ -207,28 +223,29 @@ class EngineArgs:
         help="vLLM's --quantization: the checkpoint's own method (the default), or fp8 on an unquantized "
         "checkpoint (vLLM quantizes its linear layers at load: fp8 weights).")
     kv_cache_dtype: str | None = _setting(
-        PLANS, EXPLAINS, SIZES, SEARCHES,
+        PLANS, EXPLAINS, SIZES, SEARCHES, SWEEPS, rule=check_kv_cache_dtype, axis="KV-cache dtypes",
         flags=("--kv-cache-dtype",), kind=KV_CACHE_DTYPE, default=lambda release: "auto",
         help="auto (the default), fp8, fp8_e4m3 or fp8_e5m2.",
         list_help="KV-cache dtypes, e.g. auto,fp8.", list_default="auto")
     tensor_parallel_size: int | None = _setting(
-        PLANS, EXPLAINS, SIZES, SEARCHES,
+        PLANS, EXPLAINS, SIZES, SEARCHES, SWEEPS, axis="tensor-parallel sizes",
         flags=("--tensor-parallel-size", "-tp"), hidden_flags=("--tp",), kind=PARALLEL,
         default=lambda release: 1, help="Tensor-parallel size (default 1); every figure is per GPU.",
         list_help="Tensor-parallel sizes, e.g. 1,2,4.", list_default="1")
     pipeline_parallel_size: int | None = _setting(
-        PLANS, EXPLAINS, SIZES, SEARCHES,
+        PLANS, EXPLAINS, SIZES, SEARCHES, SWEEPS, axis="pipeline-parallel sizes",
         flags=("--pipeline-parallel-size", "-pp"), hidden_flags=("--pp",), kind=PARALLEL,
         default=lambda release: 1, help="Pipeline-parallel size (default 1).",
         list_help="Pipeline-parallel sizes.", list_default="1")
     gpu_memory_utilization: float | None = _setting(
-        PLANS, EXPLAINS, SIZES, WORKLOADS, SEARCHES,
+        PLANS, EXPLAINS, SIZES, WORKLOADS, SEARCHES, SWEEPS,
+        rule=_check_utilization, axis="gpu_memory_utilization values",
         flags=("--gpu-memory-utilization",), kind=UTILIZATION, annotation=float | None, convert=float,
         default=lambda release: release.gpu_memory_utilization,
         help=f"vLLM's gpu_memory_utilization in (0, 1]; default the release's ({_utilization_defaults()}).",
         list_help=_utilization_list_help())
     kv_cache_memory_bytes: int | None = _setting(
-        PLANS, SIZES, WORKLOADS, SEARCHES,
+        PLANS, SIZES, WORKLOADS, SEARCHES, SWEEPS, axis="KV-cache bytes per GPU (instead of utilizations)",
         flags=("--kv-cache-memory-bytes",), prefix_flags=("--kv-cache-memory",), kind=MEMORY, key="kv_cache_memory",
         description="KV-cache bytes per GPU, as vLLM's --kv-cache-memory-bytes",
         annotation=str | None, parse=lambda text, flag: read_bytes(text, flag),
@@ -241,12 +258,12 @@ class EngineArgs:
         description="replace the computed block count (vLLM's flag)",
         help="Replace the computed block count (vLLM's flag).")
     block_size: int | None = _setting(
-        PLANS, EXPLAINS, SCHEDULES, RESOLVES,
+        PLANS, EXPLAINS, SCHEDULES, RESOLVES, SWEEPS, axis="block sizes",
         flags=("--block-size",), kind=BLOCK_SIZE, default=lambda release: release.default_block_size,
         help=f"Tokens per block (default the release's: {_block_size_defaults()}; MLA backends and hybrids "
         "change it).")
     max_model_len: int | None = _setting(
-        PLANS, EXPLAINS, SCHEDULES, RESOLVES, SEARCHES,
+        PLANS, EXPLAINS, SCHEDULES, RESOLVES, SEARCHES, SWEEPS, axis="max_model_len values", axis_kind=MODEL_LEN,
         flags=("--max-model-len",), kind=MAX_MODEL_LEN, annotation=str | None,
         parse=read_max_model_len,
         help="Longest prompt + output. Default: the model's limit as vLLM derives it; `auto` or -1 fits the "
@@ -254,14 +271,14 @@ class EngineArgs:
         list_help="max_model_len candidates; the longest that fits is kept (default: the model's limit, else the "
         "shortest power of two that holds the traffic).")
     max_num_batched_tokens: int | None = _setting(
-        PLANS, EXPLAINS, SCHEDULES, RESOLVES, SEARCHES,
+        PLANS, EXPLAINS, SCHEDULES, RESOLVES, SEARCHES, SWEEPS, axis="max_num_batched_tokens values",
         flags=("--max-num-batched-tokens",), kind=BATCHED_TOKENS, annotation=str | None,
         parse=lambda text, flag: read_count(text, flag, BATCHED_TOKENS),
         help="Token budget per step, e.g. 8192 or 8K (as vLLM reads it). Default: what `vllm serve` picks for the "
         "GPU (2048 for one outside the catalog, given by --gpu-memory alone).",
         list_help="max_num_batched_tokens values (default vLLM's).")
     max_num_seqs: int | None = _setting(
-        PLANS, EXPLAINS, SCHEDULES, RESOLVES, SEARCHES,
+        PLANS, EXPLAINS, SCHEDULES, RESOLVES, SEARCHES, SWEEPS, axis="max_num_seqs values",
         flags=("--max-num-seqs",), kind=NUM_SEQS,
         help="Most running requests. Default: what `vllm serve` picks for the GPU (256 for one outside the "
         "catalog).",
@@ -272,10 +289,10 @@ class EngineArgs:
         help="vLLM's --mamba-ssm-cache-dtype: the dtype of a Mamba layer's ssm state, auto (the default: the "
         "model's hook, else the conv state's dtype), float16 or float32 (twice the state of a 16-bit one).")
     enable_prefix_caching: bool | None = _setting(
-        PLANS, EXPLAINS, SCHEDULES, RESOLVES,
+        PLANS, EXPLAINS, SCHEDULES, RESOLVES, SWEEPS, axis="prefix caching on and/or off",
         flags=("--enable-prefix-caching/--no-enable-prefix-caching",), kind=Boolean(), help=_prefix_caching_help())
     enable_chunked_prefill: bool | None = _setting(
-        PLANS, EXPLAINS, SCHEDULES,
+        PLANS, EXPLAINS, SCHEDULES, SWEEPS, axis="chunked prefill on and/or off",
         flags=("--enable-chunked-prefill/--no-enable-chunked-prefill",), kind=Boolean(),
         hidden_flags=("--chunked-prefill/--no-chunked-prefill",),
         default=lambda release: True, help="vLLM's chunked prefill (default on).")

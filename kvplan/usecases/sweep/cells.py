@@ -14,7 +14,8 @@ from kvplan import __version__
 from kvplan.errors import DoesNotFitError
 from kvplan.usecases.executors import error_text
 from kvplan.usecases.plan import PlanResult
-from kvplan.usecases.sweep.grid import Cell
+from kvplan.usecases.sweep.grid import RESOLVED, Cell
+from kvplan.usecases.sweep.grid_format import ENGINE_AXES
 
 
 @dataclass(frozen=True)
@@ -93,10 +94,6 @@ class SweepRow:
 
 
 COLUMNS = tuple(field.name for field in fields(SweepRow))
-# the engine arguments among the columns: at the release's default when not an axis, or as given (None)
-RESOLVED_COLUMNS = ("tensor_parallel_size", "pipeline_parallel_size", "kv_cache_dtype", "dtype")
-GIVEN_COLUMNS = ("gpu_memory_utilization", "kv_cache_memory_bytes", "block_size", "max_model_len", "max_num_seqs",
-                 "max_num_batched_tokens", "enable_prefix_caching", "enable_chunked_prefill")
 
 
 @dataclass(frozen=True)
@@ -113,8 +110,11 @@ def inputs_of(cell: Cell) -> dict[str, Any]:
     return dict(
         cell=cell.index, cell_id=cell.cell_id, kvplan_version=__version__, vllm_version=configuration.release.version,
         commands=",".join(cell.commands), model=configuration.model, gpu=configuration.gpu,
-        **{name: configuration.value(name) for name in RESOLVED_COLUMNS},
-        **{name: getattr(configuration.args, name) for name in GIVEN_COLUMNS}, scheduling=configuration.scheduling,
+        # every engine axis is a column, by vLLM's name: at the release's default when not an axis (RESOLVED),
+        # or as given (None: vLLM derives it)
+        **{name: configuration.value(name) if name in RESOLVED else getattr(configuration.args, name)
+           for name in ENGINE_AXES},
+        scheduling=configuration.scheduling,
         workload=None if cell.workload is None else cell.workload.given,
         workload_sha256=None if cell.workload is None else cell.workload.sha256,
     )

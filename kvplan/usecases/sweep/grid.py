@@ -30,41 +30,17 @@ from kvplan.errors import KvplanError
 from kvplan.files import parse_toml, read_input_bytes, read_input_text
 from kvplan.parsing import FieldError, as_bool, as_int, as_list, as_number, as_object, as_str, child, reject_unknown
 from kvplan.schema import check_document
-from kvplan.semantics.config.cache import check_kv_cache_dtype, utilization_problem
-from kvplan.semantics.config.model import check_model_dtype
-from kvplan.semantics.engine.args import EngineArgs
+from kvplan.semantics.engine.args import EngineArgs, setting
 from kvplan.semantics.releases import RELEASES, release_named
 from kvplan.sources.installed import DEFAULT_RELEASE
 from kvplan.sources.models import local_model_path, model_named_in_file
-from kvplan.units import parse_bytes
 from kvplan.usecases.configuration import Configuration
 from kvplan.usecases.simulate.workload import Workload, load_workload
-from kvplan.usecases.sweep.grid_format import COMMANDS, GRID
+from kvplan.usecases.sweep.grid_format import COMMANDS, ENGINE_AXES, GRID, HISTORICAL_ENGINE_AXES, axis_name
 
 TOP_KEYS = ("$schema", "description", "commands", "axes", "simulate")
 SIMULATE_KEYS = ("find_max_rate", "seed", "step_time_ms")
 MAX_CELLS = 1_000_000
-
-
-def _positive_int(value: Any, path: str) -> int:
-    return as_int(value, path, minimum=1)
-
-
-def _utilization(value: Any, path: str) -> float:
-    number = as_number(value, path)
-    problem = utilization_problem(number)
-    if problem is not None:
-        raise FieldError(path, problem)
-    return number
-
-
-def _bytes(value: Any, path: str) -> int:
-    if isinstance(value, str):
-        try:
-            return parse_bytes(value, path)
-        except KvplanError as error:
-            raise FieldError(path, str(error)) from None
-    return as_int(value, path, minimum=1)
 
 
 def _gpu(value: Any, path: str) -> str:
@@ -85,21 +61,27 @@ def _release(value: Any, path: str) -> str:
     return text
 
 
-def _kv_cache_dtype(value: Any, path: str) -> str:
-    return _choice(as_str(value, path), path, check_kv_cache_dtype)
+def _engine_axis(name: str) -> Callable[[Any, str], Any]:
+    """The reader of an engine argument's axis values: `EngineArgs`' one reader (`Setting.read`: a file's
+    16.0 is the length 16, so the cell's id is the same), then vLLM's own rule on the value
+    (`Setting.rule`: the dtype choices, ...), so that a value no cell could run is refused before the first."""
+    declared = setting(name)
 
+    def read(value: Any, path: str) -> Any:
+        if declared.axis_kind is not None:    # the axis's range, narrower than the setting's (no "auto")
+            declared.axis_kind.check(value, path)
+        try:
+            value = declared.read(value, path)
+        except KvplanError as error:    # the message names the path already
+            raise FieldError("", str(error)) from None
+        if declared.rule is not None:
+            try:
+                declared.rule(value)
+            except KvplanError as error:
+                raise FieldError(path, str(error)) from None
+        return value
 
-def _dtype(value: Any, path: str) -> str:
-    return _choice(as_str(value, path), path, check_model_dtype)
-
-
-def _choice(text: str, path: str, check: Callable[[str], None]) -> str:
-    """A value vLLM takes from a fixed list, checked as `kvplan plan` checks its flag, before any cell runs."""
-    try:
-        check(text)
-    except KvplanError as error:
-        raise FieldError(path, str(error)) from None
-    return text
+    return read
 
 
 def _scheduling(value: Any, path: str) -> str:
@@ -109,23 +91,13 @@ def _scheduling(value: Any, path: str) -> str:
     return text
 
 
-# axis -> (the Configuration field it sets, or "" for models/gpus/releases/workloads, the reader)
+# axis -> (the Configuration field it sets (an engine axis: the `EngineArgs` field), or "" for workloads,
+# the reader), in the order of the schema's axes (`grid_format.AXES`): the cells are their product in it
 AXES: dict[str, tuple[str, Callable[[Any, str], Any]]] = {
     "models": ("model", as_str),
     "vllm_releases": ("release", _release),
     "gpus": ("gpu", _gpu),
-    "tensor_parallel_size": ("tensor_parallel_size", _positive_int),
-    "pipeline_parallel_size": ("pipeline_parallel_size", _positive_int),
-    "kv_cache_dtype": ("kv_cache_dtype", _kv_cache_dtype),
-    "dtype": ("dtype", _dtype),
-    "gpu_memory_utilization": ("gpu_memory_utilization", _utilization),
-    "kv_cache_memory": ("kv_cache_memory_bytes", _bytes),
-    "block_size": ("block_size", _positive_int),
-    "max_model_len": ("max_model_len", _positive_int),
-    "max_num_seqs": ("max_num_seqs", _positive_int),
-    "max_num_batched_tokens": ("max_num_batched_tokens", _positive_int),
-    "enable_prefix_caching": ("enable_prefix_caching", as_bool),
-    "enable_chunked_prefill": ("enable_chunked_prefill", as_bool),
+    **{axis_name(name): (name, _engine_axis(name)) for name in ENGINE_AXES},
     "scheduling": ("scheduling", _scheduling),
     "workloads": ("", as_str),
 }
@@ -179,15 +151,15 @@ class Grid:
         cells = []
         for index, values in enumerate(product(*(values for _, values in self.axes))):
             chosen = dict(zip(names, values, strict=True))
-            settings: dict[str, Any] = {AXES[name][0]: value for name, value in chosen.items()
-                                        if AXES[name][0] and name != "vllm_releases"}
-            own = {name: settings.pop(name) for name in ("model", "gpu", "scheduling") if name in settings}
+            settings = {AXES[name][0]: value for name, value in chosen.items()}
+            engine = {name: settings[name] for name in ENGINE_AXES if name in settings}
+            own = {name: settings[name] for name in ("model", "gpu", "scheduling") if name in settings}
             workload = workloads.get(chosen["workloads"]) if "workloads" in chosen else None
             named = chosen.get("vllm_releases")
             if named is None and workload is not None:
                 named = workload.workload.engine.vllm_version
             configuration = Configuration(release=release_named(named or DEFAULT_RELEASE.version),
-                                          args=EngineArgs(**settings), **own)
+                                          args=EngineArgs(**engine), **own)
             if workload is not None:
                 configuration = configuration.with_workload_settings(workload.workload)
             cells.append(Cell(index, _cell_id(configuration, workload, self.commands, self.simulate), configuration,
@@ -195,10 +167,18 @@ class Grid:
         return cells
 
 
-# the engine arguments a cell's id is hashed from: at the release's default when not an axis, or as given
-ID_RESOLVED = ("tensor_parallel_size", "pipeline_parallel_size", "kv_cache_dtype", "dtype", "trust_remote_code")
-ID_GIVEN = ("gpu_memory_utilization", "kv_cache_memory_bytes", "block_size", "max_model_len", "max_num_seqs",
-            "max_num_batched_tokens", "enable_prefix_caching", "enable_chunked_prefill")
+# the engine axes a cell's id and its row hold at the release's default when not an axis; every other one is
+# held as given (None: not an axis, vLLM derives it). Historical: the ids of done cells were hashed so.
+RESOLVED = ("tensor_parallel_size", "pipeline_parallel_size", "kv_cache_dtype", "dtype")
+# and the id's engine arguments beside the axes, at their defaults
+ID_RESOLVED = (*RESOLVED, "trust_remote_code")
+
+
+def _id_given(args: EngineArgs) -> dict[str, Any]:
+    """The engine axes a cell's id holds as given: the historical ones always (None included), an axis
+    added since only where set, so that the cells of a grid that does not sweep it keep their ids."""
+    return {name: getattr(args, name) for name in ENGINE_AXES
+            if name not in RESOLVED and (name in HISTORICAL_ENGINE_AXES or getattr(args, name) is not None)}
 
 
 def _cell_id(configuration: Configuration, workload: GridWorkload | None, commands: tuple[str, ...],
@@ -207,7 +187,7 @@ def _cell_id(configuration: Configuration, workload: GridWorkload | None, comman
     # one EngineArgs, so that a resumed sweep keeps its done cells
     inputs = {"model": configuration.model, "release": configuration.release.version, "gpu": configuration.gpu,
               **{name: configuration.value(name) for name in ID_RESOLVED},
-              **{name: getattr(configuration.args, name) for name in ID_GIVEN},
+              **_id_given(configuration.args),
               "scheduling": configuration.scheduling, "step_time": configuration.step_time}
     document = {"configuration": inputs, "workload": None if workload is None else [workload.given, workload.sha256],
                 "commands": list(commands),

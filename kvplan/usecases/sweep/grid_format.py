@@ -1,26 +1,29 @@
 """The grid file of `kvplan sweep` (TOML, `docs/sweep.md`), described once: the commands, every
 axis with the range its values may take (the same kinds as `kvplan plan`'s flags and a workload's
 engine), and the simulate options. `load_grid` checks a grid against `GRID` before reading it;
-docs/schemas/input/sweep-grid.json is `GRID` published."""
+docs/schemas/input/sweep-grid.json is `GRID` published.
+
+The engine-argument axes are `EngineArgs`' fields with the SWEEPS role (their kinds, their file keys,
+`Setting.axis` their descriptions): a new one is a role and a description in args.py."""
 
 from __future__ import annotations
 
 from kvplan import limits
 from kvplan.schema import Boolean, Field, Integer, Kind, ListOf, Record, Text
-from kvplan.semantics.engine.args import DTYPE, KV_CACHE_DTYPE, MEMORY, MODEL, PARALLEL, UTILIZATION
-from kvplan.semantics.engine.trace_format import (
-    BATCHED_TOKENS,
-    BLOCK_SIZE,
-    MODEL_LEN,
-    NUM_SEQS,
-    SCHEDULING_MODE,
-    SCHEMA_KEY,
-    VLLM_VERSION,
-)
+from kvplan.semantics.engine.args import MODEL, SWEEPS, in_order, named, setting
+from kvplan.semantics.engine.trace_format import SCHEDULING_MODE, SCHEMA_KEY, VLLM_VERSION
 from kvplan.usecases.plan_settings import GPU, STEP_MS
 
 COMMANDS = ("plan", "profile", "simulate")
 MAX_AXIS_VALUES = 10_000        # values of one axis; the cells, their product, are bounded by MAX_CELLS
+# the engine axes a grid had before they were made from `EngineArgs`: their order is observable (in the
+# schema, the order of the cells, the rows' columns), and a cell's id always holds them (grid.py)
+HISTORICAL_ENGINE_AXES = (
+    "tensor_parallel_size", "pipeline_parallel_size", "kv_cache_dtype", "dtype", "gpu_memory_utilization",
+    "kv_cache_memory_bytes", "block_size", "max_model_len", "max_num_seqs", "max_num_batched_tokens",
+    "enable_prefix_caching", "enable_chunked_prefill")
+# the engine arguments a grid takes as axes (`EngineArgs`' SWEEPS role), a new one after those
+ENGINE_AXES = in_order(named(SWEEPS), HISTORICAL_ENGINE_AXES)
 PATH = Text(max_length=limits.MAX_PATH, controls=False, description="a workload file, relative to the grid file")
 
 
@@ -28,22 +31,29 @@ def _axis(kind: Kind, what: str, required: bool = False) -> Field:
     return Field(ListOf(kind, 1, MAX_AXIS_VALUES), required=required, description=what)
 
 
+def axis_name(name: str) -> str:
+    """The axis of an engine argument: its key in kvplan's files (kv_cache_memory), else vLLM's name."""
+    return setting(name).key or name
+
+
+def axis_kind(name: str) -> Kind:
+    """The range of an engine argument's axis values: the setting's, unless the axis takes fewer
+    (max_model_len's values are lengths, never "auto")."""
+    declared = setting(name)
+    return declared.axis_kind or declared.kind
+
+
+def _engine_axis(name: str) -> Field:
+    what = setting(name).axis
+    assert what, f"{name} has the SWEEPS role but no axis description"
+    return _axis(axis_kind(name), what)
+
+
 AXES = Record({
     "models": _axis(MODEL, "the models to try: hub ids, model directories or config.json paths", required=True),
     "vllm_releases": _axis(VLLM_VERSION, "the vLLM releases whose rules to follow"),
     "gpus": _axis(GPU, "GPUs from `kvplan gpus`"),
-    "tensor_parallel_size": _axis(PARALLEL, "tensor-parallel sizes"),
-    "pipeline_parallel_size": _axis(PARALLEL, "pipeline-parallel sizes"),
-    "kv_cache_dtype": _axis(KV_CACHE_DTYPE, "KV-cache dtypes"),
-    "dtype": _axis(DTYPE, "model dtypes"),
-    "gpu_memory_utilization": _axis(UTILIZATION, "gpu_memory_utilization values"),
-    "kv_cache_memory": _axis(MEMORY, "KV-cache bytes per GPU (instead of utilizations)"),
-    "block_size": _axis(BLOCK_SIZE, "block sizes"),
-    "max_model_len": _axis(MODEL_LEN, "max_model_len values"),
-    "max_num_seqs": _axis(NUM_SEQS, "max_num_seqs values"),
-    "max_num_batched_tokens": _axis(BATCHED_TOKENS, "max_num_batched_tokens values"),
-    "enable_prefix_caching": _axis(Boolean(), "prefix caching on and/or off"),
-    "enable_chunked_prefill": _axis(Boolean(), "chunked prefill on and/or off"),
+    **{axis_name(name): _engine_axis(name) for name in ENGINE_AXES},
     "scheduling": _axis(SCHEDULING_MODE, "engine loops"),
     "workloads": _axis(PATH, "workload files, for the simulate command"),
 }, "the axes: every combination of their values is a cell")
