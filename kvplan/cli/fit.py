@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
@@ -17,9 +16,7 @@ from kvplan.files import write_output_text
 from kvplan.limits import MAX_RATE, MAX_SECONDS, MAX_SEED, MAX_SEQS, MAX_TOKENS
 from kvplan.report.stderr import warn_once
 from kvplan.schema import Integer, Kind, Number
-from kvplan.semantics.config.cache import check_kv_cache_dtype
-from kvplan.semantics.config.model import check_model_dtype
-from kvplan.semantics.engine.args import EngineArgs
+from kvplan.semantics.engine.args import EngineArgs, setting
 from kvplan.semantics.releases import Release, release_named
 from kvplan.sources.installed import DEFAULT_RELEASE
 from kvplan.usecases.fit.request import (
@@ -112,8 +109,7 @@ def fit_command(
     checked(MODEL, "--model")(chosen)
     prepare_outputs([("--report", report)], (*(workload.inputs if workload else ()), *model_inputs([chosen])))
     checked(SEED, "--seed")(seed)
-    if engine.args.dtype is not None:
-        _valid(check_model_dtype, engine.args.dtype)
+    setting("dtype").vetted(engine.args.dtype)
     gpu_keys = _gpu_keys(gpus)
     space = _search_space(gpu_keys, lists)
     target = parse_concurrency(concurrency)
@@ -188,19 +184,14 @@ def _search_space(gpu_keys: tuple[str, ...], lists: ListOptions) -> SearchSpace:
     if given.get("kv_cache_memory_bytes") and given.get("gpu_memory_utilization"):
         raise KvplanError("--kv-cache-memory fixes the KV memory, so --gpu-memory-utilization has no effect: "
                           "give one of them")
-    for dtype in given.get("kv_cache_dtype", ()):
-        _valid(check_kv_cache_dtype, dtype)
+    for name, values in given.items():                    # vLLM's own rules (the dtype it names), as plan's
+        for value in values:
+            setting(name).vetted(value)
     if -1 in given.get("max_model_len", ()):
         # candidates are lengths: fit keeps the longest that fits, which is what `auto` asks of plan
         raise KvplanError(f"{texts['max_model_len'][1]}: give lengths to try (fit keeps the longest that fits, "
                           "as auto or -1 asks of `kvplan plan`)")
     return SearchSpace(gpus=gpu_keys).with_values(**given)
-
-
-def _valid(check: Callable[[str], None], value: str) -> str:
-    """A value vLLM takes from a fixed list (--dtype, --kv-cache-dtype), refused as plan refuses it."""
-    check(value)
-    return value
 
 
 def _within(values: tuple[T, ...], kind: Kind, flag: str) -> tuple[T, ...]:

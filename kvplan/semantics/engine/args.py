@@ -111,6 +111,12 @@ class Setting:
         """The spelling messages name: the first long one, without a `/--no-...` half."""
         return self.flags[0].split("/")[0]
 
+    def vetted(self, value: Any) -> Any:
+        """The value, where vLLM's own rule on it holds (`rule`; None: no rule, or not given)."""
+        if value is not None and self.rule is not None:
+            self.rule(value)
+        return value
+
     def read(self, value: Any, flag: str | None = None) -> Any:
         """The setting's value from what a flag or a file gave (None: not given), checked."""
         if value is None:

@@ -74,12 +74,10 @@ def _engine_axis(name: str) -> Callable[[Any, str], Any]:
             value = declared.read(value, path)
         except KvplanError as error:    # the message names the path already
             raise FieldError("", str(error)) from None
-        if declared.rule is not None:
-            try:
-                declared.rule(value)
-            except KvplanError as error:
-                raise FieldError(path, str(error)) from None
-        return value
+        try:
+            return declared.vetted(value)
+        except KvplanError as error:
+            raise FieldError(path, str(error)) from None
 
     return read
 
