@@ -14,7 +14,7 @@ from typing import Any
 
 from kvplan.errors import DoesNotFitError, KvplanError
 from kvplan.parsing import FieldError, as_int, child
-from kvplan.semantics.engine.args import RESOLVES, SCHEDULES, SIZES, EngineArgs, named
+from kvplan.semantics.engine.args import RESOLVES, SCHEDULES, SIZES, EngineArgs, named, setting
 from kvplan.semantics.engine.config import EngineConfig
 from kvplan.semantics.engine.groups import KVCacheGroup
 from kvplan.semantics.engine.trace import CONFIG_KEYS, RELEASE_KEY, parse_config
@@ -119,13 +119,9 @@ def resolve_engine(spec: EngineSpec, overrides: EngineOverrides, where: str,
     if release is None:
         release = default_release() if spec.vllm_version is None else _named_release(spec.vllm_version, where)
     command = overrides.args
-    sizing_flags = {
-        "--gpu-memory-utilization": command.gpu_memory_utilization, "--gpu-memory": overrides.gpu_memory,
-        "--kv-cache-memory": command.kv_cache_memory_bytes, "--kv-cache-dtype": command.kv_cache_dtype,
-        "--dtype": command.dtype, "--tensor-parallel-size": command.tensor_parallel_size,
-        "--pipeline-parallel-size": command.pipeline_parallel_size,
-    }
-    given = [flag for flag, value in sizing_flags.items() if value is not None]
+    # what sizes a pool planned from engine.model (`SIZES`), and the device memory
+    given = [setting(name).flag for name in named(SIZES) if getattr(command, name) is not None]
+    given += ["--gpu-memory"] if overrides.gpu_memory is not None else []
     if given and spec.model is None:
         raise KvplanError(f"{given[0]} applies only when the workload plans the pool from "
                           "engine.model; a profile or num_gpu_blocks fixes the pool size")

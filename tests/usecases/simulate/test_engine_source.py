@@ -112,9 +112,16 @@ def test_engine_rules_of_vllm_are_enforced(write_json):
         resolve(write_json, {"num_gpu_blocks": 64, "block_size": 24})
 
 
-def test_utilization_needs_a_planned_pool(write_json):
-    with pytest.raises(KvplanError, match="--gpu-memory-utilization applies only"):
-        resolve(write_json, {"num_gpu_blocks": 64}, EngineOverrides(EngineArgs(gpu_memory_utilization=0.8)))
+@pytest.mark.parametrize(("overrides", "flag"), [
+    (EngineOverrides(EngineArgs(gpu_memory_utilization=0.8)), "--gpu-memory-utilization"),
+    (EngineOverrides(EngineArgs(kv_cache_memory_bytes=1 << 30)), "--kv-cache-memory-bytes"),
+    (EngineOverrides(EngineArgs(mamba_ssm_cache_dtype="float32")), "--mamba-ssm-cache-dtype"),
+    (EngineOverrides(gpu_memory=24 << 30), "--gpu-memory"),
+])
+def test_what_sizes_a_planned_pool_needs_one(write_json, overrides, flag):
+    # every setting that sizes a pool planned from engine.model (SIZES), none silently dropped on a fixed pool
+    with pytest.raises(KvplanError, match=f"^{flag} applies only when the workload plans the pool"):
+        resolve(write_json, {"num_gpu_blocks": 64}, overrides)
 
 
 def test_a_model_is_planned_on_the_spot_exactly_as_vllm_sizes_it(write_json, data_dir):
