@@ -24,7 +24,7 @@ from kvplan.semantics.config.quantization import (
     requested_quantization,
 )
 from kvplan.semantics.config.scheduler import BatchLimits, batch_defaults, resolve_batch_limits, verify_batch_limits
-from kvplan.semantics.engine.args import EngineArgs
+from kvplan.semantics.engine.args import EngineArgs, setting
 from kvplan.semantics.engine.groups import KVCacheGroup, groups_from_kv_cache_config
 from kvplan.semantics.kv.layer_specs import CacheLayout, CacheSettings, build_worker_specs, resolve_cache_layout
 from kvplan.semantics.kv.sizing import (
@@ -333,17 +333,12 @@ def check_request(request: PlanRequest) -> None:
     """The request's own values, as vLLM's argument checks take them (exit 2)."""
     problem = utilization_problem(request.utilization)
     if problem is not None:
-        raise KvplanError(f"--gpu-memory-utilization: {problem}")
-    for flag, value in (
-        ("--tensor-parallel-size", request.value("tensor_parallel_size")),
-        ("--pipeline-parallel-size", request.value("pipeline_parallel_size")),
-        ("--max-num-batched-tokens", request.args.max_num_batched_tokens),
-        ("--max-num-seqs", request.args.max_num_seqs),
-    ):
+        raise KvplanError(f"{setting('gpu_memory_utilization').flag}: {problem}")
+    for name in ("tensor_parallel_size", "pipeline_parallel_size", "max_num_batched_tokens", "max_num_seqs",
+                 "num_gpu_blocks_override"):
+        value = request.value(name)
         if value is not None and value < 1:
-            raise KvplanError(f"{flag} must be at least 1, got {value}")
-    if request.args.num_gpu_blocks_override is not None and request.args.num_gpu_blocks_override < 1:
-        raise KvplanError(f"--num-gpu-blocks-override must be at least 1, got {request.args.num_gpu_blocks_override}")
+            raise KvplanError(f"{setting(name).flag} must be at least 1, got {value}")
 
 
 def settle(request: PlanRequest) -> SettledConfig:

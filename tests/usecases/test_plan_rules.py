@@ -19,7 +19,7 @@ from kvplan.errors import KvplanError
 from kvplan.gpus.catalog import list_gpus
 from kvplan.report.plan_json import plan_record
 from kvplan.semantics.releases import release_named
-from kvplan.usecases.plan import PlanRequest, plan
+from kvplan.usecases.plan import PlanRequest, check_request, plan
 from tests.conftest import DATA
 
 VERSIONS = ("0.17.1", "0.33.0")
@@ -162,3 +162,13 @@ def test_every_class_of_the_issue_is_covered_in_both_releases() -> None:
         missing = set(data["classes"]) - ran
         # vLLM 0.33.0 could not be run on DeepSeek-V3.2 on a CPU host (the file says why)
         assert missing == (set() if version == "0.17.1" else {"deepseek_v32_indexer"})
+
+
+@pytest.mark.parametrize(("name", "flag"), [("tensor_parallel_size", "--tensor-parallel-size"),
+                                            ("max_num_seqs", "--max-num-seqs"),
+                                            ("num_gpu_blocks_override", "--num-gpu-blocks-override")])
+def test_a_request_below_vllms_least_value_names_the_flag(name, flag):
+    # a request built in code (the command line's kinds refuse these first): vLLM's argument checks
+    request = PlanRequest.of(model="Qwen/Qwen2-0.5B-Instruct", gpu="l4-24gb", **{name: 0})
+    with pytest.raises(KvplanError, match=f"^{flag} must be at least 1, got 0$"):
+        check_request(request)
