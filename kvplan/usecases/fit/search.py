@@ -20,12 +20,12 @@ from dataclasses import dataclass, replace
 from itertools import product
 
 from kvplan.errors import KvplanError
-from kvplan.semantics.engine.args import SCHEDULES, EngineArgs, named
+from kvplan.semantics.engine.args import SCHEDULES, WORKLOADS, EngineArgs, named
 from kvplan.semantics.kv.sizing import kv_capacity, sizing_limits
 from kvplan.units import format_gib
 from kvplan.usecases.configuration import Configuration
 from kvplan.usecases.executors import Executor, Outcome, guarded
-from kvplan.usecases.fit.request import SEARCHED, FitRequest, SearchSpace, SloBound, format_seconds
+from kvplan.usecases.fit.request import SEARCHED, FitRequest, SloBound, format_seconds
 from kvplan.usecases.fit.result import (
     FitConfiguration,
     FitCounts,
@@ -394,12 +394,12 @@ def fit(request: FitRequest, executor: Executor, progress: Progress | None = Non
     if missing:
         raise KvplanError(f"--price: no price for {', '.join(missing)}; give one for every GPU of --gpus "
                           "(kvplan has no prices of its own)")
-    request = replace(request, space=_with_workload_defaults(request))
+    request = _with_workload_defaults(request)
     space = request.space
     nominal = nominal_rate(request.workload) if request.workload is not None else 0.0
     seed = request.seed if request.seed is not None else (request.workload.seed if request.workload else 0)
     lengths, need = length_candidates(request, seed)
-    notes = list(request.notes)
+    notes = [*request.notes, *filter(None, [_memory_note(request)])]
     if need is not None:
         notes.append(f"the longest request of the traffic is {need:,} tokens; max_model_len is the longest "
                      "candidate that fits: " + ", ".join("the model's limit" if length is None else f"{length:,}"
@@ -469,17 +469,34 @@ def fit(request: FitRequest, executor: Executor, progress: Progress | None = Non
                      tuple(notes), weights_warnings)
 
 
-# the scheduler settings a workload's engine carries that fit searches lists of (max_num_seqs,
-# max_num_batched_tokens, max_model_len)
-_FROM_WORKLOAD = tuple(name for name in SEARCHED if name in named(SCHEDULES))
+# the workload's own engine settings that stand in for what fit's command line leaves out: the lists fit
+# searches (max_num_seqs, max_num_batched_tokens, max_model_len, gpu_memory_utilization) and the one value of
+# what it searches no list of (mamba_ssm_cache_dtype); not its KV memory, which is one GPU's (`_memory_note`)
+_GPUS_OWN = "kv_cache_memory_bytes"
+_FROM_WORKLOAD = tuple(name for name in named(SCHEDULES, WORKLOADS) if name != _GPUS_OWN)
 
 
-def _with_workload_defaults(request: FitRequest) -> SearchSpace:
-    """The workload's own scheduler settings stand in for the lists of them the command line leaves out."""
+def _with_workload_defaults(request: FitRequest) -> FitRequest:
+    """The workload's own engine settings where the command line leaves them out."""
     settings = request.workload.engine.args.given() if request.workload is not None else {}
     listed = dict(request.space.lists)
-    return request.space.with_values(**{name: (settings[name],) for name in _FROM_WORKLOAD
-                                        if name in settings and name not in listed})
+    memory_listed = "gpu_memory_utilization" in listed or _GPUS_OWN in listed
+    lists = {name: (settings[name],) for name in _FROM_WORKLOAD if name in SEARCHED and name in settings
+             and name not in listed and not (name == "gpu_memory_utilization" and memory_listed)}
+    # the scheduler's settings fit searches no list of reach each configuration with the workload's engine
+    fixed = {name: settings[name] for name in _FROM_WORKLOAD if name not in SEARCHED and name in named(WORKLOADS)
+             and name in settings and getattr(request.fixed, name) is None}
+    return replace(request, space=request.space.with_values(**lists), fixed=replace(request.fixed, **fixed))
+
+
+def _memory_note(request: FitRequest) -> str | None:
+    """Why the workload's engine.kv_cache_memory is not the KV memory of every GPU fit tries."""
+    given = request.workload.engine.args.kv_cache_memory_bytes if request.workload is not None else None
+    listed = dict(request.space.lists)
+    if given is None or "gpu_memory_utilization" in listed or _GPUS_OWN in listed:
+        return None
+    return (f"the workload's engine.kv_cache_memory ({format_gib(given)} GiB) is one GPU's KV memory: fit sizes each "
+            "GPU's own; give --kv-cache-memory to try it")
 
 
 def _groups(request: FitRequest, lengths: tuple[int | None, ...]) -> list[PlanGroup]:

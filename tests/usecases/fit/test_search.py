@@ -16,6 +16,7 @@ from kvplan.usecases.fit.request import ConcurrencyTarget, FitRequest, SearchSpa
 from kvplan.usecases.fit.result import FitConfiguration, PlannedPoint, RateCheck
 from kvplan.usecases.fit.search import (
     PlanGroup,
+    _memory_note,
     _pareto,
     _with_workload_defaults,
     fit,
@@ -145,12 +146,28 @@ def test_a_crash_inside_kvplan_is_a_failure_of_kvplan_not_a_refusal(monkeypatch)
     assert "kvplan failed on 1 family" in text and "a bug in kvplan" in text
 
 
-def test_the_workloads_scheduler_settings_stand_in_for_lists_not_given():
+def test_the_workloads_engine_settings_stand_in_for_what_the_command_line_leaves_out(tmp_path):
     # mix()'s engine: max_num_seqs 8, max_num_batched_tokens 256, max_model_len 1024
     workload = parse_workload(mix(), None, "w.json")
     request = FitRequest(model=LLAMA, space=SearchSpace(gpus=("l4-24gb",)).with_values(max_num_seqs=(4, 16)),
                          workload=workload)
-    space = _with_workload_defaults(request)
+    space = _with_workload_defaults(request).space
     assert space.values("max_num_seqs") == (4, 16)              # given: the command line's
     assert space.values("max_num_batched_tokens") == (256,) and space.values("max_model_len") == (1024,)
-    assert _with_workload_defaults(replace(request, workload=None)) == request.space
+    alone = replace(request, workload=None)
+    assert _with_workload_defaults(alone) == alone
+    def planned(**engine):
+        document = mix(engine={"model": LLAMA, **engine})
+        return _with_workload_defaults(replace(request, workload=parse_workload(document, tmp_path, "w.json")))
+
+    chosen = planned(gpu_memory_utilization=0.8, mamba_ssm_cache_dtype="float32")
+    assert chosen.space.values("gpu_memory_utilization") == (0.8,)
+    assert chosen.fixed.mamba_ssm_cache_dtype == "float32"
+    assert _memory_note(chosen) is None
+    # the KV memory is one GPU's: each GPU fit tries is sized itself, and a note says so
+    sized = planned(kv_cache_memory="3.5GiB")
+    assert sized.space.values("kv_cache_memory_bytes") == () and sized.space.values("gpu_memory_utilization") == (None,)
+    assert _memory_note(sized) == ("the workload's engine.kv_cache_memory (3.5 GiB) is one GPU's KV memory: fit "
+                                   "sizes each GPU's own; give --kv-cache-memory to try it")
+    utilizations = replace(sized, space=sized.space.with_values(gpu_memory_utilization=(0.9,)))
+    assert _memory_note(utilizations) is None
