@@ -12,6 +12,7 @@ import math
 from dataclasses import dataclass
 
 from kvplan.errors import KvplanError
+from kvplan.semantics.engine.args import setting
 from kvplan.semantics.memory.budget import REDUNDANCY_BUFFER_BYTES, MemoryBudget, requested_memory, utilization_for
 from kvplan.units import format_gib
 from kvplan.usecases.explain.log_reader import StartupLog
@@ -42,7 +43,7 @@ class Shortfall:
 class Fix:
     """One change to the command line, checked with kvplan's sizing where `checked`."""
 
-    flags: tuple[tuple[str, str], ...]      # (flag, value) as `vllm serve` takes them
+    flags: tuple[tuple[str, str], ...]      # (flag, value) as `vllm serve` takes them (`Setting.flag`)
     what: str
     checked: bool
     outcome: str
@@ -61,6 +62,11 @@ class FixContext:
     budget: MemoryBudget | None
     budget_source: str                      # "log" or "predicted"
     sized: PlanResult | None
+
+
+def _change(name: str, value: str) -> tuple[str, str]:
+    """One flag of a fix, spelled as `vllm serve` takes it (`EngineArgs`' declaration)."""
+    return setting(name).flag, value
 
 
 def _outcome(result: PlanResult) -> str:
@@ -143,12 +149,12 @@ def fixes(log: StartupLog, context: FixContext) -> tuple[Fix, ...]:
     sized = context.sized
     if sized is not None and available > 0 and sized.sizing.estimated_max_model_len:
         length = sized.sizing.estimated_max_model_len
-        out.append(Fix((("--max-model-len", str(length)),), "the longest request the KV memory holds",
+        out.append(Fix((_change("max_model_len", str(length)),), "the longest request the KV memory holds",
                        True, _outcome(_sized(request, available, max_model_len=length))))
     out.extend(_utilization_fix(request, budget, context))
     if request.value("kv_cache_dtype") == "auto" and available > 0:
         result = _sized(request, available, kv_cache_dtype="fp8")
-        out.append(Fix((("--kv-cache-dtype", "fp8"),), "half the bytes per token, on the same memory",
+        out.append(Fix((_change("kv_cache_dtype", "fp8"),), "half the bytes per token, on the same memory",
                        True, _outcome(result)))
     out.extend(_more_gpus(request, budget))
     return tuple(fix for fix in out if fix.checked is False or "still does not fit" not in fix.outcome) or tuple(out)
@@ -176,10 +182,10 @@ def _utilization_fix(request: PlanRequest, budget: MemoryBudget, context: FixCon
             if context.budget_source == "log" and requested > budget.free_at_start_bytes:
                 what += (f"; above the {format_gib(budget.free_at_start_bytes)} GiB free at start-up, which vLLM "
                          "refuses: free that memory first")
-            return [Fix((("--gpu-memory-utilization", f"{utilization:g}"),), what, True, _outcome(result))]
+            return [Fix((_change("gpu_memory_utilization", f"{utilization:g}"),), what, True, _outcome(result))]
         utilization = round(utilization + 0.0001, 4)
-    return [Fix((("--gpu-memory-utilization", "1.0"),), "not enough even at 1.0: the non-KV memory leaves too little",
-                True, "still does not fit")]
+    return [Fix((_change("gpu_memory_utilization", "1.0"),),
+                "not enough even at 1.0: the non-KV memory leaves too little", True, "still does not fit")]
 
 
 def _more_gpus(request: PlanRequest, budget: MemoryBudget) -> list[Fix]:
@@ -195,7 +201,7 @@ def _more_gpus(request: PlanRequest, budget: MemoryBudget) -> list[Fix]:
         weights = budget.weights_bytes
         kv = budget.available_kv_bytes + weights - weights * tp // more
         result = _sized(request, kv, tensor_parallel_size=more)
-        return [Fix((("--tensor-parallel-size", str(more)),),
+        return [Fix((_change("tensor_parallel_size", str(more)),),
                     f"{more} GPUs: each holds {tp}/{more} of the {format_gib(weights)} GiB of weights "
                     f"({format_gib(kv)} GiB of KV cache per GPU; the other terms as logged, an estimate)",
                     True, _outcome(result))]
@@ -211,13 +217,13 @@ def _refusal_fixes(figures: dict[str, object], context: FixContext) -> tuple[Fix
         utilization = round(utilization - 0.01, 2)
     request, budget = context.request, context.budget
     if request is None or budget is None:
-        return (Fix((("--gpu-memory-utilization", f"{utilization:g}"),),
+        return (Fix((_change("gpu_memory_utilization", f"{utilization:g}"),),
                     f"asks for at most the {format_gib(free)} GiB that were free", False,
                     "not checked: the log ended before the profile run and kvplan could not predict it "
                     "(give --model, and torch for the profile run)"),)
     kv = requested_memory(total, utilization) - _non_kv_total(budget)
     result = _sized(request, kv, gpu_memory_utilization=utilization)
-    return (Fix((("--gpu-memory-utilization", f"{utilization:g}"),),
+    return (Fix((_change("gpu_memory_utilization", f"{utilization:g}"),),
                 f"asks for at most the {format_gib(free)} GiB that were free; {format_gib(kv)} GiB of KV cache "
                 "beside kvplan's predicted non-KV memory", True, _outcome(result)),)
 
@@ -232,7 +238,7 @@ def _oom_fixes(log: StartupLog, context: FixContext) -> tuple[Fix, ...]:
     step = math.ceil(short / budget.total_bytes * 10_000) / 10_000
     utilization = round(budget.utilization - step, 4)
     kv = requested_memory(budget.total_bytes, utilization) - _non_kv_total(budget)
-    out = [Fix((("--gpu-memory-utilization", f"{utilization:g}"),),
+    out = [Fix((_change("gpu_memory_utilization", f"{utilization:g}"),),
                f"{format_gib(short)} GiB more left beside the KV cache ({format_gib(kv)} GiB of KV cache): the "
                "allocation that failed, less what was free, plus vLLM's 150 MiB margin; the least that can start "
                "(kvplan does not model the warm-up's later allocations)",
@@ -240,7 +246,7 @@ def _oom_fixes(log: StartupLog, context: FixContext) -> tuple[Fix, ...]:
     phase = str(error.figures.get("phase", ""))
     if "sampler" in phase and budget is not None:
         seqs = request.args.max_num_seqs or 1024
-        out.append(Fix((("--max-num-seqs", str(max(seqs // 2, 1))),),
+        out.append(Fix((_change("max_num_seqs", str(max(seqs // 2, 1))),),
                        "the sampler warm-up's buffers scale with the requests it warms up", False,
                        "not checked: kvplan does not model the post-capture sampler warm-up"))
     return tuple(out)
@@ -250,8 +256,8 @@ def _derived_length_fixes(figures: dict[str, object], context: FixContext) -> tu
     derived = int(figures["derived_max_model_len"])  # type: ignore[call-overload]
     request, budget = context.request, context.budget
     if request is None or budget is None:
-        return (Fix((("--max-model-len", str(derived)),), "the model's own limit", False,
+        return (Fix((_change("max_model_len", str(derived)),), "the model's own limit", False,
                     "not checked: kvplan could not predict this start-up's memory"),)
     result = _sized(request, budget.available_kv_bytes, max_model_len=derived)
-    return (Fix((("--max-model-len", str(derived)),), "the model's own limit, on kvplan's predicted KV memory",
+    return (Fix((_change("max_model_len", str(derived)),), "the model's own limit, on kvplan's predicted KV memory",
                 True, _outcome(result)),)
