@@ -6,19 +6,24 @@ import dataclasses
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import typer
 
-from kvplan.cli.options import EngineOptions, checked, engine_flags, network_access, read_engine_options
+from kvplan.cli.options import EngineOptions, engine_flags, network_access, read_engine_options
 from kvplan.cli.outputs import prepare_outputs
 from kvplan.cli.root import JSON, app
 from kvplan.hub import hub_access
 from kvplan.report.jsonout import emit_json
 from kvplan.report.stderr import warn_once
-from kvplan.semantics.engine.args import REVISION
 
 REPORT_WIDTH = 120
 SUMMARY_VARIABLE = "GITHUB_STEP_SUMMARY"
+
+
+def _option(name: str, help: str) -> Any:
+    """A setting's flag as every command declares it, with what it does for check."""
+    return dataclasses.replace(engine_flags((name,))[name], help=help).typer_option()
 
 
 @app.command("check")
@@ -26,27 +31,27 @@ def check_command(
     spec_path: Path = typer.Argument(..., metavar="SPEC", help="Check spec (TOML, or JSON): docs/check.md."),
     junit: Path | None = typer.Option(None, "--junit", help="Also write the verdicts as JUnit XML to FILE."),
     json_output: bool = JSON,
-    trust_remote_code: bool = typer.Option(
-        False, "--trust-remote-code",
-        help="Allow transformers to run the code of the target's model (never enabled by a spec or profile)."),
+    trust_remote_code: bool = _option(
+        "trust_remote_code",
+        "Allow transformers to run the code of the target's model (never enabled by a spec or profile)."),
     allow_network: bool = typer.Option(
         False, "--allow-network",
         help="Let a model that is neither bundled, local nor cached be fetched from the Hugging Face hub; without "
         "it check uses no network."),
-    offline: bool = typer.Option(False, "--offline", help="Never use the network (the default of check)."),
-    revision: str | None = typer.Option(None, "--revision", help="Hub revision of the target's model."),
+    offline: bool = _option("offline", "Never use the network (the default of check)."),
+    revision: str | None = _option("revision", "Hub revision of the target's model."),
     vllm_version: str | None = engine_flags(("vllm_version",))["vllm_version"].typer_option(),
 ) -> None:
     """Evaluate a spec's assertions on a saved profile or a plan; no GPU and no network needed.
 
     Exit codes: 0 every assertion holds, 1 one failed, 2 the spec or its inputs are invalid.
     With $GITHUB_STEP_SUMMARY set, a Markdown summary is appended to it (a warning if it cannot be)."""
-    checked(REVISION, "--revision")(revision)
-    access = network_access(may_fetch=allow_network, offline=offline, revision=revision,
+    engine = read_engine_options({"vllm_version": vllm_version, "revision": revision, "offline": offline,
+                                  "trust_remote_code": trust_remote_code})
+    access = network_access(may_fetch=allow_network, offline=engine.offline, revision=engine.args.revision,
                             refusal="kvplan check uses no network unless --allow-network is given")
-    engine = read_engine_options({"vllm_version": vllm_version})
     with hub_access(access):
-        _check(spec_path, junit, json_output, trust_remote_code, engine)
+        _check(spec_path, junit, json_output, engine.trust_remote_code, engine)
 
 
 def _check(spec_path: Path, junit: Path | None, json_output: bool, trust_remote_code: bool,
