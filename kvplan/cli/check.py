@@ -6,11 +6,10 @@ import dataclasses
 import os
 import sys
 from pathlib import Path
-from typing import Any
 
 import typer
 
-from kvplan.cli.options import EngineOptions, engine_flags, network_access, read_engine_options
+from kvplan.cli.options import EngineOptions, engine_flags, flag_option, network_access, read_engine_options
 from kvplan.cli.outputs import prepare_outputs
 from kvplan.cli.root import JSON, app
 from kvplan.hub import hub_access
@@ -21,25 +20,20 @@ REPORT_WIDTH = 120
 SUMMARY_VARIABLE = "GITHUB_STEP_SUMMARY"
 
 
-def _option(name: str, help: str) -> Any:
-    """A setting's flag as every command declares it, with what it does for check."""
-    return dataclasses.replace(engine_flags((name,))[name], help=help).typer_option()
-
-
 @app.command("check")
 def check_command(
     spec_path: Path = typer.Argument(..., metavar="SPEC", help="Check spec (TOML, or JSON): docs/check.md."),
     junit: Path | None = typer.Option(None, "--junit", help="Also write the verdicts as JUnit XML to FILE."),
     json_output: bool = JSON,
-    trust_remote_code: bool = _option(
+    trust_remote_code: bool = flag_option(
         "trust_remote_code",
         "Allow transformers to run the code of the target's model (never enabled by a spec or profile)."),
     allow_network: bool = typer.Option(
         False, "--allow-network",
         help="Let a model that is neither bundled, local nor cached be fetched from the Hugging Face hub; without "
         "it check uses no network."),
-    offline: bool = _option("offline", "Never use the network (the default of check)."),
-    revision: str | None = _option("revision", "Hub revision of the target's model."),
+    offline: bool = flag_option("offline", "Never use the network (the default of check)."),
+    revision: str | None = flag_option("revision", "Hub revision of the target's model."),
     vllm_version: str | None = engine_flags(("vllm_version",))["vllm_version"].typer_option(),
 ) -> None:
     """Evaluate a spec's assertions on a saved profile or a plan; no GPU and no network needed.

@@ -8,7 +8,16 @@ from typing import TypeVar
 
 import typer
 
-from kvplan.cli.options import FIT_FIXED, FITTING, EngineOptions, ListOptions, checked, engine_options, list_options
+from kvplan.cli.options import (
+    FIT_FIXED,
+    FITTING,
+    EngineOptions,
+    ListOptions,
+    checked,
+    engine_options,
+    flag_option,
+    list_options,
+)
 from kvplan.cli.outputs import model_inputs, prepare_outputs
 from kvplan.cli.root import JSON, app
 from kvplan.errors import EXIT_FINDING, KvplanError
@@ -63,8 +72,7 @@ WORKERS = typer.Option(None, "--workers", help="Tasks at once (default: one per 
 def fit_command(
     engine: EngineOptions,
     lists: ListOptions,
-    model: str | None = typer.Option(None, "--model", "-m",
-                                      help="The model to serve (default: the workload's engine.model)."),
+    model: str | None = flag_option("model", "The model to serve (default: the workload's engine.model)."),
     workload_path: Path | None = typer.Option(None, "--workload", "-w", help="The traffic: a workload file with a "
                                               "request mix (docs/workload.md)."),
     rate: str | None = typer.Option(None, "--rate", help="Scale the workload's arrivals to this rate, e.g. 5/s."),

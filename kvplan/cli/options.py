@@ -304,6 +304,12 @@ def engine_flags(names: tuple[str, ...]) -> dict[str, Flag]:
     return flags
 
 
+def flag_option(name: str, help: str) -> Any:
+    """A setting's typer option as every command declares it (spelling, default), with what it does for
+    one command (`check --revision`: the target's model)."""
+    return replace(engine_flags((name,))[name], help=help).typer_option()
+
+
 def deprecated_spelling(old: str, target: str) -> None:
     """One line on stderr: the old spelling still works, for one release, and vLLM's is the one to give."""
     print(f"kvplan: {old} is deprecated: give {engine_setting(target).flags[0]} (vLLM's spelling)", file=sys.stderr)
