@@ -29,6 +29,7 @@ from kvplan.semantics.engine.args import (
     MEMORY,
     MODEL,
     PLANS,
+    POOL_BLOCKS,
     PRICES,
     RUNS,
     SCHEDULES,
@@ -43,7 +44,7 @@ from kvplan.semantics.engine.args import (
 )
 from kvplan.semantics.engine.args import setting as engine_setting
 from kvplan.semantics.engine.args import settings as engine_settings
-from kvplan.semantics.engine.trace_format import POOL_BLOCKS, SCHEDULING_MODE, VLLM_VERSION
+from kvplan.semantics.engine.trace_format import SCHEDULING_MODE, VLLM_VERSION
 from kvplan.semantics.releases import NEWEST_RELEASE, RELEASES, Release, Scheduling, release_named
 from kvplan.sources.installed import default_release
 from kvplan.usecases.plan_settings import GPU

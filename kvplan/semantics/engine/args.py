@@ -21,13 +21,28 @@ from typing import Any
 from kvplan import limits
 from kvplan.errors import KvplanError
 from kvplan.parsing import FieldError
-from kvplan.schema import Boolean, ByteSize, Either, Field, Integer, Kind, Number, Text
-from kvplan.semantics.config.cache import check_kv_cache_dtype, utilization_problem
+from kvplan.schema import Boolean, ByteSize, Checked, Either, Field, Integer, Kind, Number, Text
+from kvplan.semantics.config.cache import ALLOWED_BLOCK_SIZES, check_kv_cache_dtype, utilization_problem
 from kvplan.semantics.config.model import check_model_dtype
-from kvplan.semantics.engine.trace_format import BATCHED_TOKENS, BLOCK_SIZE, MODEL_LEN, NUM_SEQS, POOL_BLOCKS
 from kvplan.semantics.releases import RELEASES, Release
 from kvplan.units import parse_count
 
+
+def _block_size_problem(value: int) -> str | None:
+    if value in ALLOWED_BLOCK_SIZES:
+        return None
+    return f"{value} is not a block size vLLM accepts: expected one of {', '.join(map(str, ALLOWED_BLOCK_SIZES))}"
+
+
+# the kinds of the engine arguments, here with them: the trace format (`trace_format`) takes the scheduler's
+# from these declarations, and the command line's --num-gpu-blocks is a trace's num_gpu_blocks
+POOL_BLOCKS = Integer(2, limits.MAX_BLOCKS, "blocks in the pool, the null block (block 0) included")
+BLOCK_SIZE = Checked(Integer(1, max(ALLOWED_BLOCK_SIZES)), _block_size_problem,
+                     f"tokens per block: one of {', '.join(map(str, ALLOWED_BLOCK_SIZES))} (vLLM's choices)",
+                     {"enum": list(ALLOWED_BLOCK_SIZES)}, says=f"one of {', '.join(map(str, ALLOWED_BLOCK_SIZES))}")
+BATCHED_TOKENS = Integer(1, limits.MAX_TOKENS, "token budget of one scheduler step")
+NUM_SEQS = Integer(1, limits.MAX_SEQS, "most requests running at once")
+MODEL_LEN = Integer(2, limits.MAX_TOKENS, "longest prompt + output of one request, in tokens")
 MODEL = Text(max_length=limits.MAX_PATH, controls=False, description="hub id, model directory or config.json path")
 MEMORY = ByteSize(1, limits.MAX_BYTES)
 UTILIZATION = Number(0, 1, exclusive_minimum=True, description="vLLM's gpu_memory_utilization in (0, 1]")
@@ -104,7 +119,13 @@ class Setting:
     # its axis with it before any cell runs, as `kvplan plan` checks the flag before reading a model
     rule: Callable[[Any], None] | None = None
     axis: str | None = None                # what a sweep grid's axis of it holds ("tensor-parallel sizes"; SWEEPS)
-    axis_kind: Kind | None = None          # the range of the axis's values where narrower than `kind`
+    # The range where a file fixes the value for a run (a trace's config, a workload's engine, a sweep grid's
+    # axis values), where narrower than `kind`: max_model_len there is a length, never "auto" or -1, which ask
+    # a plan to fit it (a check spec's [target] and a profile's settings, as the flag, take `kind`).
+    fixed_kind: Kind | None = None
+    # What a trace's config and a workload's engine say of it, where they say more than `description` (the
+    # default a replay takes); a check spec's [target] and a profile's settings say `description` only.
+    fixed_description: str | None = None
 
     @property
     def flag(self) -> str:
@@ -269,7 +290,7 @@ class EngineArgs:
         help=f"Tokens per block (default the release's: {_block_size_defaults()}; MLA backends and hybrids "
         "change it).")
     max_model_len: int | None = _setting(
-        PLANS, EXPLAINS, SCHEDULES, RESOLVES, SEARCHES, SWEEPS, axis="max_model_len values", axis_kind=MODEL_LEN,
+        PLANS, EXPLAINS, SCHEDULES, RESOLVES, SEARCHES, SWEEPS, axis="max_model_len values", fixed_kind=MODEL_LEN,
         flags=("--max-model-len",), kind=MAX_MODEL_LEN, annotation=str | None,
         parse=read_max_model_len,
         help="Longest prompt + output. Default: the model's limit as vLLM derives it; `auto` or -1 fits the "
@@ -296,12 +317,14 @@ class EngineArgs:
         "model's hook, else the conv state's dtype), float16 or float32 (twice the state of a 16-bit one).")
     enable_prefix_caching: bool | None = _setting(
         PLANS, EXPLAINS, SCHEDULES, RESOLVES, SWEEPS, axis="prefix caching on and/or off",
-        flags=("--enable-prefix-caching/--no-enable-prefix-caching",), kind=Boolean(), help=_prefix_caching_help())
+        flags=("--enable-prefix-caching/--no-enable-prefix-caching",), kind=Boolean(), help=_prefix_caching_help(),
+        fixed_description="vLLM's prefix caching (default on)")
     enable_chunked_prefill: bool | None = _setting(
         PLANS, EXPLAINS, SCHEDULES, SWEEPS, axis="chunked prefill on and/or off",
         flags=("--enable-chunked-prefill/--no-enable-chunked-prefill",), kind=Boolean(),
         hidden_flags=("--chunked-prefill/--no-chunked-prefill",),
-        default=lambda release: True, help="vLLM's chunked prefill (default on).")
+        default=lambda release: True, help="vLLM's chunked prefill (default on).",
+        fixed_description="vLLM's chunked prefill (default on)")
     # the planner reads it, but no command shows its flag yet: no role
     disable_hybrid_kv_cache_manager: bool | None = _setting(
         flags=("--disable-hybrid-kv-cache-manager/--no-disable-hybrid-kv-cache-manager",), kind=Boolean(),
@@ -361,6 +384,18 @@ def file_fields(*names: str) -> dict[str, Field]:
     a profile's settings): under their file keys, with their kinds."""
     return {(setting(name).key or name): Field(setting(name).kind, description=setting(name).description or "")
             for name in names}
+
+
+def fixed_fields(*names: str) -> dict[str, Field]:
+    """The named engine arguments as a file that fixes them for a run takes them (a trace's config, a
+    workload's engine): under their file keys, with their fixed kinds and descriptions (`Setting.fixed_kind`,
+    `Setting.fixed_description`) where narrower or fuller than `file_fields`'."""
+    record = {}
+    for name in names:
+        declared = setting(name)
+        described = declared.fixed_description or declared.description or ""
+        record[declared.key or name] = Field(declared.fixed_kind or declared.kind, description=described)
+    return record
 
 
 def settings() -> Iterator[tuple[str, Setting]]:

@@ -1,15 +1,16 @@
 """The trace-replay format (docs/vllm/replay-contract.md §1), described once: the engine settings of a
-trace's `config` (also a workload's `engine` and `kvplan replay`'s options take them), a request,
-and the whole trace. `kvplan.semantics.engine.trace.parse_trace` validates every trace against `TRACE`
-before reading it; docs/schemas/input/trace.json is `TRACE` published."""
+trace's `config` (also a workload's `engine` and `kvplan replay`'s options take them; the scheduler's engine
+arguments among them are `EngineArgs`' SCHEDULES ones), a request, and the whole trace.
+`kvplan.semantics.engine.trace.parse_trace` validates every trace against `TRACE` before reading it;
+docs/schemas/input/trace.json is `TRACE` published."""
 
 from __future__ import annotations
 
 from typing import get_args
 
 from kvplan import limits
-from kvplan.schema import Boolean, Checked, Field, Integer, ListOf, Record, Tagged, Text
-from kvplan.semantics.config.cache import ALLOWED_BLOCK_SIZES
+from kvplan.schema import Field, Integer, ListOf, Record, Tagged, Text
+from kvplan.semantics.engine.args import POOL_BLOCKS, SCHEDULES, fixed_fields, in_order, named
 from kvplan.semantics.engine.config import HASH_ALGOS
 from kvplan.semantics.engine.groups import MAMBA_CACHE_MODES
 from kvplan.semantics.kv.specs import GROUP_TYPES, KVCacheSpec, MambaSpec
@@ -18,35 +19,23 @@ from kvplan.semantics.releases import NEWEST_RELEASE, RELEASES, Scheduling
 # the token-id rule gives each prefix and each request a million ids
 TOKENS_PER_ID = 1_000_000
 MAX_PREFIX_ID = 1_000_000
-
-
-def _block_size_problem(value: int) -> str | None:
-    if value in ALLOWED_BLOCK_SIZES:
-        return None
-    return f"{value} is not a block size vLLM accepts: expected one of {', '.join(map(str, ALLOWED_BLOCK_SIZES))}"
-
-
-POOL_BLOCKS = Integer(2, limits.MAX_BLOCKS, "blocks in the pool, the null block (block 0) included")
-BLOCK_SIZE = Checked(Integer(1, max(ALLOWED_BLOCK_SIZES)), _block_size_problem,
-                     f"tokens per block: one of {', '.join(map(str, ALLOWED_BLOCK_SIZES))} (vLLM's choices)",
-                     {"enum": list(ALLOWED_BLOCK_SIZES)}, says=f"one of {', '.join(map(str, ALLOWED_BLOCK_SIZES))}")
-BATCHED_TOKENS = Integer(1, limits.MAX_TOKENS, "token budget of one scheduler step")
-NUM_SEQS = Integer(1, limits.MAX_SEQS, "most requests running at once")
-MODEL_LEN = Integer(2, limits.MAX_TOKENS, "longest prompt + output of one request, in tokens")
 VLLM_VERSION = Text(choices=tuple(RELEASES), description="the vLLM release whose rules apply (default: the "
                     f"installed vllm's release when kvplan reproduces it, else {NEWEST_RELEASE.version})")
 SCHEDULING_MODE = Text(choices=get_args(Scheduling), description="the engine loop: async (what `vllm serve` does) "
                                                                  "or sync (vLLM's --no-async-scheduling)")
 
-# a trace's `config`, a workload's `engine`, and the options of `kvplan replay` and `simulate`
+# The scheduler's engine arguments a trace carries: `EngineArgs`' SCHEDULES role, in the order the trace
+# schema has always listed them (only the order: a new SCHEDULES setting comes after these)
+_SCHEDULED_ORDER = ("block_size", "enable_prefix_caching", "max_num_batched_tokens", "max_num_seqs", "max_model_len",
+                    "enable_chunked_prefill")
+SCHEDULED = in_order(named(SCHEDULES), _SCHEDULED_ORDER)
+
+# a trace's `config`, a workload's `engine`, and the options of `kvplan replay` and `simulate`: the pool size,
+# the scheduler's engine arguments as a trace fixes them (`fixed_fields`: a length, never "auto"), and the
+# trace format's own keys
 SCHEDULER_SETTINGS: dict[str, Field] = {
     "num_gpu_blocks": Field(POOL_BLOCKS),
-    "block_size": Field(BLOCK_SIZE),
-    "enable_prefix_caching": Field(Boolean("vLLM's prefix caching (default on)")),
-    "max_num_batched_tokens": Field(BATCHED_TOKENS),
-    "max_num_seqs": Field(NUM_SEQS),
-    "max_model_len": Field(MODEL_LEN),
-    "enable_chunked_prefill": Field(Boolean("vLLM's chunked prefill (default on)")),
+    **fixed_fields(*SCHEDULED),
     "hash_algo": Field(Text(choices=HASH_ALGOS, description="vLLM's prefix-caching hash (hits are the same for all)")),
     "hash_seed": Field(Text(min_length=0, description="PYTHONHASHSEED of the hashing (any string)")),
     "vllm_version": Field(VLLM_VERSION),

@@ -68,8 +68,8 @@ def _engine_axis(name: str) -> Callable[[Any, str], Any]:
     declared = setting(name)
 
     def read(value: Any, path: str) -> Any:
-        if declared.axis_kind is not None:    # the axis's range, narrower than the setting's (no "auto")
-            declared.axis_kind.check(value, path)
+        if declared.fixed_kind is not None:    # the axis's range, narrower than the setting's (no "auto")
+            declared.fixed_kind.check(value, path)
         try:
             value = declared.read(value, path)
         except KvplanError as error:    # the message names the path already

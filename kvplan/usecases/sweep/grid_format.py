@@ -40,7 +40,7 @@ def axis_kind(name: str) -> Kind:
     """The range of an engine argument's axis values: the setting's, unless the axis takes fewer
     (max_model_len's values are lengths, never "auto")."""
     declared = setting(name)
-    return declared.axis_kind or declared.kind
+    return declared.fixed_kind or declared.kind
 
 
 def _engine_axis(name: str) -> Field:
