@@ -128,6 +128,11 @@ class Setting:
     fixed_description: str | None = None
 
     @property
+    def fixed_range(self) -> Kind:
+        """The range where a file fixes the value for a run: `fixed_kind` where narrower, else `kind`."""
+        return self.fixed_kind or self.kind
+
+    @property
     def flag(self) -> str:
         """The spelling messages name: the first long one, without a `/--no-...` half."""
         return self.flags[0].split("/")[0]
@@ -394,7 +399,7 @@ def fixed_fields(*names: str) -> dict[str, Field]:
     for name in names:
         declared = setting(name)
         described = declared.fixed_description or declared.description or ""
-        record[declared.key or name] = Field(declared.fixed_kind or declared.kind, description=described)
+        record[declared.key or name] = Field(declared.fixed_range, description=described)
     return record
 
 

@@ -25,7 +25,7 @@ from kvplan.semantics.kv.sizing import kv_capacity, sizing_limits
 from kvplan.units import format_gib
 from kvplan.usecases.configuration import Configuration
 from kvplan.usecases.executors import Executor, Outcome, guarded
-from kvplan.usecases.fit.request import SEARCHED, FitRequest, SloBound, format_seconds
+from kvplan.usecases.fit.request import SEARCHED, FitRequest, SearchSpace, SloBound, format_seconds
 from kvplan.usecases.fit.result import (
     FitConfiguration,
     FitCounts,
@@ -470,30 +470,35 @@ def fit(request: FitRequest, executor: Executor, progress: Progress | None = Non
 
 
 # the workload's own engine settings that stand in for what fit's command line leaves out: the lists fit
-# searches (max_num_seqs, max_num_batched_tokens, max_model_len, gpu_memory_utilization) and the one value of
-# what it searches no list of (mamba_ssm_cache_dtype); not its KV memory, which is one GPU's (`_memory_note`)
+# searches (max_num_seqs, max_num_batched_tokens, max_model_len, gpu_memory_utilization), and the one value of
+# what it searches no list of (mamba_ssm_cache_dtype; the scheduler's others reach every configuration with
+# the workload's engine, `Configuration.with_workload_settings`); not its KV memory, which is one GPU's
 _GPUS_OWN = "kv_cache_memory_bytes"
-_FROM_WORKLOAD = tuple(name for name in named(SCHEDULES, WORKLOADS) if name != _GPUS_OWN)
+_LISTS_FROM_WORKLOAD = tuple(name for name in SEARCHED if name in named(SCHEDULES, WORKLOADS) and name != _GPUS_OWN)
+_FIXED_FROM_WORKLOAD = tuple(name for name in named(WORKLOADS) if name not in SEARCHED)
+
+
+def _memory_listed(space: SearchSpace) -> bool:
+    """Whether the search is given the KV memory's lists: utilizations or KV-cache bytes."""
+    listed = dict(space.lists)
+    return "gpu_memory_utilization" in listed or _GPUS_OWN in listed
 
 
 def _with_workload_defaults(request: FitRequest) -> FitRequest:
     """The workload's own engine settings where the command line leaves them out."""
     settings = request.workload.engine.args.given() if request.workload is not None else {}
     listed = dict(request.space.lists)
-    memory_listed = "gpu_memory_utilization" in listed or _GPUS_OWN in listed
-    lists = {name: (settings[name],) for name in _FROM_WORKLOAD if name in SEARCHED and name in settings
-             and name not in listed and not (name == "gpu_memory_utilization" and memory_listed)}
-    # the scheduler's settings fit searches no list of reach each configuration with the workload's engine
-    fixed = {name: settings[name] for name in _FROM_WORKLOAD if name not in SEARCHED and name in named(WORKLOADS)
-             and name in settings and getattr(request.fixed, name) is None}
+    lists = {name: (settings[name],) for name in _LISTS_FROM_WORKLOAD if name in settings and name not in listed
+             and not (name == "gpu_memory_utilization" and _memory_listed(request.space))}
+    fixed = {name: settings[name] for name in _FIXED_FROM_WORKLOAD
+             if name in settings and getattr(request.fixed, name) is None}
     return replace(request, space=request.space.with_values(**lists), fixed=replace(request.fixed, **fixed))
 
 
 def _memory_note(request: FitRequest) -> str | None:
     """Why the workload's engine.kv_cache_memory is not the KV memory of every GPU fit tries."""
     given = request.workload.engine.args.kv_cache_memory_bytes if request.workload is not None else None
-    listed = dict(request.space.lists)
-    if given is None or "gpu_memory_utilization" in listed or _GPUS_OWN in listed:
+    if given is None or _memory_listed(request.space):
         return None
     return (f"the workload's engine.kv_cache_memory ({format_gib(given)} GiB) is one GPU's KV memory: fit sizes each "
             "GPU's own; give --kv-cache-memory to try it")

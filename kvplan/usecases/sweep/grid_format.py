@@ -36,17 +36,10 @@ def axis_name(name: str) -> str:
     return setting(name).key or name
 
 
-def axis_kind(name: str) -> Kind:
-    """The range of an engine argument's axis values: the setting's, unless the axis takes fewer
-    (max_model_len's values are lengths, never "auto")."""
-    declared = setting(name)
-    return declared.fixed_kind or declared.kind
-
-
 def _engine_axis(name: str) -> Field:
     what = setting(name).axis
     assert what, f"{name} has the SWEEPS role but no axis description"
-    return _axis(axis_kind(name), what)
+    return _axis(setting(name).fixed_range, what)      # max_model_len's values are lengths, never "auto"
 
 
 AXES = Record({

@@ -30,7 +30,7 @@ def test_trace_config_engine_keys_are_the_schedules_fields() -> None:
 def test_scheduled_keys_take_the_kind_a_trace_fixes() -> None:
     for name in named(SCHEDULES):
         declared = setting(name)
-        assert SCHEDULER_SETTINGS[declared.key or name].kind == (declared.fixed_kind or declared.kind)
+        assert SCHEDULER_SETTINGS[declared.key or name].kind == declared.fixed_range
     # max_model_len is a length in a trace: "auto" (which a plan fits) is the flag's and a check spec's only
     assert SCHEDULER_SETTINGS["max_model_len"].kind == MODEL_LEN != setting("max_model_len").kind
     with pytest.raises(KvplanError, match="max_model_len"):

@@ -20,4 +20,4 @@ def test_workload_engine_keys_are_the_schedules_and_workloads_fields() -> None:
     assert not keys(SCHEDULES) & (keys(WORKLOADS) | TRACE_KEYS | WORKLOAD_KEYS)
     for name in named(SCHEDULES):
         declared = setting(name)
-        assert ENGINE.fields[declared.key or name].kind == (declared.fixed_kind or declared.kind)
+        assert ENGINE.fields[declared.key or name].kind == declared.fixed_range

@@ -35,7 +35,7 @@ def test_the_axes_are_the_sweeps_fields_and_the_sweeps_own():
         field = grid_format.AXES.fields[axis]
         assert grid.AXES[axis][0] == name
         assert declared.axis and field.description == declared.axis
-        assert isinstance(field.kind, ListOf) and field.kind.item == (declared.fixed_kind or declared.kind)
+        assert isinstance(field.kind, ListOf) and field.kind.item == declared.fixed_range
 
 
 def test_every_engine_axis_is_a_column_between_gpu_and_scheduling():
